@@ -1,0 +1,223 @@
+"""Clusters: nodes x devices per node, a device spec and the links between devices.
+
+A cluster is parsed from a short spec (``4x8xH100``: 4 nodes of 8 H100s; ``8xH100``: one node; ``2xCPU``) or from
+a YAML mapping with the fields of :class:`Cluster`. On this project's CPU machines a device is one CPU core.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from rlinf.errors import ConfigError, positive, require
+
+GIB = 1024**3
+
+
+@attrs.frozen(kw_only=True)
+class DeviceSpec:
+    """What one device can do."""
+
+    name: str
+    """Device type, e.g. ``H100``."""
+    memory_bytes: int
+    """Usable device memory."""
+    peak_flops: float
+    """Dense bf16 peak, FLOP/s."""
+    memory_bandwidth_bytes_per_s: float
+    """Device memory (HBM) bandwidth."""
+
+    def __attrs_post_init__(self) -> None:
+        require(bool(self.name), "device.name", self.name, "must not be empty", "name the device type")
+        positive("device.memory_bytes", self.memory_bytes)
+        positive("device.peak_flops", self.peak_flops)
+        positive("device.memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s)
+
+
+@attrs.frozen(kw_only=True)
+class Links:
+    """Bandwidths between devices, bytes/s, per direction."""
+
+    intra_node_bytes_per_s: float
+    inter_node_bytes_per_s: float
+    host_device_bytes_per_s: float
+
+    def __attrs_post_init__(self) -> None:
+        positive("links.intra_node_bytes_per_s", self.intra_node_bytes_per_s)
+        positive("links.inter_node_bytes_per_s", self.inter_node_bytes_per_s)
+        positive("links.host_device_bytes_per_s", self.host_device_bytes_per_s)
+
+
+# Public datasheet figures (dense bf16, HBM) and typical interconnects: NVLink within a node,
+# 8x400 Gb/s InfiniBand per node shared by 8 GPUs (50 GB/s per GPU), PCIe Gen5 x16 to the host.
+DEVICE_PRESETS: dict[str, tuple[DeviceSpec, Links]] = {
+    "H100": (
+        DeviceSpec(name="H100", memory_bytes=80 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=3.35e12),
+        Links(intra_node_bytes_per_s=450e9, inter_node_bytes_per_s=50e9, host_device_bytes_per_s=55e9),
+    ),
+    "H200": (
+        DeviceSpec(name="H200", memory_bytes=141 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=4.8e12),
+        Links(intra_node_bytes_per_s=450e9, inter_node_bytes_per_s=50e9, host_device_bytes_per_s=55e9),
+    ),
+    "A100": (
+        DeviceSpec(name="A100", memory_bytes=80 * GIB, peak_flops=312e12, memory_bandwidth_bytes_per_s=2.0e12),
+        Links(intra_node_bytes_per_s=300e9, inter_node_bytes_per_s=25e9, host_device_bytes_per_s=25e9),
+    ),
+    # One CPU core of a small cloud VM: rough figures, used for the embodied workloads profiled here.
+    "CPU": (
+        DeviceSpec(name="CPU", memory_bytes=8 * GIB, peak_flops=50e9, memory_bandwidth_bytes_per_s=10e9),
+        Links(intra_node_bytes_per_s=5e9, inter_node_bytes_per_s=1e9, host_device_bytes_per_s=10e9),
+    ),
+}
+
+
+@attrs.frozen(kw_only=True)
+class Cluster:
+    """``num_nodes`` nodes of ``devices_per_node`` identical devices. Devices are numbered node-major."""
+
+    num_nodes: int
+    devices_per_node: int
+    device: DeviceSpec
+    links: Links
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            isinstance(self.num_nodes, int) and self.num_nodes >= 1,
+            "cluster.num_nodes",
+            self.num_nodes,
+            "must be an integer >= 1",
+            "use e.g. 4x8xH100 for 4 nodes",
+        )
+        require(
+            isinstance(self.devices_per_node, int) and self.devices_per_node >= 1,
+            "cluster.devices_per_node",
+            self.devices_per_node,
+            "must be an integer >= 1",
+            "use e.g. 4x8xH100 for 8 devices per node",
+        )
+
+    @property
+    def num_devices(self) -> int:
+        """Total number of devices."""
+        return self.num_nodes * self.devices_per_node
+
+    def node_of(self, device: int) -> int:
+        """Node index of a device id."""
+        return device // self.devices_per_node
+
+    def nodes_of(self, devices: tuple[int, ...]) -> frozenset[int]:
+        """Set of nodes that a device set touches."""
+        return frozenset(d // self.devices_per_node for d in devices)
+
+    def spec(self) -> str:
+        """The short spec this cluster parses from, when it is a preset."""
+        return f"{self.num_nodes}x{self.devices_per_node}x{self.device.name}"
+
+    def with_num_devices(self, num_devices: int) -> Cluster:
+        """The same kind of cluster with ``num_devices`` devices (whole nodes when larger than one node)."""
+        per_node = min(self.devices_per_node, num_devices)
+        require(
+            num_devices % per_node == 0,
+            "num_devices",
+            num_devices,
+            f"is not a whole number of {self.devices_per_node}-device nodes",
+            f"use a multiple of {self.devices_per_node}",
+        )
+        return attrs.evolve(self, num_nodes=num_devices // per_node, devices_per_node=per_node)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON/YAML-ready form; :func:`cluster_from_dict` reads it back."""
+        return {
+            "num_nodes": self.num_nodes,
+            "devices_per_node": self.devices_per_node,
+            "device": attrs.asdict(self.device),
+            "links": attrs.asdict(self.links),
+        }
+
+
+_SPEC = re.compile(r"^(?:(\d+)x)?(\d+)x([A-Za-z0-9_-]+)$")
+
+
+def parse_cluster(spec: str) -> Cluster:
+    """Parse ``NODESxDEVICESxTYPE``, ``DEVICESxTYPE`` or a path to a YAML file."""
+    text = str(spec).strip()
+    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        return _cluster_from_file(Path(text))
+    match = _SPEC.match(text)
+    if not match:
+        raise ConfigError(
+            "cluster",
+            spec,
+            "is not a cluster spec",
+            "write NODESxDEVICESxTYPE (e.g. 4x8xH100), DEVICESxTYPE (8xH100) or a YAML file path",
+        )
+    nodes_text, devices_text, device_name = match.groups()
+    preset = DEVICE_PRESETS.get(device_name.upper())
+    if preset is None:
+        raise ConfigError(
+            "cluster.device",
+            device_name,
+            "is not a known device type",
+            f"use one of {sorted(DEVICE_PRESETS)} or describe the device in a YAML file",
+        )
+    device, links = preset
+    return Cluster(
+        num_nodes=int(nodes_text or 1), devices_per_node=int(devices_text), device=device, links=links
+    )
+
+
+def _cluster_from_file(path: Path) -> Cluster:
+    if not path.is_file():
+        raise ConfigError("cluster", str(path), "file does not exist", "pass an existing YAML file or a spec")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError("cluster", str(path), f"is not valid YAML ({_first_line(error)})", "fix the YAML syntax") from None
+    return cluster_from_dict(data, source=str(path))
+
+
+def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
+    """Build a cluster from a mapping; ``device`` may be a preset name or a full mapping."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links")
+    known = {"num_nodes", "devices_per_node", "device", "links"}
+    unknown = sorted(set(data) - known)
+    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(known)}")
+    for key in ("num_nodes", "devices_per_node", "device"):
+        require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
+    device_value = data["device"]
+    preset = DEVICE_PRESETS.get(str(device_value).upper()) if isinstance(device_value, str) else None
+    if isinstance(device_value, str):
+        require(preset is not None, f"{source}.device", device_value, "unknown device type", f"use one of {sorted(DEVICE_PRESETS)}")
+        assert preset is not None
+        device, links = preset
+    else:
+        device = _build(DeviceSpec, device_value, f"{source}.device")
+        links = None
+    links_value = data.get("links")
+    if links_value is not None:
+        links = _build(Links, links_value, f"{source}.links")
+    require(links is not None, f"{source}.links", None, "is missing for a custom device", "add links with the three bandwidths")
+    assert links is not None
+    return Cluster(
+        num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
+    )
+
+
+def _build(cls: type, value: Any, field: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(field, value, "must be a mapping", f"give the fields {[a.name for a in attrs.fields(cls)]}")
+    names = {a.name for a in attrs.fields(cls)}
+    unknown = sorted(set(value) - names)
+    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(names)}")
+    missing = sorted(names - set(value))
+    require(not missing, f"{field}.{missing[0] if missing else ''}", None, "is missing", f"add {missing}")
+    return cls(**value)
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

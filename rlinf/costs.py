@@ -1,0 +1,232 @@
+"""Cost models: ``fit(trace) -> CostModel``, which answers how long each op of a program takes.
+
+* Compute ops: samples of the same (component, op) are grouped by device count. A query uses the group whose
+  device count is nearest (log scale) and interpolates linearly in *samples per replica* (data-parallel scaling:
+  ``replicas = devices / model_parallel_size``). Beyond the profiled range it extrapolates linearly and warns.
+* Streaming generation: a rollout's ``generate`` op ``k`` of ``m`` is the segment of one continuous-batching
+  generation between the completion of micro-batch ``k-1`` and ``k``; groups complete in order of their longest
+  response, and time is taken proportional to decode steps (memory-bound decode). The segments add up to the
+  whole-batch generation time, so streaming costs generation nothing and lets consumers start early.
+* Movement ops (transfer, sync_weights, onload, offload): measured bandwidth when the trace has samples for
+  them, else the cluster's link bandwidth, plus a fixed latency.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+import attrs
+import numpy as np
+
+from rlinf.cluster import Cluster
+from rlinf.errors import ConfigError, ExtrapolationWarning, RlinfError
+from rlinf.program import Op, Program
+from rlinf.trace import CostSample, Trace
+from rlinf.workflow import Workflow
+
+LINK_LATENCY_S = {"local": 0.0, "intra_node": 10e-6, "inter_node": 30e-6, "host": 10e-6}
+"""Fixed start-up cost of a data movement, per link kind."""
+
+
+@attrs.frozen
+class Curve:
+    """Seconds as a piecewise-linear function of samples per replica, at one device count."""
+
+    devices: int
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+    def __call__(self, x: float) -> tuple[float, bool]:
+        """(seconds, extrapolated?)."""
+        xs, ys = self.xs, self.ys
+        if len(xs) == 1:
+            # One point: scale proportionally (a cost per sample), flagged when x differs.
+            return ys[0] * (x / xs[0] if xs[0] > 0 else 1.0), not math.isclose(x, xs[0])
+        if x < xs[0]:
+            slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+            return max(0.0, ys[0] + slope * (x - xs[0])), True
+        if x > xs[-1]:
+            slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+            return ys[-1] + max(slope, 0.0) * (x - xs[-1]), True
+        return float(np.interp(x, xs, ys)), False
+
+
+@attrs.frozen(kw_only=True)
+class CostModel:
+    """Fitted costs for the ops of one workflow on one cluster."""
+
+    workflow: Workflow
+    cluster: Cluster
+    curves: Mapping[tuple[str, str], tuple[Curve, ...]]
+    """(component, op) -> curves sorted by device count."""
+    bandwidths: Mapping[tuple[str, str], float]
+    """(component, op kind) -> measured bytes/s for movement ops."""
+    response_lengths: tuple[float, ...] = ()
+    activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
+    _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
+
+    # ------------------------------------------------------------------ compute
+    def compute_seconds(self, component: str, op_name: str, num_devices: int, samples: float) -> float:
+        """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component``."""
+        curves = self.curves.get((component, op_name))
+        if not curves:
+            raise RlinfError(
+                f"trace has no samples for {component}.{op_name}; fix: profile that component "
+                f"or synthesize a trace that includes it (known: {sorted('.'.join(k) for k in self.curves)})"
+            )
+        model_parallel = self.workflow.component(component).model_parallel_size
+        curve = min(curves, key=lambda c: abs(math.log(c.devices / num_devices)))
+        replicas = max(1, num_devices // model_parallel)
+        ref_replicas = max(1, curve.devices // model_parallel)
+        per_replica = samples / replicas
+        seconds, extrapolated = curve(per_replica)
+        if extrapolated:
+            low, high = curve.xs[0] * ref_replicas, curve.xs[-1] * ref_replicas
+            self._warn(
+                f"{component}.{op_name}",
+                f"cost model extrapolates {component}.{op_name}: {per_replica:g} samples per replica on "
+                f"{num_devices} devices is outside the profiled {curve.xs[0]:g}-{curve.xs[-1]:g} "
+                f"(batches {low:g}-{high:g} on {curve.devices} devices)",
+            )
+        devices = [c.devices for c in curves]
+        if num_devices < min(devices) or num_devices > max(devices):
+            self._warn(
+                f"{component}.{op_name}.devices",
+                f"cost model scales {component}.{op_name} to {num_devices} devices from samples on "
+                f"{min(devices)}-{max(devices)} devices (assumes data-parallel scaling)",
+            )
+        return seconds
+
+    def generation_fractions(self, num_micro_batches: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Cumulative fraction of generation time at which each streamed micro-batch is complete.
+
+        Groups complete when their longest response does; micro-batch ``k`` is the ``k``-th set of groups to
+        complete. Deterministic (expected quantiles) without ``rng``; drawn from the trace's distribution with it.
+        The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``)."""
+        num_groups = self.workflow.batch_size // self.workflow.group_size
+        group = self.workflow.group_size
+        lengths = np.asarray(self.response_lengths, dtype=float)
+        ends = np.array([(k + 1) * num_groups // num_micro_batches for k in range(num_micro_batches)]) - 1
+        if lengths.size == 0:
+            return (ends + 1) / num_groups
+        quantiles = ((np.arange(num_groups) + 0.5) / num_groups) ** (1.0 / group)
+        expected_group_max = np.quantile(lengths, quantiles)
+        if rng is None:
+            group_max = expected_group_max
+        else:
+            drawn = rng.choice(lengths, size=(num_groups, group), replace=True)
+            group_max = np.sort(drawn.max(axis=1))
+        return group_max[ends] / expected_group_max[-1]
+
+    def activation_bytes(self, op: Op) -> int:
+        """Transient device memory of a compute op, per device."""
+        per_sample = self.activation_bytes_per_sample.get(op.component, 0.0)
+        if op.kind != "compute" or per_sample == 0 or not op.devices:
+            return 0
+        model_parallel = self.workflow.component(op.component).model_parallel_size
+        replicas = max(1, len(op.devices) // model_parallel)
+        return int(per_sample * math.ceil(op.samples / replicas) / model_parallel)
+
+    # ------------------------------------------------------------------ movement
+    def movement_seconds(self, op: Op) -> float:
+        """Seconds to move ``op.num_bytes`` over the op's link."""
+        if op.num_bytes == 0 or op.link == "local" and op.kind == "transfer":
+            return 0.0
+        measured = self.bandwidths.get((op.component, op.kind))
+        links = self.cluster.links
+        if measured is not None:
+            bandwidth = measured
+        elif op.kind in ("onload", "offload"):
+            bandwidth = links.host_device_bytes_per_s
+        elif op.link == "local":
+            bandwidth = self.cluster.device.memory_bandwidth_bytes_per_s
+        elif op.link == "intra_node":
+            bandwidth = links.intra_node_bytes_per_s
+        else:
+            bandwidth = links.inter_node_bytes_per_s
+        return LINK_LATENCY_S.get(op.link, 0.0) + op.num_bytes / bandwidth
+
+    # ------------------------------------------------------------------ programs
+    def seconds(self, op: Op) -> float:
+        """Expected duration of one op (generation segments use expected response lengths)."""
+        return float(self.durations_for((op,), rng=None)[0])
+
+    def durations(self, program: Program, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Duration of every op of ``program``; stochastic (long-tail lengths drawn) when ``rng`` is given."""
+        return self.durations_for(program.ops, rng)
+
+    def durations_for(self, ops: tuple[Op, ...], rng: np.random.Generator | None) -> np.ndarray:
+        """Durations of ``ops`` (see :meth:`durations`)."""
+        out = np.zeros(len(ops))
+        fractions: dict[tuple[str, int], np.ndarray] = {}
+        whole: dict[tuple[str, int], float] = {}
+        for position, op in enumerate(ops):
+            if op.kind != "compute":
+                out[position] = self.movement_seconds(op)
+                continue
+            role = self.workflow.component(op.component).role
+            if role == "rollout" and op.name == "generate":
+                key = (op.component, len(op.devices))
+                if key not in whole:
+                    whole[key] = self.compute_seconds(op.component, "generate", len(op.devices), self.workflow.batch_size)
+                m = op.num_micro_batches
+                if (op.component, m) not in fractions:
+                    fractions[(op.component, m)] = self.generation_fractions(m, rng)
+                cumulative = fractions[(op.component, m)]
+                previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
+                out[position] = whole[key] * (cumulative[op.micro_batch] - previous)
+            else:
+                out[position] = self.compute_seconds(op.component, op.name, len(op.devices), op.samples)
+        return out
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, ExtrapolationWarning, stacklevel=3)
+
+
+def fit(trace: Trace, cluster: Cluster | None = None) -> CostModel:
+    """Fit a cost model from a trace, for the trace's cluster or another one of the same device type."""
+    target = cluster or trace.cluster
+    if target.device.name != trace.cluster.device.name:
+        raise ConfigError(
+            "cluster",
+            target.spec(),
+            f"has {target.device.name} devices but the trace was made on {trace.cluster.device.name}",
+            f"use a {trace.cluster.device.name} cluster or synthesize a trace for {target.device.name}",
+        )
+    grouped: dict[tuple[str, str], dict[int, list[CostSample]]] = {}
+    moves: dict[tuple[str, str], list[CostSample]] = {}
+    for sample in trace.samples:
+        if sample.op in ("transfer", "onload", "offload", "sync_weights"):
+            moves.setdefault((sample.component, sample.op), []).append(sample)
+            continue
+        grouped.setdefault((sample.component, sample.op), {}).setdefault(sample.devices, []).append(sample)
+    curves = {key: tuple(_curve(trace.workflow, key[0], devices, group) for devices, group in sorted(by_devices.items())) for key, by_devices in grouped.items()}
+    bandwidths = {}
+    for key, group in moves.items():
+        total_bytes = sum(s.num_bytes for s in group)
+        total_seconds = sum(s.seconds for s in group)
+        if total_bytes > 0 and total_seconds > 0:
+            bandwidths[key] = total_bytes / total_seconds
+    return CostModel(
+        workflow=trace.workflow,
+        cluster=target,
+        curves=curves,
+        bandwidths=bandwidths,
+        response_lengths=trace.response_lengths,
+        activation_bytes_per_sample=dict(trace.activation_bytes_per_sample),
+    )
+
+
+def _curve(workflow: Workflow, component: str, devices: int, group: list[CostSample]) -> Curve:
+    replicas = max(1, devices // workflow.component(component).model_parallel_size)
+    by_x: dict[float, list[float]] = {}
+    for sample in group:
+        by_x.setdefault(sample.samples / replicas, []).append(sample.seconds)
+    xs = sorted(by_x)
+    # Repeated measurements at one size: the median resists stragglers.
+    ys = [float(np.median(by_x[x])) for x in xs]
+    return Curve(devices=devices, xs=tuple(xs), ys=tuple(ys))

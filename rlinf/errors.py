@@ -1,0 +1,56 @@
+"""One exception family for everything a user can get wrong.
+
+Every message names the field, the offending value and the fix, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RlinfError(Exception):
+    """Base of all user-facing errors. The CLI prints ``str(error)`` and exits with code 2."""
+
+
+class ConfigError(RlinfError, ValueError):
+    """A value supplied by the user (file, flag, constructor argument) is invalid."""
+
+    def __init__(self, field: str, value: Any, problem: str, fix: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{field}={_short(value)}: {problem}; fix: {fix}")
+
+
+class InfeasiblePlanError(RlinfError):
+    """A plan (or every plan) cannot run on the cluster, e.g. resident states exceed device memory."""
+
+
+class RlinfWarning(UserWarning):
+    """A setting has no effect, or a cost model extrapolates beyond its samples."""
+
+
+class ExtrapolationWarning(RlinfWarning):
+    """The cost model was asked about a batch or device count outside the profiled samples."""
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def require(condition: bool, field: str, value: Any, problem: str, fix: str) -> None:
+    """Raise :class:`ConfigError` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(field, value, problem, fix)
+
+
+def positive(field: str, value: float) -> None:
+    """Validate that ``value`` is a number > 0."""
+    require(value > 0, field, value, "must be > 0", f"set {field} to a positive number")
+
+
+def non_negative(field: str, value: float) -> None:
+    """Validate that ``value`` is a number >= 0."""
+    require(value >= 0, field, value, "must be >= 0", f"set {field} to zero or a positive number")

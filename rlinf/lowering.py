@@ -1,0 +1,360 @@
+"""M2Flow lowering: (workflow, plan, cluster) -> program.
+
+* Every component's batch is split into micro-batches (``m_c`` = the largest granularity of its stream edges;
+  the loop's env and policy into ``granularity['loop']`` pipeline stages). Micro-batch ``j`` of ``m`` holds the
+  groups ``[j*G/m, (j+1)*G/m)`` of the ``G`` prompt groups (or environments).
+* A consumer micro-batch depends on the producer micro-batches whose sample ranges overlap its own (``stream``)
+  or on all of them (``barrier``), through a transfer op when the two components do not share their devices.
+* The loop alternates policy (act) and env (step) for ``num_steps`` steps per stage; with several stages one
+  stage's env steps while another stage's policy infers (elastic pipelining).
+* Ops get one global order and each device runs its ops in that order. When the plan offloads anything, the
+  order is *phased* (one component after another, so every offloading component is onloaded once and offloaded
+  once); otherwise it is *interleaved* (micro-batch-major, so collocated consumers follow their producers).
+* Weight sync (actor -> rollout) ends the iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+
+from rlinf.cluster import GIB, Cluster
+from rlinf.errors import ConfigError, InfeasiblePlanError, require
+from rlinf.plan import Plan, format_devices
+from rlinf.program import Op, Program
+from rlinf.workflow import Workflow
+
+
+@attrs.frozen
+class _Pending:
+    """An op before its global index is known: ``deps`` are keys of other pending ops."""
+
+    key: tuple
+    op: Op
+    dep_keys: tuple[tuple, ...]
+
+
+def lower(workflow: Workflow, plan: Plan, cluster: Cluster) -> Program:
+    """Lower a macro flow under a plan into a program for ``cluster``.
+
+    Raises :class:`ConfigError` when the plan does not match the workflow or cluster, and
+    :class:`InfeasiblePlanError` when resident states do not fit in device memory without offload."""
+    plan = plan.validate_for(workflow, cluster.num_devices)
+    check_memory(workflow, plan, cluster)
+    builder = _Builder(workflow, plan, cluster)
+    return builder.build()
+
+
+def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
+    """Raise :class:`InfeasiblePlanError` if some device cannot hold its components' states.
+
+    Components that are not offloaded stay resident; offloaded ones are onloaded one at a time."""
+    capacity = cluster.device.memory_bytes
+    for component in workflow.components:
+        need = component.state_bytes_per_device()
+        if need > capacity:
+            raise InfeasiblePlanError(
+                f"component {component.name} needs {need / GIB:.1f} GiB per device for its state, more than a "
+                f"{cluster.device.name} holds ({capacity / GIB:.1f} GiB); fix: raise its model_parallel_size "
+                f"(now {component.model_parallel_size}) or use devices with more memory"
+            )
+    holders: dict[int, list[str]] = {}
+    for placement in plan.placements:
+        for device in placement.devices:
+            holders.setdefault(device, []).append(placement.component)
+    for device, names in sorted(holders.items()):
+        resident = [n for n in names if n not in plan.offload]
+        offloaded = [n for n in names if n in plan.offload]
+        sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
+        peak = sum(sizes[n] for n in resident) + max((sizes[n] for n in offloaded), default=0)
+        if peak > capacity:
+            parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in resident + offloaded[:1])
+            candidates = [n for n in resident if sizes[n] > 0]
+            raise InfeasiblePlanError(
+                f"plan does not fit: device {device} ({cluster.device.name}, {capacity / GIB:.1f} GiB) must hold "
+                f"{parts} = {peak / GIB:.1f} GiB at once; fix: offload {candidates} "
+                f"(offload: [{', '.join(candidates)}]) or place them on separate devices"
+            )
+
+
+def micro_batch_ranges(num_groups: int, num_micro_batches: int) -> list[tuple[int, int]]:
+    """Split ``num_groups`` groups into contiguous, near-equal ranges ``[lo, hi)``."""
+    return [
+        (j * num_groups // num_micro_batches, (j + 1) * num_groups // num_micro_batches)
+        for j in range(num_micro_batches)
+    ]
+
+
+class _Builder:
+    """Builds the pending ops of one lowering; used once."""
+
+    def __init__(self, workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
+        self.workflow = workflow
+        self.plan = plan
+        self.cluster = cluster
+        self.order = workflow.topological_order()
+        self.rank = {name: i for i, name in enumerate(self.order)}
+        self.phased = bool(plan.offload)
+        self.num_groups = workflow.batch_size // workflow.group_size
+        self.pending: dict[tuple, _Pending] = {}
+        # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
+        self.output: dict[tuple[str, int], tuple] = {}
+        self.fraction: dict[tuple, float] = {}
+        loop = workflow.loop
+        self.loop_names = (loop.env, loop.policy) if loop is not None else ()
+        if loop is not None:
+            self.loop_rank = min(self.rank[loop.env], self.rank[loop.policy])
+            for name in self.loop_names:
+                self.rank[name] = self.loop_rank
+        self.micro_batches = {name: self._num_micro_batches(name) for name in self.order}
+
+    # ---------------------------------------------------------------- sizes
+    def _num_micro_batches(self, name: str) -> int:
+        if name in self.loop_names:
+            stages = self.plan.granularity_of("loop")
+            require(
+                self.workflow.batch_size % stages == 0,
+                "granularity.loop",
+                stages,
+                f"does not divide the {self.workflow.batch_size} environments",
+                "use a divisor of the number of environments",
+            )
+            return stages
+        keys = [e.key for e in self.workflow.incoming(name) + self.workflow.outgoing(name) if e.kind == "stream"]
+        count = max((self.plan.granularity_of(k) for k in keys), default=1)
+        require(
+            count <= self.num_groups,
+            f"granularity of {name}",
+            count,
+            f"exceeds the {self.num_groups} prompt groups in a batch",
+            f"use at most {self.num_groups} micro-batches",
+        )
+        return count
+
+    def _samples(self, name: str, micro_batch: int) -> int:
+        lo, hi = micro_batch_ranges(self.num_groups, self.micro_batches[name])[micro_batch]
+        return (hi - lo) * self.workflow.group_size
+
+    def _link(self, a: tuple[int, ...], b: tuple[int, ...]) -> str:
+        if a == b:
+            return "local"
+        if len(self.cluster.nodes_of(a) | self.cluster.nodes_of(b)) == 1:
+            return "intra_node"
+        return "inter_node"
+
+    # ---------------------------------------------------------------- keys
+    def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
+        first = 0.0 if self.phased else fraction
+        return (first, self.rank[name], step, index, sub, name)
+
+    def _add(self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float) -> tuple:
+        assert key not in self.pending, key
+        self.pending[key] = _Pending(key=key, op=op, dep_keys=dep_keys)
+        self.fraction[key] = fraction
+        return key
+
+    # ---------------------------------------------------------------- build
+    def build(self) -> Program:
+        for name in self.order:
+            if name not in self.loop_names:
+                self._lower_component(name)
+            elif (self.workflow.loop.env, 0) not in self.output:  # type: ignore[union-attr]
+                self._lower_loop()
+        self._lower_weight_sync()
+        if self.phased:
+            self._insert_context_switches()
+        return self._finish()
+
+    def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float]:
+        """Dependency keys (through transfers where needed) and the batch fraction they need."""
+        m = self.micro_batches[name]
+        lo, hi = micro_batch_ranges(self.num_groups, m)[micro_batch]
+        deps: list[tuple] = []
+        needed = (micro_batch + 1) / m
+        for edge in self.workflow.incoming(name):
+            producer_m = self.micro_batches[edge.src]
+            for i, (plo, phi) in enumerate(micro_batch_ranges(self.num_groups, producer_m)):
+                if edge.kind == "barrier" or (plo < hi and lo < phi):
+                    key = self._transfer(edge.src, name, i, edge.bytes_per_sample)
+                    deps.append(key)
+                    needed = max(needed, self.fraction[key])
+        return tuple(deps), needed
+
+    def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
+        """Key that makes producer output ``micro_batch`` available to ``dst`` (a transfer op if needed)."""
+        produced = self.output[(src, micro_batch)]
+        src_devices, dst_devices = self.plan.devices_of(src), self.plan.devices_of(dst)
+        if src_devices == dst_devices:
+            return produced
+        key = produced[:4] + (produced[4] + 0.25, f"{src}->{dst}")
+        if key in self.fraction:
+            return key
+        samples = self._samples(src, micro_batch)
+        op = Op(
+            index=-1,
+            kind="transfer",
+            component=src,
+            peer=dst,
+            name="transfer",
+            micro_batch=micro_batch,
+            num_micro_batches=self.micro_batches[src],
+            samples=samples,
+            num_bytes=samples * bytes_per_sample,
+            link=self._link(src_devices, dst_devices),
+        )
+        return self._add(key, op, (produced,), self.fraction[produced])
+
+    def _lower_component(self, name: str) -> None:
+        component = self.workflow.component(name)
+        m = self.micro_batches[name]
+        devices = self.plan.devices_of(name)
+        for j in range(m):
+            dep_keys, needed = self._inputs(name, j)
+            samples = self._samples(name, j)
+            op = Op(
+                index=-1,
+                kind="compute",
+                component=name,
+                name=_COMPUTE_NAMES[component.role],
+                micro_batch=j,
+                num_micro_batches=m,
+                devices=devices,
+                samples=samples,
+                tokens=int(round(samples * self.workflow.tokens_per_sample)),
+            )
+            key = self._add(self._key(name, needed, 0, j, 0.0), op, dep_keys, needed)
+            self.output[(name, j)] = key
+
+    def _lower_loop(self) -> None:
+        loop = self.workflow.loop
+        assert loop is not None
+        stages = self.micro_batches[loop.env]
+        envs = self.workflow.batch_size // stages
+        env_devices, policy_devices = self.plan.devices_of(loop.env), self.plan.devices_of(loop.policy)
+        link = self._link(env_devices, policy_devices)
+        previous_env: dict[int, tuple] = {}
+        for step in range(loop.num_steps):
+            for stage in range(stages):
+                deps: tuple[tuple, ...] = ()
+                if stage in previous_env:
+                    deps = (self._loop_transfer(previous_env[stage], loop.env, loop.policy, stage, step, envs * loop.obs_bytes_per_env, link),)
+                act = Op(
+                    index=-1, kind="compute", component=loop.policy, name="act", micro_batch=stage,
+                    num_micro_batches=stages, step=step, devices=policy_devices, samples=envs,
+                )
+                act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
+                to_env = self._loop_transfer(act_key, loop.policy, loop.env, stage, step, envs * loop.action_bytes_per_env, link)
+                env_op = Op(
+                    index=-1, kind="compute", component=loop.env, name="env_step", micro_batch=stage,
+                    num_micro_batches=stages, step=step, devices=env_devices, samples=envs,
+                )
+                previous_env[stage] = self._add(self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0)
+        for stage in range(stages):
+            # A stage's trajectory is complete after its last env step; both loop components "emit" it then.
+            self.output[(loop.env, stage)] = previous_env[stage]
+            self.output[(loop.policy, stage)] = previous_env[stage]
+            self.fraction[previous_env[stage]] = (stage + 1) / stages if not self.phased else 0.0
+
+    def _loop_transfer(self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str) -> tuple:
+        if link == "local":
+            return src_key
+        op = Op(
+            index=-1, kind="transfer", component=src, peer=dst, name="transfer", micro_batch=stage,
+            num_micro_batches=self.micro_batches[src], step=step, num_bytes=num_bytes, link=link,
+        )
+        key = src_key[:4] + (src_key[4] + 0.25, f"{src}->{dst}")
+        return self._add(key, op, (src_key,), 0.0)
+
+    def _lower_weight_sync(self) -> None:
+        for sync in self.workflow.weight_sync:
+            last = max(k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute")
+            devices = tuple(sorted(set(self.plan.devices_of(sync.src)) | set(self.plan.devices_of(sync.dst))))
+            op = Op(
+                index=-1, kind="sync_weights", component=sync.src, peer=sync.dst, name="sync_weights",
+                devices=devices, num_bytes=sync.num_bytes,
+                link=self._link(self.plan.devices_of(sync.src), self.plan.devices_of(sync.dst)),
+            )
+            key = last[:4] + (last[4] + 0.5, f"sync:{sync.src}->{sync.dst}")
+            self._add(key, op, (last,), self.fraction[last])
+
+    def _insert_context_switches(self) -> None:
+        """Onload before and offload after each offloaded component's ops, where it shares a device."""
+        for name in sorted(self.plan.offload):
+            devices = self.plan.devices_of(name)
+            others = [p for p in self.plan.placements if p.component != name and set(p.devices) & set(devices)]
+            if not others:
+                continue
+            mine = sorted(
+                key for key, item in self.pending.items()
+                if key[5] == name or (item.op.kind == "sync_weights" and item.op.component == name)
+            )
+            per_device = self.workflow.component(name).state_bytes_per_device()
+            first, last = mine[0], mine[-1]
+            onload = Op(index=-1, kind="onload", component=name, name="onload", devices=devices, num_bytes=per_device, link="host")
+            offload = Op(index=-1, kind="offload", component=name, name="offload", devices=devices, num_bytes=per_device, link="host")
+            self._add(first[:4] + (first[4] - 0.5, f"onload:{name}"), onload, (), 0.0)
+            self._add(last[:4] + (last[4] + 0.75, f"offload:{name}"), offload, (last,), 0.0)
+
+    def _finish(self) -> Program:
+        ordered = [self.pending[key] for key in sorted(self.pending)]
+        index = {item.key: i for i, item in enumerate(ordered)}
+        ops = tuple(
+            attrs.evolve(item.op, index=i, deps=tuple(sorted({index[k] for k in item.dep_keys})))
+            for i, item in enumerate(ordered)
+        )
+        num_devices = self.cluster.num_devices
+        device_order: list[list[int]] = [[] for _ in range(num_devices)]
+        for op in ops:
+            for device in op.devices:
+                device_order[device].append(op.index)
+        resident = [0] * num_devices
+        for placement in self.plan.placements:
+            if placement.component in self.plan.offload and self._shares_device(placement.component):
+                continue
+            per_device = self.workflow.component(placement.component).state_bytes_per_device()
+            for device in placement.devices:
+                resident[device] += per_device
+        tokens = int(round(self.workflow.batch_size * self.workflow.tokens_per_sample))
+        return Program(
+            ops=ops,
+            num_devices=num_devices,
+            device_order=tuple(tuple(o) for o in device_order),
+            initial_resident_bytes=tuple(resident),
+            state_bytes_per_device=tuple((c.name, c.state_bytes_per_device()) for c in self.workflow.components),
+            mode=self.plan.mode,
+            plan_summary=self.plan.describe(),
+            unit=self.workflow.unit,
+            units_per_iteration=self.workflow.units_per_iteration,
+            tokens_per_iteration=tokens,
+            samples_per_iteration=self.workflow.batch_size,
+        )
+
+    def _shares_device(self, name: str) -> bool:
+        mine = set(self.plan.devices_of(name))
+        return any(mine & set(p.devices) for p in self.plan.placements if p.component != name)
+
+
+_COMPUTE_NAMES = {
+    "env": "env_step",
+    "rollout": "generate",
+    "reward": "reward",
+    "inference": "infer",
+    "actor": "train",
+    "critic": "train",
+}
+
+
+def iter_device_spans(program: Program) -> Iterator[tuple[int, Op]]:
+    """Every (device, op) pair in device order, for display."""
+    for device, order in enumerate(program.device_order):
+        for index in order:
+            yield device, program.ops[index]
+
+
+def describe_devices(devices: tuple[int, ...]) -> str:
+    """Range text for a device tuple ('' for none)."""
+    return format_devices(devices) if devices else ""
+
+
+__all__ = ["ConfigError", "check_memory", "lower", "micro_batch_ranges"]

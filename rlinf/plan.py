@@ -1,0 +1,282 @@
+"""Plans: where each component runs and at what granularity data moves.
+
+A plan is written in YAML with RLinf-style device ranges::
+
+    placement:
+      rollout: 0-7
+      reward: 0-7
+      actor: all          # every device of the cluster
+    granularity:          # micro-batches per stream edge, pipeline stages of the embodied loop
+      rollout->reward: 8
+    offload: [rollout, actor]   # components that move their state to host memory when they yield a device
+
+The mode is derived from the placement, never declared: every component on the same devices is ``collocated``,
+pairwise disjoint device sets are ``disaggregated``, anything else is ``hybrid``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import yaml
+
+from rlinf.errors import ConfigError, RlinfWarning, require
+from rlinf.workflow import Workflow
+
+MODES = ("collocated", "disaggregated", "hybrid")
+
+
+@attrs.frozen(kw_only=True)
+class Placement:
+    """The devices of one component."""
+
+    component: str
+    devices: tuple[int, ...] = attrs.field(converter=lambda v: tuple(sorted(set(v))))
+    """Sorted device ids."""
+    data_parallel_size: int = 0
+    """Replicas; 0 means len(devices) // model_parallel_size (resolved by :meth:`Plan.validate_for`)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(len(self.devices) > 0, f"placement.{self.component}", self.devices, "has no devices", "give a range like 0-7 or 'all'")
+        require(min(self.devices) >= 0, f"placement.{self.component}", min(self.devices), "negative device id", "use ids from 0")
+
+    @property
+    def num_devices(self) -> int:
+        """How many devices the component spans."""
+        return len(self.devices)
+
+
+def _placements(value: Any) -> tuple[Placement, ...]:
+    return tuple(sorted(value, key=lambda p: p.component))
+
+
+@attrs.frozen(kw_only=True)
+class Plan:
+    """Placement, granularity and offload policy of every component."""
+
+    placements: tuple[Placement, ...] = attrs.field(converter=_placements)
+    granularity: Mapping[str, int] = attrs.field(factory=dict, converter=lambda v: dict(sorted(dict(v).items())))
+    """Micro-batches per stream edge (``src->dst``) and pipeline stages of the embodied loop (``loop``)."""
+    offload: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
+    """Components that offload their state when they yield a shared device."""
+
+    def __attrs_post_init__(self) -> None:
+        names = [p.component for p in self.placements]
+        require(len(set(names)) == len(names), "placement", names, "a component is placed twice", "list each component once")
+        for key, value in self.granularity.items():
+            require(
+                isinstance(value, int) and value >= 1,
+                f"granularity.{key}",
+                value,
+                "must be an integer >= 1",
+                "give the number of micro-batches (1 = whole batch)",
+            )
+
+    def __hash__(self) -> int:
+        return hash((self.placements, tuple(self.granularity.items()), self.offload))
+
+    def placement(self, component: str) -> Placement:
+        """The placement of ``component``; raises listing the placed components."""
+        for placement in self.placements:
+            if placement.component == component:
+                return placement
+        raise ConfigError("placement", component, "component is not placed", f"add '{component}: <devices>' under placement")
+
+    def devices_of(self, component: str) -> tuple[int, ...]:
+        """Device ids of ``component``."""
+        return self.placement(component).devices
+
+    def granularity_of(self, key: str) -> int:
+        """Micro-batches for a stream edge or the loop; 1 when the plan is silent."""
+        return self.granularity.get(key, 1)
+
+    @property
+    def mode(self) -> str:
+        """``collocated``, ``disaggregated`` or ``hybrid``, derived from the placement."""
+        sets = [set(p.devices) for p in self.placements]
+        if all(s == sets[0] for s in sets):
+            return "collocated"
+        if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]):
+            return "disaggregated"
+        return "hybrid"
+
+    @property
+    def devices_used(self) -> tuple[int, ...]:
+        """Every device any component uses."""
+        return tuple(sorted({d for p in self.placements for d in p.devices}))
+
+    def validate_for(self, workflow: Workflow, num_devices: int) -> Plan:
+        """Check the plan against a workflow and a device count; returns the plan with data-parallel sizes resolved.
+
+        Raises :class:`ConfigError` naming the field for unknown or missing components, devices out of range,
+        device counts that are not a multiple of the model-parallel size and unknown granularity keys. Warns when
+        an offload has no effect (the component shares no device)."""
+        placed = {p.component for p in self.placements}
+        for name in sorted(placed - set(workflow.component_names)):
+            raise ConfigError(f"placement.{name}", name, "unknown component", f"use one of {list(workflow.component_names)}")
+        for name in workflow.component_names:
+            require(name in placed, f"placement.{name}", None, "component is not placed", f"add '{name}: <devices>' (e.g. 'all')")
+        resolved = []
+        for placement in self.placements:
+            component = workflow.component(placement.component)
+            top = max(placement.devices)
+            require(
+                top < num_devices,
+                f"placement.{placement.component}",
+                top,
+                f"device out of range (the cluster has devices 0-{num_devices - 1})",
+                f"use ids below {num_devices} or a larger cluster",
+            )
+            mp = component.model_parallel_size
+            require(
+                placement.num_devices % mp == 0,
+                f"placement.{placement.component}",
+                placement.num_devices,
+                f"device count is not a multiple of model_parallel_size={mp}",
+                f"give {placement.component} a multiple of {mp} devices",
+            )
+            dp = placement.data_parallel_size or placement.num_devices // mp
+            require(
+                dp * mp == placement.num_devices,
+                f"data_parallel.{placement.component}",
+                dp,
+                f"data_parallel x model_parallel ({dp}x{mp}) != {placement.num_devices} devices",
+                "drop data_parallel to derive it, or make the product match",
+            )
+            resolved.append(attrs.evolve(placement, data_parallel_size=dp))
+        valid_keys = set(workflow.granularity_keys)
+        for key in self.granularity:
+            require(key in valid_keys, f"granularity.{key}", key, "not a stream edge or loop of the workflow", f"use one of {sorted(valid_keys)}")
+        for name in sorted(self.offload):
+            require(name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}")
+            mine = set(self.devices_of(name))
+            shared = any(mine & set(p.devices) for p in self.placements if p.component != name)
+            if not shared:
+                warnings.warn(f"offload.{name}: {name} shares no device, so offloading it has no effect", RlinfWarning, stacklevel=2)
+        return attrs.evolve(self, placements=resolved)
+
+    def to_dict(self) -> dict[str, Any]:
+        """YAML/JSON-ready form with compact ranges."""
+        out: dict[str, Any] = {"mode": self.mode, "placement": {p.component: format_devices(p.devices) for p in self.placements}}
+        data_parallel = {p.component: p.data_parallel_size for p in self.placements if p.data_parallel_size}
+        if data_parallel:
+            out["data_parallel"] = data_parallel
+        if self.granularity:
+            out["granularity"] = dict(self.granularity)
+        if self.offload:
+            out["offload"] = sorted(self.offload)
+        return out
+
+    def to_yaml(self) -> str:
+        """YAML text that :func:`plan_from_yaml` reads back (``mode`` is written as a comment-like field and ignored)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def describe(self) -> str:
+        """One line: mode, placement, granularity, offload."""
+        parts = [f"{p.component}@{format_devices(p.devices)}" for p in self.placements]
+        text = f"{self.mode}: " + " ".join(parts)
+        if self.granularity:
+            text += " | " + " ".join(f"{k}={v}" for k, v in self.granularity.items())
+        if self.offload:
+            text += " | offload " + ",".join(sorted(self.offload))
+        return text
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_devices(value: Any, num_devices: int, field: str) -> tuple[int, ...]:
+    """Parse ``all``, ``3``, ``0-7``, ``0-3,8-11`` or a list of those into sorted device ids."""
+    if isinstance(value, bool):
+        raise ConfigError(field, value, "is not a device range", "write e.g. 0-7, 0-3,8-11 or all")
+    if isinstance(value, int):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        if value.strip().lower() == "all":
+            return tuple(range(num_devices))
+        items = [part.strip() for part in value.split(",")]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise ConfigError(field, value, "is not a device range", "write e.g. 0-7, 0-3,8-11 or all")
+    devices: set[int] = set()
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            devices.add(item)
+            continue
+        match = _RANGE.match(str(item).strip())
+        if not match:
+            raise ConfigError(field, item, "is not a device range", "write e.g. 0-7, 0-3,8-11 or all")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) else low
+        require(low <= high, field, item, "range ends before it starts", f"write {high}-{low}")
+        devices.update(range(low, high + 1))
+    require(bool(devices), field, value, "is empty", "give at least one device")
+    return tuple(sorted(devices))
+
+
+def format_devices(devices: tuple[int, ...]) -> str:
+    """Compact range text: (0,1,2,3,8) -> '0-3,8'."""
+    parts: list[str] = []
+    start = prev = devices[0]
+    for device in devices[1:]:
+        if device == prev + 1:
+            prev = device
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else f"{start}")
+        start = prev = device
+    parts.append(f"{start}-{prev}" if prev > start else f"{start}")
+    return ",".join(parts)
+
+
+PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload")
+
+
+def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
+    """Build a plan from its mapping form. ``mode``, if present, must match the derived mode."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, data, "must be a mapping", "write placement, granularity and offload keys")
+    unknown = sorted(set(data) - set(PLAN_KEYS))
+    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {list(PLAN_KEYS)}")
+    require("placement" in data, f"{source}.placement", None, "is missing", "add placement: {component: devices}")
+    placement = data["placement"]
+    require(isinstance(placement, Mapping) and placement, f"{source}.placement", placement, "must be a non-empty mapping", "write component: devices")
+    data_parallel = data.get("data_parallel") or {}
+    require(isinstance(data_parallel, Mapping), f"{source}.data_parallel", data_parallel, "must be a mapping", "write component: size")
+    placements = [
+        Placement(
+            component=str(name),
+            devices=parse_devices(devices, num_devices, f"placement.{name}"),
+            data_parallel_size=int(data_parallel.get(name, 0)),
+        )
+        for name, devices in placement.items()
+    ]
+    granularity = data.get("granularity") or {}
+    require(isinstance(granularity, Mapping), f"{source}.granularity", granularity, "must be a mapping", "write edge: micro-batches")
+    offload = data.get("offload") or []
+    require(isinstance(offload, list), f"{source}.offload", offload, "must be a list", "write offload: [component, ...]")
+    plan = Plan(placements=placements, granularity={str(k): v for k, v in granularity.items()}, offload=offload)
+    declared = data.get("mode")
+    if declared is not None:
+        require(
+            declared == plan.mode,
+            f"{source}.mode",
+            declared,
+            f"does not match the placement, which is {plan.mode}",
+            "drop mode (it is derived) or change the placement",
+        )
+    return plan
+
+
+def plan_from_yaml(text: str, num_devices: int, source: str = "plan") -> Plan:
+    """Parse plan YAML text."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
+        raise ConfigError(source, first, "is not valid YAML", "fix the YAML syntax") from None
+    return plan_from_dict(data, num_devices, source)

@@ -1,0 +1,103 @@
+"""The micro flow: an immutable DAG of operations on devices, produced by :func:`rlinf.lowering.lower`.
+
+Semantics, shared by the simulator and the executor: an op starts when all of its ``deps`` are done *and* every
+device in ``devices`` has finished the ops before it in that device's order (``Program.device_order``). Ops are
+stored in one global topological order; each device's order is that order restricted to the device, so a lowered
+program can never deadlock. Transfers occupy no device (they run on links) and are ordered by their deps alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+OP_KINDS = ("compute", "transfer", "onload", "offload", "sync_weights")
+LINKS = ("", "local", "intra_node", "inter_node", "host")
+
+
+@attrs.frozen(kw_only=True)
+class Op:
+    """One micro-operation. Sizes are totals over the op's devices."""
+
+    index: int
+    """Position in :attr:`Program.ops`; deps always point to smaller indices."""
+    kind: str
+    """One of :data:`OP_KINDS`."""
+    component: str
+    """The component that computes, or the producer of a transfer / source of a weight sync."""
+    name: str
+    """What the op does, for costs and display: ``generate``, ``env_step``, ``train``, ``transfer``, ..."""
+    micro_batch: int = 0
+    """Micro-batch (or loop pipeline stage) index."""
+    num_micro_batches: int = 1
+    """How many micro-batches the component's batch is split into."""
+    step: int = 0
+    """Loop step, for the embodied env <-> policy loop; 0 elsewhere."""
+    devices: tuple[int, ...] = ()
+    """Devices the op occupies (empty for transfers)."""
+    samples: int = 0
+    tokens: int = 0
+    num_bytes: int = 0
+    """Bytes moved by transfer / sync / onload / offload (per device for onload/offload)."""
+    link: str = ""
+    """Where bytes move: ``local`` (same devices), ``intra_node``, ``inter_node`` or ``host``."""
+    peer: str = ""
+    """Consumer of a transfer or destination of a weight sync."""
+    deps: tuple[int, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """Short display text, e.g. ``rollout.generate[3]``."""
+        suffix = f"[{self.micro_batch}]" if self.num_micro_batches > 1 else ""
+        step = f"@{self.step}" if self.step else ""
+        target = f"->{self.peer}" if self.peer else ""
+        return f"{self.component}{target}.{self.name}{suffix}{step}"
+
+
+@attrs.frozen(kw_only=True)
+class Program:
+    """One RL iteration as a DAG of ops, with per-device order and what is resident at the start."""
+
+    ops: tuple[Op, ...]
+    num_devices: int
+    device_order: tuple[tuple[int, ...], ...]
+    """For each device, the indices of the ops it runs, in order."""
+    initial_resident_bytes: tuple[int, ...]
+    """Per device, bytes of component state resident when the iteration starts (non-offloaded components)."""
+    state_bytes_per_device: tuple[tuple[str, int], ...] = ()
+    """Per component, the resident bytes it holds on each of its devices when onloaded."""
+    mode: str = "collocated"
+    plan_summary: str = ""
+    unit: str = "samples"
+    units_per_iteration: int = 1
+    """Samples or env steps one iteration produces (for throughput)."""
+    tokens_per_iteration: int = 0
+    samples_per_iteration: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        for position, op in enumerate(self.ops):
+            assert op.index == position, f"op {op.label} has index {op.index} at position {position}"
+            assert all(dep < position for dep in op.deps), f"op {op.label} depends on a later op"
+        assert len(self.device_order) == self.num_devices
+        assert len(self.initial_resident_bytes) == self.num_devices
+
+    @property
+    def num_ops(self) -> int:
+        """How many ops the program holds."""
+        return len(self.ops)
+
+    def successors(self) -> tuple[tuple[int, ...], ...]:
+        """Per op, the ops that depend on it."""
+        out: list[list[int]] = [[] for _ in self.ops]
+        for op in self.ops:
+            for dep in op.deps:
+                out[dep].append(op.index)
+        return tuple(tuple(s) for s in out)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per op kind, for display."""
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            counts[op.kind] = counts.get(op.kind, 0) + 1
+        return {"num_ops": self.num_ops, "by_kind": counts, "mode": self.mode}

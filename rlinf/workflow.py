@@ -1,0 +1,257 @@
+"""The macro flow: components and the data that flows between them, written once per workload.
+
+A :class:`Workflow` is a DAG of :class:`Component` joined by :class:`Edge`. A ``stream`` edge lets the consumer
+start on a micro-batch as soon as the producer has emitted it; a ``barrier`` edge makes the consumer wait for the
+whole batch. Embodied RL adds a :class:`Loop`: env and policy alternate for ``num_steps`` steps before the
+trajectory flows on. Weight sync (``actor -> rollout``) closes the iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from rlinf.errors import ConfigError, non_negative, positive, require
+
+ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
+EDGE_KINDS = ("stream", "barrier")
+UNITS = ("samples", "env_steps")
+
+
+@attrs.frozen(kw_only=True)
+class Component:
+    """One worker type of the workflow."""
+
+    name: str
+    """Unique name, used in plans and traces."""
+    role: str
+    """One of :data:`ROLES`; decides how the cost model reads its ops (e.g. rollout generation streams)."""
+    state_bytes: int = 0
+    """Resident state of one replica (weights, optimizer, reserved KV cache), sharded over its model-parallel
+    devices. This is what offload moves to host memory."""
+    model_parallel_size: int = 1
+    """Devices per replica (tensor x pipeline parallel). A component's device count is a multiple of it."""
+
+    def __attrs_post_init__(self) -> None:
+        require(bool(self.name) and "->" not in self.name, "component.name", self.name, "must be a non-empty name without '->'", "rename the component")
+        require(self.role in ROLES, f"components.{self.name}.role", self.role, "unknown role", f"use one of {list(ROLES)}")
+        non_negative(f"components.{self.name}.state_bytes", self.state_bytes)
+        require(
+            isinstance(self.model_parallel_size, int) and self.model_parallel_size >= 1,
+            f"components.{self.name}.model_parallel_size",
+            self.model_parallel_size,
+            "must be an integer >= 1",
+            "set it to the devices one replica spans",
+        )
+
+    def state_bytes_per_device(self) -> int:
+        """Resident bytes this component keeps on each of its devices."""
+        return self.state_bytes // self.model_parallel_size
+
+
+@attrs.frozen(kw_only=True)
+class Edge:
+    """Data flowing from ``src`` to ``dst``."""
+
+    src: str
+    dst: str
+    kind: str = "stream"
+    """``stream`` (micro-batch granularity) or ``barrier`` (whole batch)."""
+    bytes_per_sample: int = 0
+    """Payload moved per sample (tokens, log-probs, trajectories)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.kind in EDGE_KINDS, f"edges.{self.key}.kind", self.kind, "unknown edge kind", f"use one of {list(EDGE_KINDS)}")
+        non_negative(f"edges.{self.key}.bytes_per_sample", self.bytes_per_sample)
+
+    @property
+    def key(self) -> str:
+        """``src->dst``, the name a plan's granularity uses."""
+        return f"{self.src}->{self.dst}"
+
+
+@attrs.frozen(kw_only=True)
+class Loop:
+    """The embodied env <-> policy loop: ``num_steps`` alternations per iteration."""
+
+    env: str
+    policy: str
+    num_steps: int
+    obs_bytes_per_env: int = 0
+    """Observation payload per env per step (env -> policy)."""
+    action_bytes_per_env: int = 0
+    """Action payload per env per step (policy -> env)."""
+
+    def __attrs_post_init__(self) -> None:
+        positive("loop.num_steps", self.num_steps)
+        non_negative("loop.obs_bytes_per_env", self.obs_bytes_per_env)
+        non_negative("loop.action_bytes_per_env", self.action_bytes_per_env)
+
+    key = "loop"
+    """The name a plan's granularity uses for the loop's pipeline stages."""
+
+
+@attrs.frozen(kw_only=True)
+class WeightSync:
+    """After training, ``src`` (actor) pushes ``num_bytes`` of weights to ``dst`` (rollout)."""
+
+    src: str
+    dst: str
+    num_bytes: int
+
+    def __attrs_post_init__(self) -> None:
+        non_negative("weight_sync.num_bytes", self.num_bytes)
+
+
+@attrs.frozen(kw_only=True)
+class Workflow:
+    """A whole RL iteration as a macro flow."""
+
+    name: str
+    components: tuple[Component, ...] = attrs.field(converter=tuple)
+    edges: tuple[Edge, ...] = attrs.field(converter=tuple, default=())
+    loop: Loop | None = None
+    weight_sync: tuple[WeightSync, ...] = attrs.field(converter=tuple, default=())
+    batch_size: int = 1
+    """Samples per iteration: prompts x group size, or the number of parallel environments."""
+    group_size: int = 1
+    """Responses per prompt (GRPO); micro-batches hold whole groups."""
+    tokens_per_sample: float = 0.0
+    """Mean generated tokens per sample, for tokens/s (0 when not a language workload)."""
+    unit: str = "samples"
+    """What throughput counts: ``samples`` or ``env_steps`` (env steps = batch_size x loop.num_steps)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(len(self.components) > 0, "workflow.components", [], "is empty", "add at least one component")
+        positive("workflow.batch_size", self.batch_size)
+        positive("workflow.group_size", self.group_size)
+        require(
+            self.batch_size % self.group_size == 0,
+            "workflow.batch_size",
+            self.batch_size,
+            f"is not a multiple of group_size={self.group_size}",
+            "use prompts x group_size samples",
+        )
+        require(self.unit in UNITS, "workflow.unit", self.unit, "unknown unit", f"use one of {list(UNITS)}")
+        names = [c.name for c in self.components]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        require(not duplicates, "workflow.components", duplicates, "duplicate component names", "give each component a unique name")
+        known = set(names)
+        for edge in self.edges:
+            for end in (edge.src, edge.dst):
+                require(end in known, f"edges.{edge.key}", end, "names an unknown component", f"use one of {sorted(known)}")
+            require(edge.src != edge.dst, f"edges.{edge.key}", edge.key, "is a self-loop", "model env<->policy alternation with a loop")
+        keys = [e.key for e in self.edges]
+        require(len(set(keys)) == len(keys), "workflow.edges", keys, "duplicate edge", "list each edge once")
+        if self.loop is not None:
+            for end in (self.loop.env, self.loop.policy):
+                require(end in known, "loop", end, "names an unknown component", f"use one of {sorted(known)}")
+            require(self.unit == "env_steps", "workflow.unit", self.unit, "an embodied loop counts env steps", "set unit: env_steps")
+        for sync in self.weight_sync:
+            for end in (sync.src, sync.dst):
+                require(end in known, "weight_sync", end, "names an unknown component", f"use one of {sorted(known)}")
+        self.topological_order()  # raises on cycles
+
+    def component(self, name: str) -> Component:
+        """The component called ``name``; raises listing the valid names."""
+        for component in self.components:
+            if component.name == name:
+                return component
+        raise ConfigError("component", name, "unknown component", f"use one of {[c.name for c in self.components]}")
+
+    @property
+    def component_names(self) -> tuple[str, ...]:
+        """Names in declaration order."""
+        return tuple(c.name for c in self.components)
+
+    def incoming(self, name: str) -> tuple[Edge, ...]:
+        """Edges into ``name``."""
+        return tuple(e for e in self.edges if e.dst == name)
+
+    def outgoing(self, name: str) -> tuple[Edge, ...]:
+        """Edges out of ``name``."""
+        return tuple(e for e in self.edges if e.src == name)
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Component names so that every edge goes forward; ties keep declaration order. The loop's env
+        comes before its policy."""
+        names = list(self.component_names)
+        preds: dict[str, set[str]] = {n: set() for n in names}
+        for edge in self.edges:
+            preds[edge.dst].add(edge.src)
+        if self.loop is not None:
+            preds[self.loop.policy].add(self.loop.env)
+        order: list[str] = []
+        remaining = list(names)
+        while remaining:
+            ready = [n for n in remaining if preds[n] <= set(order)]
+            if not ready:
+                raise ConfigError("workflow.edges", sorted(remaining), "form a cycle", "make the edges a DAG (use a loop for env<->policy)")
+            order.append(ready[0])
+            remaining.remove(ready[0])
+        return tuple(order)
+
+    @property
+    def granularity_keys(self) -> tuple[str, ...]:
+        """Names a plan may give a granularity: each stream edge, and ``loop``."""
+        keys = [e.key for e in self.edges if e.kind == "stream"]
+        if self.loop is not None:
+            keys.append(Loop.key)
+        return tuple(keys)
+
+    @property
+    def units_per_iteration(self) -> int:
+        """Samples (or env steps) one iteration produces."""
+        if self.unit == "env_steps" and self.loop is not None:
+            return self.batch_size * self.loop.num_steps
+        return self.batch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; :func:`workflow_from_dict` reads it back."""
+        return {
+            "name": self.name,
+            "components": [attrs.asdict(c) for c in self.components],
+            "edges": [attrs.asdict(e) for e in self.edges],
+            "loop": None if self.loop is None else attrs.asdict(self.loop),
+            "weight_sync": [attrs.asdict(w) for w in self.weight_sync],
+            "batch_size": self.batch_size,
+            "group_size": self.group_size,
+            "tokens_per_sample": self.tokens_per_sample,
+            "unit": self.unit,
+        }
+
+
+def workflow_from_dict(data: Mapping[str, Any], source: str = "workflow") -> Workflow:
+    """Build a workflow from its :meth:`Workflow.to_dict` form, naming the bad field on error."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, data, "must be a mapping", "write the workflow's fields")
+    fields = {a.name for a in attrs.fields(Workflow)}
+    unknown = sorted(set(data) - fields)
+    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(fields)}")
+    for key in ("name", "components"):
+        require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
+    return Workflow(
+        name=data["name"],
+        components=[_make(Component, c, f"{source}.components[{i}]") for i, c in enumerate(data["components"])],
+        edges=[_make(Edge, e, f"{source}.edges[{i}]") for i, e in enumerate(data.get("edges", []))],
+        loop=None if data.get("loop") is None else _make(Loop, data["loop"], f"{source}.loop"),
+        weight_sync=[_make(WeightSync, w, f"{source}.weight_sync[{i}]") for i, w in enumerate(data.get("weight_sync", []))],
+        batch_size=data.get("batch_size", 1),
+        group_size=data.get("group_size", 1),
+        tokens_per_sample=data.get("tokens_per_sample", 0.0),
+        unit=data.get("unit", "samples"),
+    )
+
+
+def _make(cls: type, value: Any, field: str) -> Any:
+    if not isinstance(value, Mapping):
+        raise ConfigError(field, value, "must be a mapping", f"give the fields of {cls.__name__}")
+    names = {a.name for a in attrs.fields(cls)}
+    unknown = sorted(set(value) - names)
+    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(names)}")
+    try:
+        return cls(**value)
+    except TypeError as error:
+        raise ConfigError(field, dict(value), str(error), f"give the required fields of {cls.__name__}") from None

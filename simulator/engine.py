@@ -1,0 +1,124 @@
+"""The simpy engine.
+
+Semantics (the same as the executor's): an op starts when its dependencies are done and each of its devices has
+finished the op before it in that device's order. Each op is one simpy timeout; when it fires, its callback
+releases the ops waiting on it. simpy's event queue orders simultaneous events by insertion, so a run is fully
+determined by the program, the durations and (for stochastic costs) the seed.
+
+Memory is accounted per device in event order: component states resident at the start, ``onload`` adds a state
+when it starts, ``offload`` frees it when it ends, and compute ops hold their transient activation memory while
+they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import simpy
+
+from rlinf.costs import CostModel
+from rlinf.program import Program
+from rlinf.timeline import Span, Timeline
+
+
+def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: bool = False) -> Timeline:
+    """Predict the timeline of one iteration of ``program``.
+
+    With ``stochastic=True`` the durations that depend on random quantities (response lengths of streamed
+    generation) are drawn from the trace's distributions with ``seed``; otherwise expected values are used and
+    ``seed`` has no effect. Either way the same inputs give the same timeline."""
+    rng = np.random.default_rng(seed) if stochastic else None
+    durations = costs.durations(program, rng)
+    activation = [costs.activation_bytes(op) for op in program.ops]
+    return replay(program, durations, activation)
+
+
+def replay(program: Program, durations: Sequence[float], activation_bytes: Sequence[int] | None = None) -> Timeline:
+    """Run the program's event simulation with given op durations (seconds) and transient memory (bytes)."""
+    ops = program.ops
+    num_ops = len(ops)
+    if len(durations) != num_ops:
+        raise ValueError(f"durations has {len(durations)} entries for {num_ops} ops")
+    if any(d < 0 for d in durations):
+        bad = next(i for i, d in enumerate(durations) if d < 0)
+        raise ValueError(f"negative duration {durations[bad]} for op {ops[bad].label}")
+    activation = activation_bytes if activation_bytes is not None else [0] * num_ops
+
+    waiting = [len(op.deps) for op in ops]
+    successors: list[list[int]] = [[] for _ in range(num_ops)]
+    for op in ops:
+        for dep in op.deps:
+            successors[dep].append(op.index)
+    for order in program.device_order:
+        for before, after in zip(order, order[1:], strict=False):
+            successors[before].append(after)
+            waiting[after] += 1
+
+    env = simpy.Environment()
+    start = [0.0] * num_ops
+    end = [-1.0] * num_ops
+    memory = list(program.initial_resident_bytes)
+    peak = list(memory)
+    delays = [float(d) for d in durations]
+
+    def launch(index: int) -> None:
+        op = ops[index]
+        start[index] = env.now
+        added = op.num_bytes if op.kind == "onload" else activation[index]
+        if added:
+            for device in op.devices:
+                memory[device] += added
+                if memory[device] > peak[device]:
+                    peak[device] = memory[device]
+        env.timeout(delays[index], value=index).callbacks.append(finish)
+
+    def finish(event: simpy.Event) -> None:
+        index = event.value
+        op = ops[index]
+        end[index] = env.now
+        freed = op.num_bytes if op.kind == "offload" else activation[index]
+        if freed:
+            for device in op.devices:
+                memory[device] -= freed
+        for successor in successors[index]:
+            waiting[successor] -= 1
+            if waiting[successor] == 0:
+                launch(successor)
+
+    for index in range(num_ops):
+        if waiting[index] == 0:
+            launch(index)
+    env.run()
+    stuck = [ops[i].label for i in range(num_ops) if end[i] < 0]
+    assert not stuck, f"program deadlocked; ops never ran: {stuck[:5]}"
+
+    spans = tuple(
+        Span(
+            op_index=op.index,
+            kind=op.kind,
+            component=op.component,
+            name=op.name,
+            label=op.label,
+            devices=op.devices,
+            start_s=start[op.index],
+            end_s=end[op.index],
+            micro_batch=op.micro_batch,
+            step=op.step,
+            peer=op.peer,
+            deps=op.deps,
+        )
+        for op in ops
+    )
+    return Timeline(
+        spans=spans,
+        num_devices=program.num_devices,
+        mode=program.mode,
+        plan_summary=program.plan_summary,
+        unit=program.unit,
+        units_per_iteration=program.units_per_iteration,
+        samples_per_iteration=program.samples_per_iteration,
+        tokens_per_iteration=program.tokens_per_iteration,
+        peak_memory_bytes=tuple(peak),
+        source="simulated",
+    )

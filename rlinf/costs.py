@@ -162,9 +162,13 @@ class CostModel:
         out = np.zeros(len(ops))
         fractions: dict[tuple[str, int], np.ndarray] = {}
         whole: dict[tuple[str, int], float] = {}
+        known: dict[tuple, float] = {}  # micro-batches of one component repeat the same question
         for position, op in enumerate(ops):
             if op.kind != "compute":
-                out[position] = self.movement_seconds(op)
+                key = (op.kind, op.component, op.link, op.num_bytes)
+                if key not in known:
+                    known[key] = self.movement_seconds(op)
+                out[position] = known[key]
                 continue
             role = self.workflow.component(op.component).role
             if role == "rollout" and op.name == "generate":
@@ -178,7 +182,10 @@ class CostModel:
                 previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
                 out[position] = whole[key] * (cumulative[op.micro_batch] - previous)
             else:
-                out[position] = self.compute_seconds(op.component, op.name, len(op.devices), op.samples)
+                key = (op.component, op.name, len(op.devices), op.samples)
+                if key not in known:
+                    known[key] = self.compute_seconds(op.component, op.name, len(op.devices), op.samples)
+                out[position] = known[key]
         return out
 
     def _warn(self, key: str, message: str) -> None:

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Iterator
 
 import attrs
@@ -22,7 +24,7 @@ import attrs
 from rlinf.cluster import GIB, Cluster
 from rlinf.errors import ConfigError, InfeasiblePlanError, require
 from rlinf.plan import Plan, format_devices
-from rlinf.program import Op, Program
+from rlinf.program import Lane, Op, Program
 from rlinf.workflow import Workflow
 
 
@@ -78,12 +80,13 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
             )
 
 
-def micro_batch_ranges(num_groups: int, num_micro_batches: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)
+def micro_batch_ranges(num_groups: int, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
     """Split ``num_groups`` groups into contiguous, near-equal ranges ``[lo, hi)``."""
-    return [
+    return tuple(
         (j * num_groups // num_micro_batches, (j + 1) * num_groups // num_micro_batches)
         for j in range(num_micro_batches)
-    ]
+    )
 
 
 class _Builder:
@@ -136,6 +139,7 @@ class _Builder:
         lo, hi = micro_batch_ranges(self.num_groups, self.micro_batches[name])[micro_batch]
         return (hi - lo) * self.workflow.group_size
 
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - one builder per lowering
     def _link(self, a: tuple[int, ...], b: tuple[int, ...]) -> str:
         if a == b:
             return "local"
@@ -173,12 +177,19 @@ class _Builder:
         deps: list[tuple] = []
         needed = (micro_batch + 1) / m
         for edge in self.workflow.incoming(name):
-            producer_m = self.micro_batches[edge.src]
-            for i, (plo, phi) in enumerate(micro_batch_ranges(self.num_groups, producer_m)):
-                if edge.kind == "barrier" or (plo < hi and lo < phi):
-                    key = self._transfer(edge.src, name, i, edge.bytes_per_sample)
-                    deps.append(key)
-                    needed = max(needed, self.fraction[key])
+            producer_ranges = micro_batch_ranges(self.num_groups, self.micro_batches[edge.src])
+            if edge.kind == "barrier":
+                overlapping = range(len(producer_ranges))
+            else:
+                # Ranges are contiguous and increasing: the first overlapping one ends after lo.
+                first = bisect.bisect_right([phi for _, phi in producer_ranges], lo)
+                overlapping = range(first, len(producer_ranges))
+            for i in overlapping:
+                if producer_ranges[i][0] >= hi and edge.kind == "stream":
+                    break
+                key = self._transfer(edge.src, name, i, edge.bytes_per_sample)
+                deps.append(key)
+                needed = max(needed, self.fraction[key])
         return tuple(deps), needed
 
     def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
@@ -303,24 +314,12 @@ class _Builder:
             attrs.evolve(item.op, index=i, deps=tuple(sorted({index[k] for k in item.dep_keys})))
             for i, item in enumerate(ordered)
         )
-        num_devices = self.cluster.num_devices
-        device_order: list[list[int]] = [[] for _ in range(num_devices)]
-        for op in ops:
-            for device in op.devices:
-                device_order[device].append(op.index)
-        resident = [0] * num_devices
-        for placement in self.plan.placements:
-            if placement.component in self.plan.offload and self._shares_device(placement.component):
-                continue
-            per_device = self.workflow.component(placement.component).state_bytes_per_device()
-            for device in placement.devices:
-                resident[device] += per_device
+        lanes = self._lanes(ops)
         tokens = int(round(self.workflow.batch_size * self.workflow.tokens_per_sample))
         return Program(
             ops=ops,
-            num_devices=num_devices,
-            device_order=tuple(tuple(o) for o in device_order),
-            initial_resident_bytes=tuple(resident),
+            num_devices=self.cluster.num_devices,
+            lanes=lanes,
             state_bytes_per_device=tuple((c.name, c.state_bytes_per_device()) for c in self.workflow.components),
             mode=self.plan.mode,
             plan_summary=self.plan.describe(),
@@ -330,9 +329,35 @@ class _Builder:
             samples_per_iteration=self.workflow.batch_size,
         )
 
+    def _lanes(self, ops: tuple[Op, ...]) -> tuple[Lane, ...]:
+        """Group devices by the set of components they host: such devices run the same op sequence,
+        since every op spans whole component device sets."""
+        hosted: dict[int, set[str]] = {}
+        for placement in self.plan.placements:
+            for device in placement.devices:
+                hosted.setdefault(device, set()).add(placement.component)
+        groups: dict[frozenset[str], list[int]] = {}
+        for device, names in sorted(hosted.items()):
+            groups.setdefault(frozenset(names), []).append(device)
+        lanes = []
+        for names, devices in groups.items():
+            order = tuple(op.index for op in ops if op.devices and _owners(op) & names)
+            resident = sum(
+                self.workflow.component(n).state_bytes_per_device()
+                for n in names
+                if not (n in self.plan.offload and self._shares_device(n))
+            )
+            lanes.append(Lane(devices=tuple(devices), ops=order, initial_resident_bytes=resident))
+        return tuple(sorted(lanes, key=lambda lane: lane.devices[0]))
+
     def _shares_device(self, name: str) -> bool:
         mine = set(self.plan.devices_of(name))
         return any(mine & set(p.devices) for p in self.plan.placements if p.component != name)
+
+
+def _owners(op: Op) -> frozenset[str]:
+    """Components whose devices an op occupies (a weight sync spans source and destination)."""
+    return frozenset((op.component, op.peer)) if op.kind == "sync_weights" else frozenset((op.component,))
 
 
 _COMPUTE_NAMES = {

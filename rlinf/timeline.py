@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import functools
+
 import attrs
 import numpy as np
+
+from rlinf.program import Program
 
 
 @attrs.frozen(kw_only=True)
@@ -33,28 +37,85 @@ class Span:
 
 @attrs.frozen(kw_only=True)
 class Timeline:
-    """All spans of one iteration plus what is needed to derive throughput and memory metrics."""
+    """When each op of a program ran, predicted (simulator) or measured (executor), with derived metrics.
 
-    spans: tuple[Span, ...] = attrs.field(converter=tuple)
-    """Indexed by op index."""
-    num_devices: int
-    mode: str = ""
-    plan_summary: str = ""
-    unit: str = "samples"
-    units_per_iteration: int = 1
-    samples_per_iteration: int = 1
-    tokens_per_iteration: int = 0
-    peak_memory_bytes: tuple[int, ...] = ()
+    Build one with ``Timeline(program=program, start_s=starts, end_s=ends, peak_memory_bytes=peaks,
+    source="simulated" | "measured")``: ``start_s[i]``/``end_s[i]`` belong to ``program.ops[i]``. Spans are
+    derived on demand."""
+
+    program: Program
+    start_s: tuple[float, ...] = attrs.field(converter=tuple)
+    end_s: tuple[float, ...] = attrs.field(converter=tuple)
+    peak_memory_bytes: tuple[int, ...] = attrs.field(converter=tuple, default=())
     """Per device, the most memory in use at any moment (states plus transient activations)."""
     source: str = "simulated"
     """``simulated`` or ``measured``."""
 
+    def __attrs_post_init__(self) -> None:
+        assert len(self.start_s) == len(self.end_s) == self.program.num_ops, "one start and end per op"
+
+    @functools.cached_property
+    def spans(self) -> tuple[Span, ...]:
+        """One span per op, indexed by op index."""
+        return tuple(
+            Span(
+                op_index=op.index,
+                kind=op.kind,
+                component=op.component,
+                name=op.name,
+                label=op.label,
+                devices=op.devices,
+                start_s=self.start_s[op.index],
+                end_s=self.end_s[op.index],
+                micro_batch=op.micro_batch,
+                step=op.step,
+                peer=op.peer,
+                deps=op.deps,
+            )
+            for op in self.program.ops
+        )
+
+    @property
+    def num_devices(self) -> int:
+        """Devices of the cluster the program was lowered for."""
+        return self.program.num_devices
+
+    @property
+    def mode(self) -> str:
+        """Mode of the plan."""
+        return self.program.mode
+
+    @property
+    def plan_summary(self) -> str:
+        """One-line plan description."""
+        return self.program.plan_summary
+
+    @property
+    def unit(self) -> str:
+        """``samples`` or ``env_steps``."""
+        return self.program.unit
+
+    @property
+    def units_per_iteration(self) -> int:
+        """Samples or env steps per iteration."""
+        return self.program.units_per_iteration
+
+    @property
+    def samples_per_iteration(self) -> int:
+        """Samples per iteration."""
+        return self.program.samples_per_iteration
+
+    @property
+    def tokens_per_iteration(self) -> int:
+        """Generated tokens per iteration (0 for non-language workloads)."""
+        return self.program.tokens_per_iteration
+
     @property
     def iteration_s(self) -> float:
         """Makespan: from the first start to the last end."""
-        if not self.spans:
+        if not self.end_s:
             return 0.0
-        return max(s.end_s for s in self.spans) - min(s.start_s for s in self.spans)
+        return max(self.end_s) - min(self.start_s)
 
     def throughput(self) -> dict[str, float]:
         """Units (samples or env steps), samples and tokens per second."""

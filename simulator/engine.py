@@ -19,7 +19,7 @@ import simpy
 
 from rlinf.costs import CostModel
 from rlinf.program import Program
-from rlinf.timeline import Span, Timeline
+from rlinf.timeline import Timeline
 
 
 def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: bool = False) -> Timeline:
@@ -50,15 +50,21 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
     for op in ops:
         for dep in op.deps:
             successors[dep].append(op.index)
-    for order in program.device_order:
+    lanes = program.lanes
+    lanes_of: list[list[int]] = [[] for _ in range(num_ops)]
+    for lane_index, lane in enumerate(lanes):
+        order = lane.ops
         for before, after in zip(order, order[1:], strict=False):
             successors[before].append(after)
             waiting[after] += 1
+        for index in order:
+            lanes_of[index].append(lane_index)
 
     env = simpy.Environment()
     start = [0.0] * num_ops
     end = [-1.0] * num_ops
-    memory = list(program.initial_resident_bytes)
+    # Devices of one lane share their memory history, so memory is tracked per lane.
+    memory = [lane.initial_resident_bytes for lane in lanes]
     peak = list(memory)
     delays = [float(d) for d in durations]
 
@@ -67,10 +73,10 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
         start[index] = env.now
         added = op.num_bytes if op.kind == "onload" else activation[index]
         if added:
-            for device in op.devices:
-                memory[device] += added
-                if memory[device] > peak[device]:
-                    peak[device] = memory[device]
+            for lane_index in lanes_of[index]:
+                memory[lane_index] += added
+                if memory[lane_index] > peak[lane_index]:
+                    peak[lane_index] = memory[lane_index]
         env.timeout(delays[index], value=index).callbacks.append(finish)
 
     def finish(event: simpy.Event) -> None:
@@ -79,8 +85,8 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
         end[index] = env.now
         freed = op.num_bytes if op.kind == "offload" else activation[index]
         if freed:
-            for device in op.devices:
-                memory[device] -= freed
+            for lane_index in lanes_of[index]:
+                memory[lane_index] -= freed
         for successor in successors[index]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
@@ -93,32 +99,8 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
     stuck = [ops[i].label for i in range(num_ops) if end[i] < 0]
     assert not stuck, f"program deadlocked; ops never ran: {stuck[:5]}"
 
-    spans = tuple(
-        Span(
-            op_index=op.index,
-            kind=op.kind,
-            component=op.component,
-            name=op.name,
-            label=op.label,
-            devices=op.devices,
-            start_s=start[op.index],
-            end_s=end[op.index],
-            micro_batch=op.micro_batch,
-            step=op.step,
-            peer=op.peer,
-            deps=op.deps,
-        )
-        for op in ops
-    )
-    return Timeline(
-        spans=spans,
-        num_devices=program.num_devices,
-        mode=program.mode,
-        plan_summary=program.plan_summary,
-        unit=program.unit,
-        units_per_iteration=program.units_per_iteration,
-        samples_per_iteration=program.samples_per_iteration,
-        tokens_per_iteration=program.tokens_per_iteration,
-        peak_memory_bytes=tuple(peak),
-        source="simulated",
-    )
+    peak_per_device = [0] * program.num_devices
+    for lane_index, lane in enumerate(lanes):
+        for device in lane.devices:
+            peak_per_device[device] = peak[lane_index]
+    return Timeline(program=program, start_s=start, end_s=end, peak_memory_bytes=peak_per_device, source="simulated")

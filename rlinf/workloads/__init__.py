@@ -1,0 +1,1 @@
+"""RL workloads (tasks, models, components); they know nothing of the executor."""

@@ -46,11 +46,19 @@ def require(condition: bool, field: str, value: Any, problem: str, fix: str) -> 
         raise ConfigError(field, value, problem, fix)
 
 
-def positive(field: str, value: float) -> None:
+def number(field: str, value: Any) -> None:
+    """Validate that ``value`` is an int or float (not a bool, not text)."""
+    fix = "write a plain number (in YAML, exponents need a sign: 1.0e+12)" if isinstance(value, str) else "write a number"
+    require(isinstance(value, (int, float)) and not isinstance(value, bool), field, value, "must be a number", fix)
+
+
+def positive(field: str, value: Any) -> None:
     """Validate that ``value`` is a number > 0."""
+    number(field, value)
     require(value > 0, field, value, "must be > 0", f"set {field} to a positive number")
 
 
-def non_negative(field: str, value: float) -> None:
+def non_negative(field: str, value: Any) -> None:
     """Validate that ``value`` is a number >= 0."""
+    number(field, value)
     require(value >= 0, field, value, "must be >= 0", f"set {field} to zero or a positive number")

@@ -61,26 +61,39 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
                 f"{cluster.device.name} holds ({capacity / GIB:.1f} GiB); fix: raise its model_parallel_size "
                 f"(now {component.model_parallel_size}) or use devices with more memory"
             )
+    order = workflow.component_names
     holders: dict[int, list[str]] = {}
-    for placement in plan.placements:
+    for placement in sorted(plan.placements, key=lambda p: order.index(p.component)):
         for device in placement.devices:
             holders.setdefault(device, []).append(placement.component)
     for device, names in sorted(holders.items()):
+        sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
         resident = [n for n in names if n not in plan.offload]
         offloaded = [n for n in names if n in plan.offload]
-        sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
         peak = sum(sizes[n] for n in resident) + max((sizes[n] for n in offloaded), default=0)
-        if peak > capacity:
-            parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in resident + offloaded[:1])
-            candidates = [n for n in resident if sizes[n] > 0]
-            raise InfeasiblePlanError(
-                f"plan does not fit: device {device} ({cluster.device.name}, {capacity / GIB:.1f} GiB) must hold "
-                f"{parts} = {peak / GIB:.1f} GiB at once; fix: offload {candidates} "
-                f"(offload: [{', '.join(candidates)}]) or place them on separate devices"
-            )
+        if peak <= capacity:
+            continue
+        held = [n for n in resident if sizes[n] > 0] + sorted((n for n in offloaded if sizes[n] > 0), key=lambda n: -sizes[n])[:1]
+        parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in held)
+        raise InfeasiblePlanError(
+            f"plan does not fit: device {device} ({cluster.device.name}, {capacity / GIB:.1f} GiB) must hold "
+            f"{parts} = {peak / GIB:.1f} GiB at once; fix: {_offload_fix(sizes, resident, offloaded, capacity)}"
+        )
 
 
-@functools.lru_cache(maxsize=256)
+def _offload_fix(sizes: dict[str, int], resident: list[str], offloaded: list[str], capacity: int) -> str:
+    """The smallest-first-to-mention offload set (largest states first) that makes a device fit, as advice."""
+    chosen = list(offloaded)
+    for name in sorted(resident, key=lambda n: -sizes[n]):
+        if sizes[name] == 0:
+            break
+        chosen.append(name)
+        still = sum(sizes[n] for n in resident if n not in chosen) + max(sizes[n] for n in chosen)
+        if still <= capacity:
+            return f"add 'offload: [{', '.join(sorted(chosen))}]' to the plan, or place these components on separate devices"
+    return "place these components on separate devices (offloading alone is not enough)"
+
+
 def micro_batch_ranges(num_groups: int, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
     """Split ``num_groups`` groups into contiguous, near-equal ranges ``[lo, hi)``."""
     return tuple(

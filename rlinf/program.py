@@ -121,6 +121,33 @@ class Program:
                 out[device] = lane.initial_resident_bytes
         return tuple(out)
 
+    @functools.cached_property
+    def release_graph(self) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """The execution semantics as a graph, shared by the simulator and the executor.
+
+        Returns ``(waiting, releases)``: ``waiting[i]`` is how many events op ``i`` waits for (its deps plus, for
+        each lane it runs on, the previous op of that lane), and ``releases[i]`` lists the ops that each lose one
+        wait when op ``i`` ends. An op may start when its count reaches zero."""
+        waiting = [len(op.deps) for op in self.ops]
+        releases: list[list[int]] = [[] for _ in self.ops]
+        for op in self.ops:
+            for dep in op.deps:
+                releases[dep].append(op.index)
+        for lane in self.lanes:
+            for before, after in zip(lane.ops, lane.ops[1:], strict=False):
+                releases[before].append(after)
+                waiting[after] += 1
+        return tuple(waiting), tuple(tuple(r) for r in releases)
+
+    @functools.cached_property
+    def lanes_of_op(self) -> tuple[tuple[int, ...], ...]:
+        """Per op, the indices of the lanes that run it."""
+        out: list[list[int]] = [[] for _ in self.ops]
+        for lane_index, lane in enumerate(self.lanes):
+            for index in lane.ops:
+                out[index].append(lane_index)
+        return tuple(tuple(x) for x in out)
+
     def successors(self) -> tuple[tuple[int, ...], ...]:
         """Per op, the ops that depend on it."""
         out: list[list[int]] = [[] for _ in self.ops]

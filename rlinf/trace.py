@@ -120,7 +120,12 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
         require(not missing, f"{source}.samples[{i}].{missing[0] if missing else ''}", None, "is missing", f"add {missing}")
         extra = sorted(set(item) - fields)
         require(not extra, f"{source}.samples[{i}].{extra[0] if extra else ''}", extra, "unknown key", f"use only {sorted(fields)}")
-        samples.append(CostSample(**item))
+        try:
+            samples.append(CostSample(**item))
+        except ConfigError as error:
+            # Name the sample by its position, so that one bad value among thousands can be found.
+            attribute = error.field.rsplit(".", 1)[-1]
+            raise ConfigError(f"{source}.samples[{i}].{attribute}", error.value, error.problem, error.fix) from None
     distributions = data.get("distributions") or {}
     memory = data.get("memory") or {}
     return Trace(

@@ -45,20 +45,13 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
         raise ValueError(f"negative duration {durations[bad]} for op {ops[bad].label}")
     activation = activation_bytes if activation_bytes is not None else [0] * num_ops
 
-    waiting = [len(op.deps) for op in ops]
-    successors: list[list[int]] = [[] for _ in range(num_ops)]
-    for op in ops:
-        for dep in op.deps:
-            successors[dep].append(op.index)
+    initial_waiting, releases = program.release_graph
+    waiting = list(initial_waiting)
     lanes = program.lanes
-    lanes_of: list[list[int]] = [[] for _ in range(num_ops)]
-    for lane_index, lane in enumerate(lanes):
-        order = lane.ops
-        for before, after in zip(order, order[1:], strict=False):
-            successors[before].append(after)
-            waiting[after] += 1
-        for index in order:
-            lanes_of[index].append(lane_index)
+    lanes_of = program.lanes_of_op
+    # Memory each op adds when it starts (onload: a state; compute: activations) and frees when it ends.
+    added = [op.num_bytes if op.kind == "onload" else activation[op.index] for op in ops]
+    freed = [op.num_bytes if op.kind == "offload" else activation[op.index] for op in ops]
 
     env = simpy.Environment()
     start = [0.0] * num_ops
@@ -69,25 +62,21 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
     delays = [float(d) for d in durations]
 
     def launch(index: int) -> None:
-        op = ops[index]
         start[index] = env.now
-        added = op.num_bytes if op.kind == "onload" else activation[index]
-        if added:
+        if added[index]:
             for lane_index in lanes_of[index]:
-                memory[lane_index] += added
+                memory[lane_index] += added[index]
                 if memory[lane_index] > peak[lane_index]:
                     peak[lane_index] = memory[lane_index]
         env.timeout(delays[index], value=index).callbacks.append(finish)
 
     def finish(event: simpy.Event) -> None:
         index = event.value
-        op = ops[index]
         end[index] = env.now
-        freed = op.num_bytes if op.kind == "offload" else activation[index]
-        if freed:
+        if freed[index]:
             for lane_index in lanes_of[index]:
-                memory[lane_index] -= freed
-        for successor in successors[index]:
+                memory[lane_index] -= freed[index]
+        for successor in releases[index]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
                 launch(successor)

@@ -1,0 +1,123 @@
+"""Structure of lowered programs: micro-batches, transfers, the loop, context switches and ordering."""
+
+from __future__ import annotations
+
+import pytest
+
+from factories import embodied_trace, embodied_workflow, grpo_workflow
+from rlinf.cluster import parse_cluster
+from rlinf.costs import fit
+from rlinf.lowering import lower, micro_batch_ranges
+from rlinf.plan import plan_from_yaml
+from simulator import simulate
+
+CLUSTER = parse_cluster("1x8xH100")
+STREAM = "granularity: {rollout->reward: 4, reward->inference: 4, inference->actor: 4}"
+
+
+def _kinds(program) -> dict[str, int]:
+    return program.summary()["by_kind"]
+
+
+def test_micro_batch_ranges_cover_groups_without_gaps() -> None:
+    ranges = micro_batch_ranges(10, 4)
+    assert ranges == ((0, 2), (2, 5), (5, 7), (7, 10))
+
+
+def test_disaggregated_stream_has_transfers_per_micro_batch() -> None:
+    plan = plan_from_yaml("placement: {rollout: 0-3, reward: 4, inference: 5, actor: 6-7}\n" + STREAM, 8)
+    program = lower(grpo_workflow(), plan, CLUSTER)
+    assert plan.mode == "disaggregated"
+    assert _kinds(program) == {"compute": 16, "transfer": 12, "sync_weights": 1}
+    for op in program.ops:
+        if op.kind == "compute" and op.component == "actor":
+            (dep,) = op.deps  # one transfer from the matching inference micro-batch
+            assert program.ops[dep].kind == "transfer" and program.ops[dep].micro_batch == op.micro_batch
+    sync = next(op for op in program.ops if op.kind == "sync_weights")
+    assert sync.devices == (0, 1, 2, 3, 6, 7) and sync.link == "intra_node"
+
+
+def test_collocated_without_offload_interleaves_micro_batches_without_transfers() -> None:
+    plan = plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all}\n" + STREAM, 8)
+    program = lower(grpo_workflow(), plan, CLUSTER)
+    assert _kinds(program) == {"compute": 16, "sync_weights": 1}
+    order = [program.ops[i] for i in program.device_order[0]]
+    # Interleaved: rollout[0] is followed by its consumers before rollout[1] runs.
+    assert [f"{op.component}{op.micro_batch}" for op in order[:5]] == ["rollout0", "reward0", "inference0", "actor0", "rollout1"]
+    assert len(program.lanes) == 1 and program.lanes[0].devices == tuple(range(8))
+
+
+def test_offload_makes_the_order_phased_with_one_switch_per_component() -> None:
+    plan = plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all}\noffload: [rollout, actor]\n" + STREAM, 8)
+    program = lower(grpo_workflow(), plan, CLUSTER)
+    labels = [program.ops[i].label for i in program.device_order[5]]
+    assert labels[0] == "rollout.onload"
+    assert labels.index("rollout.offload") == labels.index("rollout.generate[3]") + 1
+    assert labels.index("actor.onload") < labels.index("actor.train[0]")
+    assert labels[-2:] == ["actor->rollout.sync_weights", "actor.offload"]
+    assert _kinds(program)["onload"] == 2 and _kinds(program)["offload"] == 2
+    # Offloaded states are not resident when the iteration starts.
+    workflow = grpo_workflow()
+    assert program.initial_resident_bytes[0] == workflow.component("inference").state_bytes_per_device()
+
+
+def test_hybrid_lanes_group_devices_by_hosted_components() -> None:
+    plan = plan_from_yaml("placement: {rollout: 0-3, reward: 0-3, inference: 4-7, actor: all}\n" + STREAM, 8)
+    program = lower(grpo_workflow(), plan, CLUSTER)
+    assert plan.mode == "hybrid"
+    assert [lane.devices for lane in program.lanes] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+
+
+def test_embodied_loop_lowers_into_stages_and_steps() -> None:
+    workflow = embodied_workflow(num_envs=8, num_steps=4)
+    plan = plan_from_yaml("placement: {env: 0, rollout: 1, actor: 2-3}\ngranularity: {loop: 2}", 8)
+    program = lower(workflow, plan, CLUSTER)
+    counts = {}
+    for op in program.ops:
+        counts[(op.kind, op.name)] = counts.get((op.kind, op.name), 0) + 1
+    # 2 stages x 4 steps of act and env_step; obs and action transfers except the first observation.
+    assert counts[("compute", "act")] == 8 and counts[("compute", "env_step")] == 8
+    assert counts[("transfer", "transfer")] == 8 + 6 + 2  # actions, observations, trajectories to the actor
+    assert counts[("compute", "train")] == 1
+    env_order = [(program.ops[i].step, program.ops[i].micro_batch) for i in program.device_order[0]]
+    assert env_order == [(t, s) for t in range(4) for s in range(2)]
+
+
+def test_two_env_stages_overlap_stepping_with_inference() -> None:
+    workflow = embodied_workflow(num_envs=8, num_steps=16)
+    trace = embodied_trace(workflow)
+    costs = fit(trace)
+    times = {}
+    for stages in (1, 2):
+        plan = plan_from_yaml(f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8)
+        times[stages] = simulate(lower(workflow, plan, trace.cluster), costs).iteration_s
+    assert times[2] < times[1]
+
+
+def test_streaming_lets_consumers_start_before_generation_ends() -> None:
+    workflow = grpo_workflow()
+    from factories import grpo_trace
+
+    trace = grpo_trace(workflow, "1x8xH100", response_lengths=tuple(float(x) for x in range(100, 4100, 10)))
+    costs = fit(trace)
+    results = {}
+    for m in (1, 8):
+        plan = plan_from_yaml(
+            f"placement: {{rollout: 0-3, reward: 4, inference: 5, actor: 6-7}}\ngranularity: {{rollout->reward: {m}, reward->inference: {m}, inference->actor: {m}}}",
+            8,
+        )
+        timeline = simulate(lower(workflow, plan, CLUSTER), costs)
+        generation_end = max(s.end_s for s in timeline.spans if s.name == "generate")
+        first_train = min(s.start_s for s in timeline.spans if s.name == "train")
+        results[m] = (timeline.iteration_s, first_train < generation_end)
+    assert results[8][1] and not results[1][1]
+    assert results[8][0] < results[1][0]
+
+
+@pytest.mark.parametrize("stages", [3, 5])
+def test_loop_granularity_must_divide_envs(stages: int) -> None:
+    from rlinf.errors import ConfigError
+
+    plan = plan_from_yaml(f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8)
+    with pytest.raises(ConfigError, match=rf"granularity.loop={stages}: does not divide the 8 environments"):
+        lower(embodied_workflow(num_envs=8), plan, CLUSTER)

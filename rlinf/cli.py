@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0] if module.__doc__ else None)
+        sub = subparsers.add_parser(
+            name, help=module.__doc__.strip().splitlines()[0] if module.__doc__ else None
+        )
         module.add_arguments(sub)
         sub.set_defaults(handler=module.run)
     return parser

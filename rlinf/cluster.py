@@ -56,15 +56,21 @@ class Links:
 # 8x400 Gb/s InfiniBand per node shared by 8 GPUs (50 GB/s per GPU), PCIe Gen5 x16 to the host.
 DEVICE_PRESETS: dict[str, tuple[DeviceSpec, Links]] = {
     "H100": (
-        DeviceSpec(name="H100", memory_bytes=80 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=3.35e12),
+        DeviceSpec(
+            name="H100", memory_bytes=80 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=3.35e12
+        ),
         Links(intra_node_bytes_per_s=450e9, inter_node_bytes_per_s=50e9, host_device_bytes_per_s=55e9),
     ),
     "H200": (
-        DeviceSpec(name="H200", memory_bytes=141 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=4.8e12),
+        DeviceSpec(
+            name="H200", memory_bytes=141 * GIB, peak_flops=989e12, memory_bandwidth_bytes_per_s=4.8e12
+        ),
         Links(intra_node_bytes_per_s=450e9, inter_node_bytes_per_s=50e9, host_device_bytes_per_s=55e9),
     ),
     "A100": (
-        DeviceSpec(name="A100", memory_bytes=80 * GIB, peak_flops=312e12, memory_bandwidth_bytes_per_s=2.0e12),
+        DeviceSpec(
+            name="A100", memory_bytes=80 * GIB, peak_flops=312e12, memory_bandwidth_bytes_per_s=2.0e12
+        ),
         Links(intra_node_bytes_per_s=300e9, inter_node_bytes_per_s=25e9, host_device_bytes_per_s=25e9),
     ),
     # One CPU core of a small cloud VM: rough figures, used for the embodied workloads profiled here.
@@ -176,23 +182,39 @@ def _cluster_from_file(path: Path) -> Cluster:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
-        raise ConfigError("cluster", str(path), f"is not valid YAML ({_first_line(error)})", "fix the YAML syntax") from None
+        raise ConfigError(
+            "cluster", str(path), f"is not valid YAML ({_first_line(error)})", "fix the YAML syntax"
+        ) from None
     return cluster_from_dict(data, source=str(path))
 
 
 def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
     """Build a cluster from a mapping; ``device`` may be a preset name or a full mapping."""
     if not isinstance(data, dict):
-        raise ConfigError(source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links")
+        raise ConfigError(
+            source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links"
+        )
     known = {"num_nodes", "devices_per_node", "device", "links"}
     unknown = sorted(set(data) - known)
-    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(known)}")
+    require(
+        not unknown,
+        f"{source}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(known)}",
+    )
     for key in ("num_nodes", "devices_per_node", "device"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
     device_value = data["device"]
     preset = DEVICE_PRESETS.get(str(device_value).upper()) if isinstance(device_value, str) else None
     if isinstance(device_value, str):
-        require(preset is not None, f"{source}.device", device_value, "unknown device type", f"use one of {sorted(DEVICE_PRESETS)}")
+        require(
+            preset is not None,
+            f"{source}.device",
+            device_value,
+            "unknown device type",
+            f"use one of {sorted(DEVICE_PRESETS)}",
+        )
         assert preset is not None
         device, links = preset
     else:
@@ -201,7 +223,13 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
     links_value = data.get("links")
     if links_value is not None:
         links = _build(Links, links_value, f"{source}.links")
-    require(links is not None, f"{source}.links", None, "is missing for a custom device", "add links with the three bandwidths")
+    require(
+        links is not None,
+        f"{source}.links",
+        None,
+        "is missing for a custom device",
+        "add links with the three bandwidths",
+    )
     assert links is not None
     return Cluster(
         num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
@@ -210,10 +238,18 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
 
 def _build(cls: type, value: Any, field: str) -> Any:
     if not isinstance(value, dict):
-        raise ConfigError(field, value, "must be a mapping", f"give the fields {[a.name for a in attrs.fields(cls)]}")
+        raise ConfigError(
+            field, value, "must be a mapping", f"give the fields {[a.name for a in attrs.fields(cls)]}"
+        )
     names = {a.name for a in attrs.fields(cls)}
     unknown = sorted(set(value) - names)
-    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(names)}")
+    require(
+        not unknown,
+        f"{field}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(names)}",
+    )
     missing = sorted(names - set(value))
     require(not missing, f"{field}.{missing[0] if missing else ''}", None, "is missing", f"add {missing}")
     return cls(**value)

@@ -99,7 +99,9 @@ class CostModel:
             )
         return seconds
 
-    def generation_fractions(self, num_micro_batches: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    def generation_fractions(
+        self, num_micro_batches: int, rng: np.random.Generator | None = None
+    ) -> np.ndarray:
         """Cumulative fraction of generation time at which each streamed micro-batch is complete.
 
         Groups complete when their longest response does; micro-batch ``k`` is the ``k``-th set of groups to
@@ -162,25 +164,27 @@ class CostModel:
         out = np.zeros(len(ops))
         fractions: dict[tuple[str, int], np.ndarray] = {}
         whole: dict[tuple[str, int], float] = {}
-        known: dict[tuple, float] = {}  # micro-batches of one component repeat the same question
+        known: dict[tuple[object, ...], float] = {}  # micro-batches of one component repeat the same question
         for position, op in enumerate(ops):
             if op.kind != "compute":
-                key = (op.kind, op.component, op.link, op.num_bytes)
-                if key not in known:
-                    known[key] = self.movement_seconds(op)
-                out[position] = known[key]
+                move_key = (op.kind, op.component, op.link, op.num_bytes)
+                if move_key not in known:
+                    known[move_key] = self.movement_seconds(op)
+                out[position] = known[move_key]
                 continue
             role = self.workflow.component(op.component).role
             if role == "rollout" and op.name == "generate":
-                key = (op.component, len(op.devices))
-                if key not in whole:
-                    whole[key] = self.compute_seconds(op.component, "generate", len(op.devices), self.workflow.batch_size)
+                whole_key = (op.component, len(op.devices))
+                if whole_key not in whole:
+                    whole[whole_key] = self.compute_seconds(
+                        op.component, "generate", len(op.devices), self.workflow.batch_size
+                    )
                 m = op.num_micro_batches
                 if (op.component, m) not in fractions:
                     fractions[(op.component, m)] = self.generation_fractions(m, rng)
                 cumulative = fractions[(op.component, m)]
                 previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
-                out[position] = whole[key] * (cumulative[op.micro_batch] - previous)
+                out[position] = whole[whole_key] * (cumulative[op.micro_batch] - previous)
             else:
                 key = (op.component, op.name, len(op.devices), op.samples)
                 if key not in known:
@@ -211,7 +215,12 @@ def fit(trace: Trace, cluster: Cluster | None = None) -> CostModel:
             moves.setdefault((sample.component, sample.op), []).append(sample)
             continue
         grouped.setdefault((sample.component, sample.op), {}).setdefault(sample.devices, []).append(sample)
-    curves = {key: tuple(_curve(trace.workflow, key[0], devices, group) for devices, group in sorted(by_devices.items())) for key, by_devices in grouped.items()}
+    curves = {
+        key: tuple(
+            _curve(trace.workflow, key[0], devices, group) for devices, group in sorted(by_devices.items())
+        )
+        for key, by_devices in grouped.items()
+    }
     bandwidths = {}
     for key, group in moves.items():
         total_bytes = sum(s.num_bytes for s in group)

@@ -5,6 +5,7 @@ Every message names the field, the offending value and the fix, so the CLI can p
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -48,8 +49,14 @@ def require(condition: bool, field: str, value: Any, problem: str, fix: str) -> 
 
 def number(field: str, value: Any) -> None:
     """Validate that ``value`` is an int or float (not a bool, not text)."""
-    fix = "write a plain number (in YAML, exponents need a sign: 1.0e+12)" if isinstance(value, str) else "write a number"
-    require(isinstance(value, (int, float)) and not isinstance(value, bool), field, value, "must be a number", fix)
+    fix = (
+        "write a plain number (in YAML, exponents need a sign: 1.0e+12)"
+        if isinstance(value, str)
+        else "write a number"
+    )
+    require(
+        isinstance(value, (int, float)) and not isinstance(value, bool), field, value, "must be a number", fix
+    )
 
 
 def positive(field: str, value: Any) -> None:
@@ -62,3 +69,8 @@ def non_negative(field: str, value: Any) -> None:
     """Validate that ``value`` is a number >= 0."""
     number(field, value)
     require(value >= 0, field, value, "must be >= 0", f"set {field} to zero or a positive number")
+
+
+def to_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    """attrs converter: any iterable to a tuple (typed, unlike the bare ``tuple`` builtin)."""
+    return tuple(values)

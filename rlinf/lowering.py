@@ -70,10 +70,16 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
         sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
         resident = [n for n in names if n not in plan.offload]
         offloaded = [n for n in names if n in plan.offload]
+        loop = workflow.loop
+        if loop is not None and loop.env in offloaded and loop.policy in offloaded:
+            # env and policy alternate every step, so both are onloaded for the whole loop.
+            sizes[loop.env] = sizes[loop.policy] = sizes[loop.env] + sizes[loop.policy]
         peak = sum(sizes[n] for n in resident) + max((sizes[n] for n in offloaded), default=0)
         if peak <= capacity:
             continue
-        held = [n for n in resident if sizes[n] > 0] + sorted((n for n in offloaded if sizes[n] > 0), key=lambda n: -sizes[n])[:1]
+        held = [n for n in resident if sizes[n] > 0] + sorted(
+            (n for n in offloaded if sizes[n] > 0), key=lambda n: -sizes[n]
+        )[:1]
         parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in held)
         raise InfeasiblePlanError(
             f"plan does not fit: device {device} ({cluster.device.name}, {capacity / GIB:.1f} GiB) must hold "
@@ -137,7 +143,9 @@ class _Builder:
                 "use a divisor of the number of environments",
             )
             return stages
-        keys = [e.key for e in self.workflow.incoming(name) + self.workflow.outgoing(name) if e.kind == "stream"]
+        keys = [
+            e.key for e in self.workflow.incoming(name) + self.workflow.outgoing(name) if e.kind == "stream"
+        ]
         count = max((self.plan.granularity_of(k) for k in keys), default=1)
         require(
             count <= self.num_groups,
@@ -262,41 +270,86 @@ class _Builder:
             for stage in range(stages):
                 deps: tuple[tuple, ...] = ()
                 if stage in previous_env:
-                    deps = (self._loop_transfer(previous_env[stage], loop.env, loop.policy, stage, step, envs * loop.obs_bytes_per_env, link),)
+                    deps = (
+                        self._loop_transfer(
+                            previous_env[stage],
+                            loop.env,
+                            loop.policy,
+                            stage,
+                            step,
+                            envs * loop.obs_bytes_per_env,
+                            link,
+                        ),
+                    )
                 act = Op(
-                    index=-1, kind="compute", component=loop.policy, name="act", micro_batch=stage,
-                    num_micro_batches=stages, step=step, devices=policy_devices, samples=envs,
+                    index=-1,
+                    kind="compute",
+                    component=loop.policy,
+                    name="act",
+                    micro_batch=stage,
+                    num_micro_batches=stages,
+                    step=step,
+                    devices=policy_devices,
+                    samples=envs,
                 )
                 act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
-                to_env = self._loop_transfer(act_key, loop.policy, loop.env, stage, step, envs * loop.action_bytes_per_env, link)
-                env_op = Op(
-                    index=-1, kind="compute", component=loop.env, name="env_step", micro_batch=stage,
-                    num_micro_batches=stages, step=step, devices=env_devices, samples=envs,
+                to_env = self._loop_transfer(
+                    act_key, loop.policy, loop.env, stage, step, envs * loop.action_bytes_per_env, link
                 )
-                previous_env[stage] = self._add(self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0)
+                env_op = Op(
+                    index=-1,
+                    kind="compute",
+                    component=loop.env,
+                    name="env_step",
+                    micro_batch=stage,
+                    num_micro_batches=stages,
+                    step=step,
+                    devices=env_devices,
+                    samples=envs,
+                )
+                previous_env[stage] = self._add(
+                    self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0
+                )
         for stage in range(stages):
             # A stage's trajectory is complete after its last env step; both loop components "emit" it then.
             self.output[(loop.env, stage)] = previous_env[stage]
             self.output[(loop.policy, stage)] = previous_env[stage]
             self.fraction[previous_env[stage]] = (stage + 1) / stages if not self.phased else 0.0
 
-    def _loop_transfer(self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str) -> tuple:
+    def _loop_transfer(
+        self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
+    ) -> tuple:
         if link == "local":
             return src_key
         op = Op(
-            index=-1, kind="transfer", component=src, peer=dst, name="transfer", micro_batch=stage,
-            num_micro_batches=self.micro_batches[src], step=step, num_bytes=num_bytes, link=link,
+            index=-1,
+            kind="transfer",
+            component=src,
+            peer=dst,
+            name="transfer",
+            micro_batch=stage,
+            num_micro_batches=self.micro_batches[src],
+            step=step,
+            num_bytes=num_bytes,
+            link=link,
         )
         key = src_key[:4] + (src_key[4] + 0.25, f"{src}->{dst}")
         return self._add(key, op, (src_key,), 0.0)
 
     def _lower_weight_sync(self) -> None:
         for sync in self.workflow.weight_sync:
-            last = max(k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute")
+            last = max(
+                k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute"
+            )
             devices = tuple(sorted(set(self.plan.devices_of(sync.src)) | set(self.plan.devices_of(sync.dst))))
             op = Op(
-                index=-1, kind="sync_weights", component=sync.src, peer=sync.dst, name="sync_weights",
-                devices=devices, num_bytes=sync.num_bytes,
+                index=-1,
+                kind="sync_weights",
+                component=sync.src,
+                peer=sync.dst,
+                name="sync_weights",
+                devices=devices,
+                num_bytes=sync.num_bytes,
                 link=self._link(self.plan.devices_of(sync.src), self.plan.devices_of(sync.dst)),
             )
             key = last[:4] + (last[4] + 0.5, f"sync:{sync.src}->{sync.dst}")
@@ -306,17 +359,36 @@ class _Builder:
         """Onload before and offload after each offloaded component's ops, where it shares a device."""
         for name in sorted(self.plan.offload):
             devices = self.plan.devices_of(name)
-            others = [p for p in self.plan.placements if p.component != name and set(p.devices) & set(devices)]
+            others = [
+                p for p in self.plan.placements if p.component != name and set(p.devices) & set(devices)
+            ]
             if not others:
                 continue
             mine = sorted(
-                key for key, item in self.pending.items()
+                key
+                for key, item in self.pending.items()
                 if key[5] == name or (item.op.kind == "sync_weights" and item.op.component == name)
             )
             per_device = self.workflow.component(name).state_bytes_per_device()
             first, last = mine[0], mine[-1]
-            onload = Op(index=-1, kind="onload", component=name, name="onload", devices=devices, num_bytes=per_device, link="host")
-            offload = Op(index=-1, kind="offload", component=name, name="offload", devices=devices, num_bytes=per_device, link="host")
+            onload = Op(
+                index=-1,
+                kind="onload",
+                component=name,
+                name="onload",
+                devices=devices,
+                num_bytes=per_device,
+                link="host",
+            )
+            offload = Op(
+                index=-1,
+                kind="offload",
+                component=name,
+                name="offload",
+                devices=devices,
+                num_bytes=per_device,
+                link="host",
+            )
             self._add(first[:4] + (first[4] - 0.5, f"onload:{name}"), onload, (), 0.0)
             self._add(last[:4] + (last[4] + 0.75, f"offload:{name}"), offload, (last,), 0.0)
 
@@ -333,7 +405,9 @@ class _Builder:
             ops=ops,
             num_devices=self.cluster.num_devices,
             lanes=lanes,
-            state_bytes_per_device=tuple((c.name, c.state_bytes_per_device()) for c in self.workflow.components),
+            state_bytes_per_device=tuple(
+                (c.name, c.state_bytes_per_device()) for c in self.workflow.components
+            ),
             mode=self.plan.mode,
             plan_summary=self.plan.describe(),
             unit=self.workflow.unit,
@@ -353,11 +427,11 @@ class _Builder:
         for device, names in sorted(hosted.items()):
             groups.setdefault(frozenset(names), []).append(device)
         lanes = []
-        for names, devices in groups.items():
-            order = tuple(op.index for op in ops if op.devices and _owners(op) & names)
+        for group, devices in groups.items():
+            order = tuple(op.index for op in ops if op.devices and _owners(op) & group)
             resident = sum(
                 self.workflow.component(n).state_bytes_per_device()
-                for n in names
+                for n in group
                 if not (n in self.plan.offload and self._shares_device(n))
             )
             lanes.append(Lane(devices=tuple(devices), ops=order, initial_resident_bytes=resident))

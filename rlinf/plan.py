@@ -41,8 +41,20 @@ class Placement:
     """Replicas; 0 means len(devices) // model_parallel_size (resolved by :meth:`Plan.validate_for`)."""
 
     def __attrs_post_init__(self) -> None:
-        require(len(self.devices) > 0, f"placement.{self.component}", self.devices, "has no devices", "give a range like 0-7 or 'all'")
-        require(min(self.devices) >= 0, f"placement.{self.component}", min(self.devices), "negative device id", "use ids from 0")
+        require(
+            len(self.devices) > 0,
+            f"placement.{self.component}",
+            self.devices,
+            "has no devices",
+            "give a range like 0-7 or 'all'",
+        )
+        require(
+            min(self.devices) >= 0,
+            f"placement.{self.component}",
+            min(self.devices),
+            "negative device id",
+            "use ids from 0",
+        )
 
     @property
     def num_devices(self) -> int:
@@ -59,14 +71,22 @@ class Plan:
     """Placement, granularity and offload policy of every component."""
 
     placements: tuple[Placement, ...] = attrs.field(converter=_placements)
-    granularity: Mapping[str, int] = attrs.field(factory=dict, converter=lambda v: dict(sorted(dict(v).items())))
+    granularity: Mapping[str, int] = attrs.field(
+        factory=dict, converter=lambda v: dict(sorted(dict(v).items()))
+    )
     """Micro-batches per stream edge (``src->dst``) and pipeline stages of the embodied loop (``loop``)."""
     offload: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
     """Components that offload their state when they yield a shared device."""
 
     def __attrs_post_init__(self) -> None:
         names = [p.component for p in self.placements]
-        require(len(set(names)) == len(names), "placement", names, "a component is placed twice", "list each component once")
+        require(
+            len(set(names)) == len(names),
+            "placement",
+            names,
+            "a component is placed twice",
+            "list each component once",
+        )
         for key, value in self.granularity.items():
             require(
                 isinstance(value, int) and value >= 1,
@@ -84,7 +104,9 @@ class Plan:
         for placement in self.placements:
             if placement.component == component:
                 return placement
-        raise ConfigError("placement", component, "component is not placed", f"add '{component}: <devices>' under placement")
+        raise ConfigError(
+            "placement", component, "component is not placed", f"add '{component}: <devices>' under placement"
+        )
 
     def devices_of(self, component: str) -> tuple[int, ...]:
         """Device ids of ``component``."""
@@ -117,9 +139,17 @@ class Plan:
         an offload has no effect (the component shares no device)."""
         placed = {p.component for p in self.placements}
         for name in sorted(placed - set(workflow.component_names)):
-            raise ConfigError(f"placement.{name}", name, "unknown component", f"use one of {list(workflow.component_names)}")
+            raise ConfigError(
+                f"placement.{name}", name, "unknown component", f"use one of {list(workflow.component_names)}"
+            )
         for name in workflow.component_names:
-            require(name in placed, f"placement.{name}", None, "component is not placed", f"add '{name}: <devices>' (e.g. 'all')")
+            require(
+                name in placed,
+                f"placement.{name}",
+                None,
+                "component is not placed",
+                f"add '{name}: <devices>' (e.g. 'all')",
+            )
         resolved = []
         for placement in self.placements:
             component = workflow.component(placement.component)
@@ -150,18 +180,33 @@ class Plan:
             resolved.append(attrs.evolve(placement, data_parallel_size=dp))
         valid_keys = set(workflow.granularity_keys)
         for key in self.granularity:
-            require(key in valid_keys, f"granularity.{key}", key, "not a stream edge or loop of the workflow", f"use one of {sorted(valid_keys)}")
+            require(
+                key in valid_keys,
+                f"granularity.{key}",
+                key,
+                "not a stream edge or loop of the workflow",
+                f"use one of {sorted(valid_keys)}",
+            )
         for name in sorted(self.offload):
-            require(name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}")
+            require(
+                name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}"
+            )
             mine = set(self.devices_of(name))
             shared = any(mine & set(p.devices) for p in self.placements if p.component != name)
             if not shared:
-                warnings.warn(f"offload.{name}: {name} shares no device, so offloading it has no effect", RlinfWarning, stacklevel=2)
+                warnings.warn(
+                    f"offload.{name}: {name} shares no device, so offloading it has no effect",
+                    RlinfWarning,
+                    stacklevel=2,
+                )
         return attrs.evolve(self, placements=resolved)
 
     def to_dict(self) -> dict[str, Any]:
         """YAML/JSON-ready form with compact ranges."""
-        out: dict[str, Any] = {"mode": self.mode, "placement": {p.component: format_devices(p.devices) for p in self.placements}}
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "placement": {p.component: format_devices(p.devices) for p in self.placements},
+        }
         data_parallel = {p.component: p.data_parallel_size for p in self.placements if p.data_parallel_size}
         if data_parallel:
             out["data_parallel"] = data_parallel
@@ -241,12 +286,32 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
     if not isinstance(data, Mapping):
         raise ConfigError(source, data, "must be a mapping", "write placement, granularity and offload keys")
     unknown = sorted(set(data) - set(PLAN_KEYS))
-    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {list(PLAN_KEYS)}")
-    require("placement" in data, f"{source}.placement", None, "is missing", "add placement: {component: devices}")
+    require(
+        not unknown,
+        f"{source}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {list(PLAN_KEYS)}",
+    )
+    require(
+        "placement" in data, f"{source}.placement", None, "is missing", "add placement: {component: devices}"
+    )
     placement = data["placement"]
-    require(isinstance(placement, Mapping) and placement, f"{source}.placement", placement, "must be a non-empty mapping", "write component: devices")
+    require(
+        isinstance(placement, Mapping) and bool(placement),
+        f"{source}.placement",
+        placement,
+        "must be a non-empty mapping",
+        "write component: devices",
+    )
     data_parallel = data.get("data_parallel") or {}
-    require(isinstance(data_parallel, Mapping), f"{source}.data_parallel", data_parallel, "must be a mapping", "write component: size")
+    require(
+        isinstance(data_parallel, Mapping),
+        f"{source}.data_parallel",
+        data_parallel,
+        "must be a mapping",
+        "write component: size",
+    )
     placements = [
         Placement(
             component=str(name),
@@ -256,10 +321,24 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
         for name, devices in placement.items()
     ]
     granularity = data.get("granularity") or {}
-    require(isinstance(granularity, Mapping), f"{source}.granularity", granularity, "must be a mapping", "write edge: micro-batches")
+    require(
+        isinstance(granularity, Mapping),
+        f"{source}.granularity",
+        granularity,
+        "must be a mapping",
+        "write edge: micro-batches",
+    )
     offload = data.get("offload") or []
-    require(isinstance(offload, list), f"{source}.offload", offload, "must be a list", "write offload: [component, ...]")
-    plan = Plan(placements=placements, granularity={str(k): v for k, v in granularity.items()}, offload=offload)
+    require(
+        isinstance(offload, list),
+        f"{source}.offload",
+        offload,
+        "must be a list",
+        "write offload: [component, ...]",
+    )
+    plan = Plan(
+        placements=placements, granularity={str(k): v for k, v in granularity.items()}, offload=offload
+    )
     declared = data.get("mode")
     if declared is not None:
         require(

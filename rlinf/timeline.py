@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import functools
+from typing import Any
 
 import attrs
 import numpy as np
 
+from rlinf.errors import to_tuple
 from rlinf.program import Program
 
 
@@ -44,9 +44,9 @@ class Timeline:
     derived on demand."""
 
     program: Program
-    start_s: tuple[float, ...] = attrs.field(converter=tuple)
-    end_s: tuple[float, ...] = attrs.field(converter=tuple)
-    peak_memory_bytes: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    start_s: tuple[float, ...] = attrs.field(converter=to_tuple)
+    end_s: tuple[float, ...] = attrs.field(converter=to_tuple)
+    peak_memory_bytes: tuple[int, ...] = attrs.field(converter=to_tuple, default=())
     """Per device, the most memory in use at any moment (states plus transient activations)."""
     source: str = "simulated"
     """``simulated`` or ``measured``."""
@@ -145,7 +145,9 @@ class Timeline:
 
     def bubble_fraction(self) -> float:
         """Idle share of the devices that run anything: 1 - mean busy fraction over those devices."""
-        fractions = [f for f, b in zip(self.device_busy_fraction(), self.device_busy_seconds(), strict=True) if b > 0]
+        fractions = [
+            f for f, b in zip(self.device_busy_fraction(), self.device_busy_seconds(), strict=True) if b > 0
+        ]
         return float(1.0 - np.mean(fractions)) if fractions else 0.0
 
     def component_seconds(self) -> dict[str, float]:

@@ -17,11 +17,22 @@ from typing import Any
 import attrs
 
 from rlinf.cluster import Cluster, cluster_from_dict
-from rlinf.errors import ConfigError, non_negative, require
+from rlinf.errors import ConfigError, non_negative, require, to_tuple
 from rlinf.workflow import Workflow, workflow_from_dict
 
 SCHEMA = "rlinf.trace/v1"
-SAMPLE_OPS = ("env_step", "act", "generate", "reward", "infer", "train", "transfer", "onload", "offload", "sync_weights")
+SAMPLE_OPS = (
+    "env_step",
+    "act",
+    "generate",
+    "reward",
+    "infer",
+    "train",
+    "transfer",
+    "onload",
+    "offload",
+    "sync_weights",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -42,7 +53,13 @@ class CostSample:
     def __attrs_post_init__(self) -> None:
         where = f"samples[{self.component}.{self.op}]"
         require(self.op in SAMPLE_OPS, f"{where}.op", self.op, "unknown op", f"use one of {list(SAMPLE_OPS)}")
-        require(isinstance(self.devices, int) and self.devices >= 1, f"{where}.devices", self.devices, "must be an integer >= 1", "give the device count")
+        require(
+            isinstance(self.devices, int) and self.devices >= 1,
+            f"{where}.devices",
+            self.devices,
+            "must be an integer >= 1",
+            "give the device count",
+        )
         non_negative(f"{where}.samples", self.samples)
         non_negative(f"{where}.tokens", self.tokens)
         require(
@@ -63,21 +80,45 @@ class Trace:
     cluster: Cluster
     provenance: Mapping[str, Any]
     """How the numbers came to be: ``kind`` (``profiled`` or ``synthesized``), the machine or the assumptions."""
-    samples: tuple[CostSample, ...] = attrs.field(converter=tuple)
-    response_lengths: tuple[float, ...] = attrs.field(converter=tuple, default=())
+    samples: tuple[CostSample, ...] = attrs.field(converter=to_tuple)
+    response_lengths: tuple[float, ...] = attrs.field(converter=to_tuple, default=())
     """Empirical distribution of generated tokens per response (empty for non-language workloads)."""
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
     """Transient memory (activations, KV) per sample per replica, by component."""
 
     def __attrs_post_init__(self) -> None:
-        require(isinstance(self.provenance, Mapping) and "kind" in self.provenance, "provenance.kind", None, "is missing", "say 'profiled' or 'synthesized'")
+        require(
+            isinstance(self.provenance, Mapping) and "kind" in self.provenance,
+            "provenance.kind",
+            None,
+            "is missing",
+            "say 'profiled' or 'synthesized'",
+        )
         names = set(self.workflow.component_names)
         for sample in self.samples:
-            require(sample.component in names, "samples.component", sample.component, "unknown component", f"use one of {sorted(names)}")
+            require(
+                sample.component in names,
+                "samples.component",
+                sample.component,
+                "unknown component",
+                f"use one of {sorted(names)}",
+            )
         for length in self.response_lengths:
-            require(length > 0, "distributions.response_length", length, "must be > 0", "record generated token counts")
+            require(
+                length > 0,
+                "distributions.response_length",
+                length,
+                "must be > 0",
+                "record generated token counts",
+            )
         for name in self.activation_bytes_per_sample:
-            require(name in names, "memory.activation_bytes_per_sample", name, "unknown component", f"use one of {sorted(names)}")
+            require(
+                name in names,
+                "memory.activation_bytes_per_sample",
+                name,
+                "unknown component",
+                f"use one of {sorted(names)}",
+            )
 
     def with_samples(self, extra: tuple[CostSample, ...]) -> Trace:
         """This trace plus more samples (e.g. measured by a run)."""
@@ -103,29 +144,72 @@ class Trace:
 def trace_from_dict(data: Any, source: str = "trace") -> Trace:
     """Validate and build a trace from its JSON form."""
     if not isinstance(data, Mapping):
-        raise ConfigError(source, type(data).__name__, "must be a JSON object", "write a trace with schema, workflow, cluster, provenance, samples")
-    require(data.get("schema") == SCHEMA, f"{source}.schema", data.get("schema"), "unsupported schema", f"set schema to {SCHEMA!r}")
+        raise ConfigError(
+            source,
+            type(data).__name__,
+            "must be a JSON object",
+            "write a trace with schema, workflow, cluster, provenance, samples",
+        )
+    require(
+        data.get("schema") == SCHEMA,
+        f"{source}.schema",
+        data.get("schema"),
+        "unsupported schema",
+        f"set schema to {SCHEMA!r}",
+    )
     for key in ("workflow", "cluster", "provenance", "samples"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key} (see traces/README.md)")
     known = {"schema", "workflow", "cluster", "provenance", "samples", "distributions", "memory"}
     unknown = sorted(set(data) - known)
-    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(known)}")
+    require(
+        not unknown,
+        f"{source}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(known)}",
+    )
     samples_data = data["samples"]
-    require(isinstance(samples_data, list), f"{source}.samples", type(samples_data).__name__, "must be a list", "write a list of samples")
+    require(
+        isinstance(samples_data, list),
+        f"{source}.samples",
+        type(samples_data).__name__,
+        "must be a list",
+        "write a list of samples",
+    )
     samples = []
     for i, item in enumerate(samples_data):
-        require(isinstance(item, Mapping), f"{source}.samples[{i}]", item, "must be an object", "write component, op, devices, samples, seconds")
+        require(
+            isinstance(item, Mapping),
+            f"{source}.samples[{i}]",
+            item,
+            "must be an object",
+            "write component, op, devices, samples, seconds",
+        )
         fields = {a.name for a in attrs.fields(CostSample)}
         missing = sorted({"component", "op", "devices", "samples", "seconds"} - set(item))
-        require(not missing, f"{source}.samples[{i}].{missing[0] if missing else ''}", None, "is missing", f"add {missing}")
+        require(
+            not missing,
+            f"{source}.samples[{i}].{missing[0] if missing else ''}",
+            None,
+            "is missing",
+            f"add {missing}",
+        )
         extra = sorted(set(item) - fields)
-        require(not extra, f"{source}.samples[{i}].{extra[0] if extra else ''}", extra, "unknown key", f"use only {sorted(fields)}")
+        require(
+            not extra,
+            f"{source}.samples[{i}].{extra[0] if extra else ''}",
+            extra,
+            "unknown key",
+            f"use only {sorted(fields)}",
+        )
         try:
             samples.append(CostSample(**item))
         except ConfigError as error:
             # Name the sample by its position, so that one bad value among thousands can be found.
             attribute = error.field.rsplit(".", 1)[-1]
-            raise ConfigError(f"{source}.samples[{i}].{attribute}", error.value, error.problem, error.fix) from None
+            raise ConfigError(
+                f"{source}.samples[{i}].{attribute}", error.value, error.problem, error.fix
+            ) from None
     distributions = data.get("distributions") or {}
     memory = data.get("memory") or {}
     return Trace(
@@ -142,11 +226,18 @@ def load_trace(path: str | Path) -> Trace:
     """Read a trace file, with errors naming the file and the field."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError("trace", str(path), "file does not exist", "pass the path of a trace JSON file (see traces/)")
+        raise ConfigError(
+            "trace", str(path), "file does not exist", "pass the path of a trace JSON file (see traces/)"
+        )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as error:
-        raise ConfigError("trace", f"{path}:{error.lineno}:{error.colno}", f"is not valid JSON ({error.msg})", "fix the JSON syntax") from None
+        raise ConfigError(
+            "trace",
+            f"{path}:{error.lineno}:{error.colno}",
+            f"is not valid JSON ({error.msg})",
+            "fix the JSON syntax",
+        ) from None
     return trace_from_dict(data, source=path.name)
 
 
@@ -159,6 +250,7 @@ def write_text_atomic(path: Path, text: str) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp makes files private; outputs are meant to be shared
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

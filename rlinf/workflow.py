@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import ConfigError, non_negative, positive, require
+from rlinf.errors import ConfigError, non_negative, positive, require, to_tuple
 
 ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
 EDGE_KINDS = ("stream", "barrier")
@@ -35,8 +35,20 @@ class Component:
     """Devices per replica (tensor x pipeline parallel). A component's device count is a multiple of it."""
 
     def __attrs_post_init__(self) -> None:
-        require(bool(self.name) and "->" not in self.name, "component.name", self.name, "must be a non-empty name without '->'", "rename the component")
-        require(self.role in ROLES, f"components.{self.name}.role", self.role, "unknown role", f"use one of {list(ROLES)}")
+        require(
+            bool(self.name) and "->" not in self.name,
+            "component.name",
+            self.name,
+            "must be a non-empty name without '->'",
+            "rename the component",
+        )
+        require(
+            self.role in ROLES,
+            f"components.{self.name}.role",
+            self.role,
+            "unknown role",
+            f"use one of {list(ROLES)}",
+        )
         non_negative(f"components.{self.name}.state_bytes", self.state_bytes)
         require(
             isinstance(self.model_parallel_size, int) and self.model_parallel_size >= 1,
@@ -63,7 +75,13 @@ class Edge:
     """Payload moved per sample (tokens, log-probs, trajectories)."""
 
     def __attrs_post_init__(self) -> None:
-        require(self.kind in EDGE_KINDS, f"edges.{self.key}.kind", self.kind, "unknown edge kind", f"use one of {list(EDGE_KINDS)}")
+        require(
+            self.kind in EDGE_KINDS,
+            f"edges.{self.key}.kind",
+            self.kind,
+            "unknown edge kind",
+            f"use one of {list(EDGE_KINDS)}",
+        )
         non_negative(f"edges.{self.key}.bytes_per_sample", self.bytes_per_sample)
 
     @property
@@ -110,10 +128,10 @@ class Workflow:
     """A whole RL iteration as a macro flow."""
 
     name: str
-    components: tuple[Component, ...] = attrs.field(converter=tuple)
-    edges: tuple[Edge, ...] = attrs.field(converter=tuple, default=())
+    components: tuple[Component, ...] = attrs.field(converter=to_tuple)
+    edges: tuple[Edge, ...] = attrs.field(converter=to_tuple, default=())
     loop: Loop | None = None
-    weight_sync: tuple[WeightSync, ...] = attrs.field(converter=tuple, default=())
+    weight_sync: tuple[WeightSync, ...] = attrs.field(converter=to_tuple, default=())
     batch_size: int = 1
     """Samples per iteration: prompts x group size, or the number of parallel environments."""
     group_size: int = 1
@@ -137,21 +155,53 @@ class Workflow:
         require(self.unit in UNITS, "workflow.unit", self.unit, "unknown unit", f"use one of {list(UNITS)}")
         names = [c.name for c in self.components]
         duplicates = sorted({n for n in names if names.count(n) > 1})
-        require(not duplicates, "workflow.components", duplicates, "duplicate component names", "give each component a unique name")
+        require(
+            not duplicates,
+            "workflow.components",
+            duplicates,
+            "duplicate component names",
+            "give each component a unique name",
+        )
         known = set(names)
         for edge in self.edges:
             for end in (edge.src, edge.dst):
-                require(end in known, f"edges.{edge.key}", end, "names an unknown component", f"use one of {sorted(known)}")
-            require(edge.src != edge.dst, f"edges.{edge.key}", edge.key, "is a self-loop", "model env<->policy alternation with a loop")
+                require(
+                    end in known,
+                    f"edges.{edge.key}",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
+                )
+            require(
+                edge.src != edge.dst,
+                f"edges.{edge.key}",
+                edge.key,
+                "is a self-loop",
+                "model env<->policy alternation with a loop",
+            )
         keys = [e.key for e in self.edges]
         require(len(set(keys)) == len(keys), "workflow.edges", keys, "duplicate edge", "list each edge once")
         if self.loop is not None:
             for end in (self.loop.env, self.loop.policy):
-                require(end in known, "loop", end, "names an unknown component", f"use one of {sorted(known)}")
-            require(self.unit == "env_steps", "workflow.unit", self.unit, "an embodied loop counts env steps", "set unit: env_steps")
+                require(
+                    end in known, "loop", end, "names an unknown component", f"use one of {sorted(known)}"
+                )
+            require(
+                self.unit == "env_steps",
+                "workflow.unit",
+                self.unit,
+                "an embodied loop counts env steps",
+                "set unit: env_steps",
+            )
         for sync in self.weight_sync:
             for end in (sync.src, sync.dst):
-                require(end in known, "weight_sync", end, "names an unknown component", f"use one of {sorted(known)}")
+                require(
+                    end in known,
+                    "weight_sync",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
+                )
         self.topological_order()  # raises on cycles
 
     def component(self, name: str) -> Component:
@@ -159,7 +209,9 @@ class Workflow:
         for component in self.components:
             if component.name == name:
                 return component
-        raise ConfigError("component", name, "unknown component", f"use one of {[c.name for c in self.components]}")
+        raise ConfigError(
+            "component", name, "unknown component", f"use one of {[c.name for c in self.components]}"
+        )
 
     @property
     def component_names(self) -> tuple[str, ...]:
@@ -188,7 +240,12 @@ class Workflow:
         while remaining:
             ready = [n for n in remaining if preds[n] <= set(order)]
             if not ready:
-                raise ConfigError("workflow.edges", sorted(remaining), "form a cycle", "make the edges a DAG (use a loop for env<->policy)")
+                raise ConfigError(
+                    "workflow.edges",
+                    sorted(remaining),
+                    "form a cycle",
+                    "make the edges a DAG (use a loop for env<->policy)",
+                )
             order.append(ready[0])
             remaining.remove(ready[0])
         return tuple(order)
@@ -229,15 +286,26 @@ def workflow_from_dict(data: Mapping[str, Any], source: str = "workflow") -> Wor
         raise ConfigError(source, data, "must be a mapping", "write the workflow's fields")
     fields = {a.name for a in attrs.fields(Workflow)}
     unknown = sorted(set(data) - fields)
-    require(not unknown, f"{source}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(fields)}")
+    require(
+        not unknown,
+        f"{source}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(fields)}",
+    )
     for key in ("name", "components"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
     return Workflow(
         name=data["name"],
-        components=[_make(Component, c, f"{source}.components[{i}]") for i, c in enumerate(data["components"])],
+        components=[
+            _make(Component, c, f"{source}.components[{i}]") for i, c in enumerate(data["components"])
+        ],
         edges=[_make(Edge, e, f"{source}.edges[{i}]") for i, e in enumerate(data.get("edges", []))],
         loop=None if data.get("loop") is None else _make(Loop, data["loop"], f"{source}.loop"),
-        weight_sync=[_make(WeightSync, w, f"{source}.weight_sync[{i}]") for i, w in enumerate(data.get("weight_sync", []))],
+        weight_sync=[
+            _make(WeightSync, w, f"{source}.weight_sync[{i}]")
+            for i, w in enumerate(data.get("weight_sync", []))
+        ],
         batch_size=data.get("batch_size", 1),
         group_size=data.get("group_size", 1),
         tokens_per_sample=data.get("tokens_per_sample", 0.0),
@@ -250,8 +318,16 @@ def _make(cls: type, value: Any, field: str) -> Any:
         raise ConfigError(field, value, "must be a mapping", f"give the fields of {cls.__name__}")
     names = {a.name for a in attrs.fields(cls)}
     unknown = sorted(set(value) - names)
-    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "unknown key", f"use only {sorted(names)}")
+    require(
+        not unknown,
+        f"{field}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(names)}",
+    )
     try:
         return cls(**value)
     except TypeError as error:
-        raise ConfigError(field, dict(value), str(error), f"give the required fields of {cls.__name__}") from None
+        raise ConfigError(
+            field, dict(value), str(error), f"give the required fields of {cls.__name__}"
+        ) from None

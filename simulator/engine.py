@@ -34,7 +34,9 @@ def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: b
     return replay(program, durations, activation)
 
 
-def replay(program: Program, durations: Sequence[float], activation_bytes: Sequence[int] | None = None) -> Timeline:
+def replay(
+    program: Program, durations: Sequence[float] | np.ndarray, activation_bytes: Sequence[int] | None = None
+) -> Timeline:
     """Run the program's event simulation with given op durations (seconds) and transient memory (bytes)."""
     ops = program.ops
     num_ops = len(ops)
@@ -71,7 +73,7 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
         env.timeout(delays[index], value=index).callbacks.append(finish)
 
     def finish(event: simpy.Event) -> None:
-        index = event.value
+        index: int = event.value  # type: ignore[assignment]
         end[index] = env.now
         if freed[index]:
             for lane_index in lanes_of[index]:
@@ -92,4 +94,6 @@ def replay(program: Program, durations: Sequence[float], activation_bytes: Seque
     for lane_index, lane in enumerate(lanes):
         for device in lane.devices:
             peak_per_device[device] = peak[lane_index]
-    return Timeline(program=program, start_s=start, end_s=end, peak_memory_bytes=peak_per_device, source="simulated")
+    return Timeline(
+        program=program, start_s=start, end_s=end, peak_memory_bytes=peak_per_device, source="simulated"
+    )

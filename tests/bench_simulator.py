@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from factories import grpo_trace, grpo_workflow
+
 from rlinf.cluster import parse_cluster
 from rlinf.costs import fit
 from rlinf.errors import RlinfWarning
@@ -31,7 +31,9 @@ def _grpo_setup(num_devices: int, spec: str):
         placements=[
             Placement(component="rollout", devices=range(0, num_devices // 2)),
             Placement(component="reward", devices=range(num_devices // 2, num_devices // 2 + quarter // 2)),
-            Placement(component="inference", devices=range(num_devices // 2 + quarter // 2, num_devices - quarter)),
+            Placement(
+                component="inference", devices=range(num_devices // 2 + quarter // 2, num_devices - quarter)
+            ),
             Placement(component="actor", devices=range(num_devices - quarter, num_devices)),
         ],
         granularity={"rollout->reward": 64, "reward->inference": 64, "inference->actor": 64},

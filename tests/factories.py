@@ -12,7 +12,16 @@ from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
 SYNTHETIC = {"kind": "synthesized", "source": "tests/factories.py: linear costs for unit tests"}
 
 
-def linear_samples(component: str, op: str, base_s: float, per_sample_s: float, *, max_devices: int = 1024, max_batch: int = 4096, model_parallel: int = 1) -> list[CostSample]:
+def linear_samples(
+    component: str,
+    op: str,
+    base_s: float,
+    per_sample_s: float,
+    *,
+    max_devices: int = 1024,
+    max_batch: int = 4096,
+    model_parallel: int = 1,
+) -> list[CostSample]:
     """Samples of ``base_s + per_sample_s * samples_per_replica`` over a grid of device counts and batches."""
     out = []
     devices = model_parallel
@@ -21,7 +30,13 @@ def linear_samples(component: str, op: str, base_s: float, per_sample_s: float, 
         for per_replica in (1, max_batch):
             samples = per_replica * replicas
             out.append(
-                CostSample(component=component, op=op, devices=devices, samples=samples, seconds=base_s + per_sample_s * per_replica)
+                CostSample(
+                    component=component,
+                    op=op,
+                    devices=devices,
+                    samples=samples,
+                    seconds=base_s + per_sample_s * per_replica,
+                )
             )
         devices *= 2
     return out
@@ -50,7 +65,9 @@ def grpo_workflow(*, num_prompts: int = 64, group_size: int = 4, state_gib: floa
     )
 
 
-def grpo_trace(workflow: Workflow | None = None, cluster_spec: str = "8x8xH100", response_lengths: tuple[float, ...] = ()) -> Trace:
+def grpo_trace(
+    workflow: Workflow | None = None, cluster_spec: str = "8x8xH100", response_lengths: tuple[float, ...] = ()
+) -> Trace:
     """A synthetic trace for :func:`grpo_workflow` with linear costs at 1..1024 devices."""
     workflow = workflow or grpo_workflow()
     samples = (
@@ -59,7 +76,13 @@ def grpo_trace(workflow: Workflow | None = None, cluster_spec: str = "8x8xH100",
         + linear_samples("inference", "infer", 0.05, 0.01)
         + linear_samples("actor", "train", 0.1, 0.03)
     )
-    return Trace(workflow=workflow, cluster=parse_cluster(cluster_spec), provenance=SYNTHETIC, samples=samples, response_lengths=response_lengths)
+    return Trace(
+        workflow=workflow,
+        cluster=parse_cluster(cluster_spec),
+        provenance=SYNTHETIC,
+        samples=samples,
+        response_lengths=response_lengths,
+    )
 
 
 def embodied_workflow(*, num_envs: int = 8, num_steps: int = 4) -> Workflow:
@@ -72,7 +95,9 @@ def embodied_workflow(*, num_envs: int = 8, num_steps: int = 4) -> Workflow:
             Component(name="actor", role="actor", state_bytes=2 * GIB),
         ],
         edges=[Edge(src="rollout", dst="actor", kind="barrier", bytes_per_sample=1024)],
-        loop=Loop(env="env", policy="rollout", num_steps=num_steps, obs_bytes_per_env=64, action_bytes_per_env=16),
+        loop=Loop(
+            env="env", policy="rollout", num_steps=num_steps, obs_bytes_per_env=64, action_bytes_per_env=16
+        ),
         weight_sync=[WeightSync(src="actor", dst="rollout", num_bytes=GIB // 4)],
         batch_size=num_envs,
         unit="env_steps",
@@ -87,7 +112,9 @@ def embodied_trace(workflow: Workflow | None = None, cluster_spec: str = "1x8xCP
         + linear_samples("rollout", "act", 0.003, 0.0002, max_devices=8)
         + linear_samples("actor", "train", 0.05, 0.0005, max_devices=8)
     )
-    return Trace(workflow=workflow, cluster=parse_cluster(cluster_spec), provenance=SYNTHETIC, samples=samples)
+    return Trace(
+        workflow=workflow, cluster=parse_cluster(cluster_spec), provenance=SYNTHETIC, samples=samples
+    )
 
 
 def costs_for(trace: Trace) -> CostModel:

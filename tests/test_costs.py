@@ -6,8 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from factories import grpo_trace, grpo_workflow
+
 from rlinf.cluster import parse_cluster
 from rlinf.costs import fit
 from rlinf.errors import ConfigError, ExtrapolationWarning, RlinfError
@@ -15,34 +15,60 @@ from rlinf.trace import CostSample, Trace
 
 
 def _trace(samples: list[CostSample], lengths: tuple[float, ...] = ()) -> Trace:
-    return Trace(workflow=grpo_workflow(), cluster=parse_cluster("8xH100"), provenance={"kind": "synthesized"}, samples=samples, response_lengths=lengths)
+    return Trace(
+        workflow=grpo_workflow(),
+        cluster=parse_cluster("8xH100"),
+        provenance={"kind": "synthesized"},
+        samples=samples,
+        response_lengths=lengths,
+    )
 
 
 def test_interpolates_between_batches_and_scales_over_devices() -> None:
-    costs = fit(_trace([
-        CostSample(component="actor", op="train", devices=2, samples=8, seconds=1.0),
-        CostSample(component="actor", op="train", devices=2, samples=40, seconds=3.0),
-    ]))
+    costs = fit(
+        _trace(
+            [
+                CostSample(component="actor", op="train", devices=2, samples=8, seconds=1.0),
+                CostSample(component="actor", op="train", devices=2, samples=40, seconds=3.0),
+            ]
+        )
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExtrapolationWarning)
         # 24 samples on 2 replicas = 12 per replica, halfway between 4 and 20 per replica.
         assert costs.compute_seconds("actor", "train", 2, 24) == pytest.approx(2.0)
-    with pytest.warns(ExtrapolationWarning, match=r"scales actor.train to 4 devices from samples on 2-2 devices"):
+    with pytest.warns(
+        ExtrapolationWarning, match=r"scales actor.train to 4 devices from samples on 2-2 devices"
+    ):
         # Data-parallel scaling: 48 samples on 4 devices is 12 per replica again.
         assert costs.compute_seconds("actor", "train", 4, 48) == pytest.approx(2.0)
 
 
 def test_warns_when_extrapolating_beyond_the_profiled_batches() -> None:
-    costs = fit(_trace([
-        CostSample(component="actor", op="train", devices=1, samples=10, seconds=1.0),
-        CostSample(component="actor", op="train", devices=1, samples=20, seconds=2.0),
-    ]))
-    with pytest.warns(ExtrapolationWarning, match=r"extrapolates actor.train: 40 samples per replica on 1 devices is outside the profiled 10-20"):
+    costs = fit(
+        _trace(
+            [
+                CostSample(component="actor", op="train", devices=1, samples=10, seconds=1.0),
+                CostSample(component="actor", op="train", devices=1, samples=20, seconds=2.0),
+            ]
+        )
+    )
+    with pytest.warns(
+        ExtrapolationWarning,
+        match=r"extrapolates actor.train: 40 samples per replica on 1 devices is outside the profiled 10-20",
+    ):
         assert costs.compute_seconds("actor", "train", 1, 40) == pytest.approx(4.0)
 
 
 def test_repeated_samples_use_the_median() -> None:
-    costs = fit(_trace([CostSample(component="actor", op="train", devices=1, samples=10, seconds=s) for s in (1.0, 1.1, 9.0)]))
+    costs = fit(
+        _trace(
+            [
+                CostSample(component="actor", op="train", devices=1, samples=10, seconds=s)
+                for s in (1.0, 1.1, 9.0)
+            ]
+        )
+    )
     assert costs.compute_seconds("actor", "train", 1, 10) == pytest.approx(1.1)
 
 
@@ -77,16 +103,30 @@ def test_stochastic_generation_depends_only_on_the_seed() -> None:
 def test_movement_uses_measured_bandwidth_or_links() -> None:
     from rlinf.program import Op
 
-    samples = [CostSample(component="actor", op="offload", devices=1, samples=0, seconds=2.0, num_bytes=10**9)]
+    samples = [
+        CostSample(component="actor", op="offload", devices=1, samples=0, seconds=2.0, num_bytes=10**9)
+    ]
     costs = fit(_trace(samples))
-    offload = Op(index=0, kind="offload", component="actor", name="offload", devices=(0,), num_bytes=10**9, link="host")
+    offload = Op(
+        index=0, kind="offload", component="actor", name="offload", devices=(0,), num_bytes=10**9, link="host"
+    )
     assert costs.movement_seconds(offload) == pytest.approx(2.0 + 10e-6)
-    onload = Op(index=0, kind="onload", component="actor", name="onload", devices=(0,), num_bytes=55 * 10**9, link="host")
+    onload = Op(
+        index=0,
+        kind="onload",
+        component="actor",
+        name="onload",
+        devices=(0,),
+        num_bytes=55 * 10**9,
+        link="host",
+    )
     assert costs.movement_seconds(onload) == pytest.approx(1.0 + 10e-6)  # H100 preset: 55 GB/s host link
     local = Op(index=0, kind="transfer", component="actor", name="transfer", num_bytes=10**9, link="local")
     assert costs.movement_seconds(local) == 0.0
 
 
 def test_fit_refuses_another_device_type() -> None:
-    with pytest.raises(ConfigError, match=r"cluster='1x8xA100': has A100 devices but the trace was made on H100"):
+    with pytest.raises(
+        ConfigError, match=r"cluster='1x8xA100': has A100 devices but the trace was made on H100"
+    ):
         fit(grpo_trace(), parse_cluster("8xA100"))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from factories import embodied_trace, embodied_workflow, grpo_workflow
+
 from rlinf.cluster import parse_cluster
 from rlinf.costs import fit
 from rlinf.lowering import lower, micro_batch_ranges
@@ -43,12 +43,22 @@ def test_collocated_without_offload_interleaves_micro_batches_without_transfers(
     assert _kinds(program) == {"compute": 16, "sync_weights": 1}
     order = [program.ops[i] for i in program.device_order[0]]
     # Interleaved: rollout[0] is followed by its consumers before rollout[1] runs.
-    assert [f"{op.component}{op.micro_batch}" for op in order[:5]] == ["rollout0", "reward0", "inference0", "actor0", "rollout1"]
+    assert [f"{op.component}{op.micro_batch}" for op in order[:5]] == [
+        "rollout0",
+        "reward0",
+        "inference0",
+        "actor0",
+        "rollout1",
+    ]
     assert len(program.lanes) == 1 and program.lanes[0].devices == tuple(range(8))
 
 
 def test_offload_makes_the_order_phased_with_one_switch_per_component() -> None:
-    plan = plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all}\noffload: [rollout, actor]\n" + STREAM, 8)
+    plan = plan_from_yaml(
+        "placement: {rollout: all, reward: all, inference: all, actor: all}\noffload: [rollout, actor]\n"
+        + STREAM,
+        8,
+    )
     program = lower(grpo_workflow(), plan, CLUSTER)
     labels = [program.ops[i].label for i in program.device_order[5]]
     assert labels[0] == "rollout.onload"
@@ -89,7 +99,9 @@ def test_two_env_stages_overlap_stepping_with_inference() -> None:
     costs = fit(trace)
     times = {}
     for stages in (1, 2):
-        plan = plan_from_yaml(f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8)
+        plan = plan_from_yaml(
+            f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8
+        )
         times[stages] = simulate(lower(workflow, plan, trace.cluster), costs).iteration_s
     assert times[2] < times[1]
 

@@ -35,7 +35,9 @@ def _two_stage(state_bytes: int = 0, kind: str = "stream") -> Workflow:
     )
 
 
-@pytest.mark.parametrize(("a", "b", "m"), [(3.0, 1.0, 4), (1.0, 3.0, 4), (2.0, 2.0, 6), (0.5, 1.5, 1), (5.0, 0.25, 8)])
+@pytest.mark.parametrize(
+    ("a", "b", "m"), [(3.0, 1.0, 4), (1.0, 3.0, 4), (2.0, 2.0, 6), (0.5, 1.5, 1), (5.0, 0.25, 8)]
+)
 def test_two_stage_pipeline_finishes_at_m_max_plus_min(a: float, b: float, m: int) -> None:
     workflow = _two_stage()
     per_micro_batch = workflow.batch_size // m
@@ -43,9 +45,13 @@ def test_two_stage_pipeline_finishes_at_m_max_plus_min(a: float, b: float, m: in
         workflow=workflow,
         cluster=parse_cluster("2xH100"),
         provenance=PROVENANCE,
-        samples=_proportional("a", "infer", per_micro_batch, a) + _proportional("b", "train", per_micro_batch, b),
+        samples=_proportional("a", "infer", per_micro_batch, a)
+        + _proportional("b", "train", per_micro_batch, b),
     )
-    plan = Plan(placements=[Placement(component="a", devices=[0]), Placement(component="b", devices=[1])], granularity={"a->b": m})
+    plan = Plan(
+        placements=[Placement(component="a", devices=[0]), Placement(component="b", devices=[1])],
+        granularity={"a->b": m},
+    )
     timeline = simulate(lower(workflow, plan, trace.cluster), fit(trace))
     assert plan.mode == "disaggregated"
     assert timeline.iteration_s == pytest.approx(m * max(a, b) + min(a, b), rel=1e-12)
@@ -68,7 +74,10 @@ def test_collocated_a_then_b_with_switch_costs(a: float, b: float) -> None:
         provenance=PROVENANCE,
         samples=_proportional("a", "infer", 24, a) + _proportional("b", "train", 24, b) + moves,
     )
-    plan = Plan(placements=[Placement(component="a", devices=[0]), Placement(component="b", devices=[0])], offload=["a", "b"])
+    plan = Plan(
+        placements=[Placement(component="a", devices=[0]), Placement(component="b", devices=[0])],
+        offload=["a", "b"],
+    )
     program = lower(workflow, plan, cluster)
     timeline = simulate(program, fit(trace))
     switches = [s for s in timeline.spans if s.kind in ("onload", "offload")]

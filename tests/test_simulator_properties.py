@@ -20,7 +20,14 @@ from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
 from simulator import simulate
 
 MAX_DEVICES = 8
-ROLE_OPS = {"rollout": "generate", "reward": "reward", "inference": "infer", "actor": "train", "critic": "train", "env": "env_step"}
+ROLE_OPS = {
+    "rollout": "generate",
+    "reward": "reward",
+    "inference": "infer",
+    "actor": "train",
+    "critic": "train",
+    "env": "env_step",
+}
 
 
 @st.composite
@@ -38,18 +45,44 @@ def scenarios(draw: st.DrawFn) -> tuple[Workflow, Plan, Trace]:
         workflow = Workflow(
             name="random-embodied",
             components=components,
-            edges=[Edge(src="policy", dst="actor", kind=draw(st.sampled_from(["stream", "barrier"])), bytes_per_sample=100)],
-            loop=Loop(env="env", policy="policy", num_steps=draw(st.integers(1, 4)), obs_bytes_per_env=64, action_bytes_per_env=8),
+            edges=[
+                Edge(
+                    src="policy",
+                    dst="actor",
+                    kind=draw(st.sampled_from(["stream", "barrier"])),
+                    bytes_per_sample=100,
+                )
+            ],
+            loop=Loop(
+                env="env",
+                policy="policy",
+                num_steps=draw(st.integers(1, 4)),
+                obs_bytes_per_env=64,
+                action_bytes_per_env=8,
+            ),
             weight_sync=[WeightSync(src="actor", dst="policy", num_bytes=10**6)],
             batch_size=num_envs,
             unit="env_steps",
         )
     else:
         count = draw(st.integers(2, 4))
-        roles = ["rollout"] + draw(st.lists(st.sampled_from(["reward", "inference", "critic"]), min_size=count - 2, max_size=count - 2)) + ["actor"]
+        roles = (
+            ["rollout"]
+            + draw(
+                st.lists(
+                    st.sampled_from(["reward", "inference", "critic"]), min_size=count - 2, max_size=count - 2
+                )
+            )
+            + ["actor"]
+        )
         components = [Component(name=f"c{i}", role=role, state_bytes=GIB) for i, role in enumerate(roles)]
         edges = [
-            Edge(src=f"c{i}", dst=f"c{i + 1}", kind=draw(st.sampled_from(["stream", "barrier"])), bytes_per_sample=draw(st.integers(0, 10**5)))
+            Edge(
+                src=f"c{i}",
+                dst=f"c{i + 1}",
+                kind=draw(st.sampled_from(["stream", "barrier"])),
+                bytes_per_sample=draw(st.integers(0, 10**5)),
+            )
             for i in range(count - 1)
         ]
         if count > 2 and draw(st.booleans()):
@@ -82,11 +115,21 @@ def scenarios(draw: st.DrawFn) -> tuple[Workflow, Plan, Trace]:
     samples = []
     for component in workflow.components:
         base, per_sample = draw(st.floats(0.0, 1.0)), draw(st.floats(0.0, 0.1))
-        op = "act" if workflow.loop is not None and component.name == workflow.loop.policy else ROLE_OPS[component.role]
+        op = (
+            "act"
+            if workflow.loop is not None and component.name == workflow.loop.policy
+            else ROLE_OPS[component.role]
+        )
         for devices in range(1, MAX_DEVICES + 1):
             for per_replica in (0.5, float(workflow.batch_size)):
                 samples.append(
-                    CostSample(component=component.name, op=op, devices=devices, samples=int(per_replica * devices) or 1, seconds=base + per_sample * per_replica)
+                    CostSample(
+                        component=component.name,
+                        op=op,
+                        devices=devices,
+                        samples=int(per_replica * devices) or 1,
+                        seconds=base + per_sample * per_replica,
+                    )
                 )
     lengths = tuple(draw(st.lists(st.floats(10, 4000), min_size=1, max_size=30)))
     trace = Trace(
@@ -99,7 +142,9 @@ def scenarios(draw: st.DrawFn) -> tuple[Workflow, Plan, Trace]:
     return workflow, plan, trace
 
 
-def _run(scenario: tuple[Workflow, Plan, Trace], seed: int = 0, stochastic: bool = False) -> tuple[Program, Timeline]:
+def _run(
+    scenario: tuple[Workflow, Plan, Trace], seed: int = 0, stochastic: bool = False
+) -> tuple[Program, Timeline]:
     workflow, plan, trace = scenario
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RlinfWarning)  # offload without effect, extrapolation
@@ -173,12 +218,22 @@ def test_simpy_matches_longest_path_oracle(scenario: tuple[Workflow, Plan, Trace
 
 @PROPERTY_SETTINGS
 @given(scenarios())
-def test_memory_never_exceeds_resident_plus_one_offloaded_state(scenario: tuple[Workflow, Plan, Trace]) -> None:
+def test_memory_never_exceeds_resident_plus_one_offloaded_state(
+    scenario: tuple[Workflow, Plan, Trace],
+) -> None:
     workflow, plan, _ = scenario
     program, timeline = _run(scenario)
     for device, peak in enumerate(timeline.peak_memory_bytes):
         hosted = [p.component for p in plan.placements if device in p.devices]
-        resident = sum(workflow.component(n).state_bytes_per_device() for n in hosted if n not in plan.offload or len(hosted) == 1)
-        offloaded = [workflow.component(n).state_bytes_per_device() for n in hosted if n in plan.offload and len(hosted) > 1]
+        resident = sum(
+            workflow.component(n).state_bytes_per_device()
+            for n in hosted
+            if n not in plan.offload or len(hosted) == 1
+        )
+        offloaded = [
+            workflow.component(n).state_bytes_per_device()
+            for n in hosted
+            if n in plan.offload and len(hosted) > 1
+        ]
         assert program.initial_resident_bytes[device] <= peak
         assert peak <= resident + sum(offloaded)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from factories import grpo_trace, grpo_workflow
+
 from rlinf.cluster import GIB, DeviceSpec, Links, cluster_from_dict, parse_cluster
 from rlinf.errors import ConfigError, InfeasiblePlanError
 from rlinf.lowering import lower
@@ -129,7 +129,10 @@ def test_plan_yaml_round_trip_and_mode() -> None:
     [
         ("placement: {rollout: 0-3", r"plan=.*is not valid YAML"),
         ("granularity: {rollout->reward: 2}", r"plan.placement=None: is missing"),
-        ("placement: {a: all}\nmode: disaggregated", r"plan.mode='disaggregated': does not match the placement, which is collocated"),
+        (
+            "placement: {a: all}\nmode: disaggregated",
+            r"plan.mode='disaggregated': does not match the placement, which is collocated",
+        ),
         ("placement: {a: all}\ncolour: red", r"plan.colour=\['colour'\]: unknown key"),
         ("placement: {a: all}\ngranularity: {x: 0}", r"granularity.x=0: must be an integer >= 1"),
         ("placement: {a: all}\noffload: actor", r"plan.offload='actor': must be a list"),
@@ -142,27 +145,58 @@ def test_bad_plan_yaml(text: str, match: str) -> None:
 
 def _grpo_plan(**overrides: str) -> Plan:
     placement = {"rollout": "0-3", "reward": "0-3", "inference": "4-7", "actor": "all"} | overrides
-    return plan_from_yaml("placement:\n" + "".join(f"  {k}: {v}\n" for k, v in placement.items()) + "offload: [rollout, actor]\n", 8)
+    return plan_from_yaml(
+        "placement:\n"
+        + "".join(f"  {k}: {v}\n" for k, v in placement.items())
+        + "offload: [rollout, actor]\n",
+        8,
+    )
 
 
 def test_plan_against_workflow_errors() -> None:
     workflow = grpo_workflow()
     cluster = parse_cluster("1x8xH100")
     with pytest.raises(ConfigError, match=r"placement.critic='critic': unknown component; fix: use one of"):
-        lower(workflow, plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all, critic: all}", 8), cluster)
+        lower(
+            workflow,
+            plan_from_yaml(
+                "placement: {rollout: all, reward: all, inference: all, actor: all, critic: all}", 8
+            ),
+            cluster,
+        )
     with pytest.raises(ConfigError, match=r"placement.inference=None: component is not placed"):
         lower(workflow, plan_from_yaml("placement: {rollout: all, reward: all, actor: all}", 8), cluster)
-    with pytest.raises(ConfigError, match=r"placement.inference=9: device out of range \(the cluster has devices 0-7\)"):
+    with pytest.raises(
+        ConfigError, match=r"placement.inference=9: device out of range \(the cluster has devices 0-7\)"
+    ):
         lower(workflow, _grpo_plan(inference="4-9"), cluster)
-    with pytest.raises(ConfigError, match=r"granularity.actor->rollout='actor->rollout': not a stream edge or loop"):
-        lower(workflow, plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all}\ngranularity: {actor->rollout: 2}", 8), cluster)
+    with pytest.raises(
+        ConfigError, match=r"granularity.actor->rollout='actor->rollout': not a stream edge or loop"
+    ):
+        lower(
+            workflow,
+            plan_from_yaml(
+                "placement: {rollout: all, reward: all, inference: all, actor: all}\ngranularity: {actor->rollout: 2}",
+                8,
+            ),
+            cluster,
+        )
     with pytest.raises(ConfigError, match=r"granularity of rollout=128: exceeds the 64 prompt groups"):
-        lower(workflow, plan_from_yaml("placement: {rollout: all, reward: all, inference: all, actor: all}\ngranularity: {rollout->reward: 128}", 8), cluster)
+        lower(
+            workflow,
+            plan_from_yaml(
+                "placement: {rollout: all, reward: all, inference: all, actor: all}\ngranularity: {rollout->reward: 128}",
+                8,
+            ),
+            cluster,
+        )
 
 
 def test_model_parallel_divisibility() -> None:
     workflow = Workflow(name="w", components=[Component(name="actor", role="actor", model_parallel_size=4)])
-    with pytest.raises(ConfigError, match=r"placement.actor=6: device count is not a multiple of model_parallel_size=4"):
+    with pytest.raises(
+        ConfigError, match=r"placement.actor=6: device count is not a multiple of model_parallel_size=4"
+    ):
         lower(workflow, plan_from_yaml("placement: {actor: 0-5}", 8), parse_cluster("8xH100"))
 
 
@@ -170,20 +204,30 @@ def test_plan_that_needs_offload_is_infeasible_without_it() -> None:
     workflow = grpo_workflow(state_gib=30.0)  # rollout 30 + inference 30 + actor 60 GiB per device
     cluster = parse_cluster("1x8xH100")
     everything = "placement: {rollout: all, reward: all, inference: all, actor: all}"
-    with pytest.raises(InfeasiblePlanError, match=r"device 0 \(H100, 80.0 GiB\) must hold rollout 30.0 GiB \+ inference 30.0 GiB \+ actor 60.0 GiB = 120.0 GiB at once; fix: add 'offload: \[actor, inference, rollout\]' to the plan"):
+    with pytest.raises(
+        InfeasiblePlanError,
+        match=r"device 0 \(H100, 80.0 GiB\) must hold rollout 30.0 GiB \+ inference 30.0 GiB \+ actor 60.0 GiB = 120.0 GiB at once; fix: add 'offload: \[actor, inference, rollout\]' to the plan",
+    ):
         lower(workflow, plan_from_yaml(everything, 8), cluster)
-    program = lower(workflow, plan_from_yaml(everything + "\noffload: [rollout, inference, actor]", 8), cluster)
+    program = lower(
+        workflow, plan_from_yaml(everything + "\noffload: [rollout, inference, actor]", 8), cluster
+    )
     assert {op.kind for op in program.ops} >= {"onload", "offload"}
 
 
 def test_component_larger_than_device() -> None:
     workflow = Workflow(name="w", components=[Component(name="actor", role="actor", state_bytes=200 * GIB)])
-    with pytest.raises(InfeasiblePlanError, match=r"component actor needs 200.0 GiB per device .* raise its model_parallel_size"):
+    with pytest.raises(
+        InfeasiblePlanError,
+        match=r"component actor needs 200.0 GiB per device .* raise its model_parallel_size",
+    ):
         lower(workflow, plan_from_yaml("placement: {actor: all}", 8), parse_cluster("8xH100"))
 
 
 def test_trace_validation(tmp_path) -> None:
-    with pytest.raises(ConfigError, match=r"samples\[actor.train\].seconds=-1.0: must be a finite number >= 0"):
+    with pytest.raises(
+        ConfigError, match=r"samples\[actor.train\].seconds=-1.0: must be a finite number >= 0"
+    ):
         CostSample(component="actor", op="train", devices=1, samples=4, seconds=-1.0)
     with pytest.raises(ConfigError, match=r"samples\[actor.fly\].op='fly': unknown op"):
         CostSample(component="actor", op="fly", devices=1, samples=4, seconds=1.0)
@@ -220,3 +264,41 @@ def test_placement_rejects_empty_and_duplicates() -> None:
         Placement(component="a", devices=[])
     with pytest.raises(ConfigError, match=r"a component is placed twice"):
         Plan(placements=[Placement(component="a", devices=[0]), Placement(component="a", devices=[1])])
+
+
+def test_offloaded_loop_components_count_together() -> None:
+    from factories import embodied_workflow
+
+    workflow = embodied_workflow()  # env 1 GiB, rollout 1 GiB, actor 2 GiB
+    cluster = cluster_from_dict(
+        {
+            "num_nodes": 1,
+            "devices_per_node": 1,
+            "device": {
+                "name": "small",
+                "memory_bytes": int(2.5 * GIB),
+                "peak_flops": 1e12,
+                "memory_bandwidth_bytes_per_s": 1e10,
+            },
+            "links": {
+                "intra_node_bytes_per_s": 1e9,
+                "inter_node_bytes_per_s": 1e9,
+                "host_device_bytes_per_s": 1e9,
+            },
+        }
+    )
+    everything = "placement: {env: all, rollout: all, actor: all}\noffload: [env, rollout, actor]"
+    # env and rollout are onloaded together for the whole loop: 1 + 1 GiB fits in 2.5 GiB, 1.8 + 1 GiB does not.
+    lower(workflow, plan_from_yaml(everything, 1), cluster)
+    bigger = attrs_evolve_component(workflow, "env", int(1.8 * GIB))
+    with pytest.raises(InfeasiblePlanError, match=r"device 0 \(small, 2.5 GiB\) must hold"):
+        lower(bigger, plan_from_yaml(everything, 1), cluster)
+
+
+def attrs_evolve_component(workflow: Workflow, name: str, state_bytes: int) -> Workflow:
+    import attrs
+
+    components = [
+        attrs.evolve(c, state_bytes=state_bytes) if c.name == name else c for c in workflow.components
+    ]
+    return attrs.evolve(workflow, components=components)

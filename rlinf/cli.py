@@ -50,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("rlinf: interrupted", file=sys.stderr)
             return 130
+        except BrokenPipeError:
+            # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+            sys.stderr.close()
+            return 0
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001

@@ -38,21 +38,26 @@ class DeviceGroup:
 
 
 def device_groups(timeline: Timeline) -> list[DeviceGroup]:
-    """Devices merged by identical span sequences, ordered by their first device."""
-    per_device: list[list[int]] = [[] for _ in range(timeline.num_devices)]
-    order = sorted(range(len(timeline.spans)), key=lambda i: (timeline.spans[i].start_s, i))
-    for position in order:
-        for device in timeline.spans[position].devices:
-            per_device[device].append(position)
+    """Devices merged by identical span sequences (the program's lanes, plus one group of idle devices),
+    ordered by their first device."""
+    start_order = {i: (timeline.spans[i].start_s, i) for i in range(len(timeline.spans))}
     by_sequence: dict[tuple[int, ...], list[int]] = {}
-    for device, sequence in enumerate(per_device):
-        by_sequence.setdefault(tuple(sequence), []).append(device)
-    groups = [DeviceGroup(devices=tuple(devices), span_indices=sequence) for sequence, devices in by_sequence.items()]
+    for lane in timeline.program.lanes:
+        sequence = tuple(sorted(lane.ops, key=start_order.__getitem__))
+        by_sequence.setdefault(sequence, []).extend(lane.devices)
+    busy = {d for devices in by_sequence.values() for d in devices}
+    idle = [d for d in range(timeline.num_devices) if d not in busy]
+    if idle:
+        by_sequence.setdefault((), []).extend(idle)
+    groups = [
+        DeviceGroup(devices=tuple(sorted(devices)), span_indices=seq) for seq, devices in by_sequence.items()
+    ]
     return sorted(groups, key=lambda g: g.devices[0])
 
 
 def link_lanes(timeline: Timeline) -> dict[str, list[list[int]]]:
-    """Transfers (spans on no device) per link ``src->dst``, split into lanes of non-overlapping spans."""
+    """Transfers (spans on no device) per link ``src->dst`` in order of first use, split into lanes of
+    non-overlapping spans."""
     lanes: dict[str, list[list[int]]] = {}
     order = sorted(range(len(timeline.spans)), key=lambda i: (timeline.spans[i].start_s, i))
     for position in order:
@@ -65,7 +70,7 @@ def link_lanes(timeline: Timeline) -> dict[str, list[list[int]]]:
             rows.append([position])
         else:
             free.append(position)
-    return dict(sorted(lanes.items()))
+    return lanes
 
 
 def link_name(span: Span) -> str:
@@ -164,9 +169,13 @@ def write_chrome_trace(timeline: Timeline, path: str | Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- Gantt charts
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 ROW_HEIGHT_IN = 0.45
 LINK_ROW_HEIGHT_IN = 0.22
-SYNC_COLOR = "#404040"
+SYNC_COLOR = "#303030"
+SYNC_EDGE_COLOR = "#a0a0a0"
+MIN_VISIBLE_FRACTION = 0.002
+"""Spans shorter than this share of the iteration are drawn this wide so that they stay visible."""
 HATCHES = {"onload": "////", "offload": "\\\\\\\\", "sync_weights": "xxx"}
 
 
@@ -185,12 +194,12 @@ def write_timeline_pair_png(predicted: Timeline, measured: Timeline, path: str |
     timelines = [predicted, measured]
     colors = component_colors(timelines)
     heights = [_height_in(t) for t in timelines]
-    figure = _new_figure(width_in=12.0, height_in=2.2 + sum(heights))
-    grid = figure.add_gridspec(2, 1, height_ratios=heights, hspace=0.35)
-    top = figure.add_subplot(grid[0])
-    bottom = figure.add_subplot(grid[1], sharex=top)
+    figure = _new_figure(width_in=12.0, height_in=2.0 + sum(heights))
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=heights)
+    figure.get_layout_engine().set(hspace=0.06)
     for axes, timeline, name in ((top, predicted, "predicted"), (bottom, measured, "measured")):
         _draw(axes, timeline, colors, f"{name} ({timeline.source}): {_default_title(timeline)}")
+    top.set_xlabel("")
     horizon = max(t.iteration_s for t in timelines) or 1.0
     top.set_xlim(0.0, horizon * 1.02)
     _add_legend(figure, top, colors, timelines)
@@ -199,13 +208,12 @@ def write_timeline_pair_png(predicted: Timeline, measured: Timeline, path: str |
 
 def component_colors(timelines: Sequence[Timeline]) -> dict[str, str]:
     """One colour per component, in order of first appearance."""
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
     names: list[str] = []
     for timeline in timelines:
         for span in sorted(timeline.spans, key=lambda s: (s.start_s, s.op_index)):
             if span.component not in names:
                 names.append(span.component)
-    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
 
 def _default_title(timeline: Timeline) -> str:
@@ -248,20 +256,22 @@ def _draw(axes: Any, timeline: Timeline, colors: dict[str, str], title: str) -> 
     axes.set_axisbelow(True)
 
 
-def _draw_span(axes: Any, span: Span, origin_s: float, y: float, height: float, colors: dict, horizon_s: float) -> None:
+def _draw_span(
+    axes: Any, span: Span, origin_s: float, y: float, height: float, colors: dict, horizon_s: float
+) -> None:
     start, width = span.start_s - origin_s, span.seconds
     style: dict[str, Any] = {"edgecolor": "black", "linewidth": 0.4}
     if span.kind == "sync_weights":
-        style.update(facecolor=SYNC_COLOR, hatch=HATCHES["sync_weights"], edgecolor="white")
+        style.update(facecolor=SYNC_COLOR, hatch=HATCHES["sync_weights"], edgecolor=SYNC_EDGE_COLOR)
     elif span.kind in ("onload", "offload"):
         style.update(facecolor=colors[span.component], alpha=0.55, hatch=HATCHES[span.kind])
     elif span.kind == "transfer":
         style.update(facecolor=colors[span.component], alpha=0.8, linewidth=0.2)
     else:
         style.update(facecolor=colors[span.component])
-    axes.broken_barh([(start, max(width, horizon_s * 1e-4))], (y, height), **style)
+    axes.broken_barh([(start, max(width, horizon_s * MIN_VISIBLE_FRACTION))], (y, height), **style)
     if span.kind == "compute" and width > horizon_s * 0.06 and height > 0.5:
-        text = span.name + (f"[{span.micro_batch}]" if span.micro_batch else "")
+        text = span.label.removeprefix(f"{span.component}.")
         axes.text(start + width / 2, y + height / 2, text, ha="center", va="center", fontsize=6, clip_on=True)
 
 
@@ -271,11 +281,22 @@ def _add_legend(figure: Any, axes: Any, colors: dict[str, str], timelines: Seque
     kinds = {s.kind for t in timelines for s in t.spans}
     handles = [Patch(facecolor=color, edgecolor="black", label=name) for name, color in colors.items()]
     if "onload" in kinds:
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch=HATCHES["onload"], label="onload (hatched)"))
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", hatch=HATCHES["onload"], label="onload (hatched)")
+        )
     if "offload" in kinds:
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch=HATCHES["offload"], label="offload (hatched)"))
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", hatch=HATCHES["offload"], label="offload (hatched)")
+        )
     if "sync_weights" in kinds:
-        handles.append(Patch(facecolor=SYNC_COLOR, edgecolor="white", hatch=HATCHES["sync_weights"], label="sync_weights"))
+        handles.append(
+            Patch(
+                facecolor=SYNC_COLOR,
+                edgecolor=SYNC_EDGE_COLOR,
+                hatch=HATCHES["sync_weights"],
+                label="sync_weights",
+            )
+        )
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
@@ -296,6 +317,7 @@ def _save_png_atomic(figure: Any, path: Path) -> None:
             figure.savefig(stream, format="png", dpi=110)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp makes files private; charts are meant to be shared
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -1,0 +1,172 @@
+"""Predict one training iteration of a plan from a trace: metrics, Chrome trace and Gantt chart."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlinf.cluster import GIB, Cluster, parse_cluster
+from rlinf.costs import fit
+from rlinf.errors import ConfigError
+from rlinf.export import device_groups, write_chrome_trace, write_gantt_png
+from rlinf.lowering import lower
+from rlinf.plan import plan_from_yaml
+from rlinf.timeline import Timeline
+from rlinf.trace import load_trace, write_text_atomic
+from simulator import simulate
+
+CRITICAL_PATH_SHOWN = 6
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``rlinf simulate``."""
+    parser.add_argument("--trace", required=True, help="trace JSON file (see traces/)")
+    parser.add_argument("--plan", required=True, help="plan YAML file (see examples/plans/)")
+    parser.add_argument(
+        "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed for --stochastic (default 0)")
+    parser.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="draw response lengths from the trace instead of expected values",
+    )
+    parser.add_argument(
+        "--out", default=None, help="folder for timeline.json (Perfetto), gantt.png, summary.json"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of a table"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, lower, fit, simulate; print the summary and write the exports."""
+    trace = load_trace(args.trace)
+    cluster = parse_cluster(args.cluster) if args.cluster else trace.cluster
+    plan_path = Path(args.plan)
+    plan = plan_from_yaml(_read_plan(plan_path), cluster.num_devices, source=str(plan_path))
+    program = lower(trace.workflow, plan, cluster)
+    costs = fit(trace, cluster)
+    timeline = simulate(program, costs, seed=args.seed, stochastic=args.stochastic)
+    report = build_report(timeline, cluster, trace_path=str(args.trace), plan_path=str(plan_path))
+    report.update(seed=args.seed, stochastic=bool(args.stochastic))
+    if args.out:
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(
+                "--out", str(out), "is a file, not a folder", "pass a folder path (created if missing)"
+            )
+        try:
+            write_chrome_trace(timeline, out / "timeline.json")
+            write_gantt_png(timeline, out / "gantt.png", title=f"{plan_path.name}: {_title(timeline)}")
+            write_text_atomic(out / "summary.json", json.dumps(report, indent=1) + "\n")
+        except OSError as error:
+            raise ConfigError(
+                "--out", str(out), f"cannot be written ({error.strerror})", "pass a writable folder"
+            ) from None
+        report["outputs"] = [str(out / name) for name in ("timeline.json", "gantt.png", "summary.json")]
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_report(report))
+    return 0
+
+
+def _read_plan(path: Path) -> str:
+    if not path.is_file():
+        raise ConfigError(
+            "plan",
+            str(path),
+            "file does not exist",
+            "pass the path of a plan YAML file (see examples/plans/)",
+        )
+    return path.read_text()
+
+
+def _title(timeline: Timeline) -> str:
+    return f"{timeline.mode}, iteration {timeline.iteration_s:.3g} s"
+
+
+def build_report(timeline: Timeline, cluster: Cluster, *, trace_path: str, plan_path: str) -> dict[str, Any]:
+    """Timeline metrics plus where they came from and peak memory per device group."""
+    report = timeline.summary()
+    busy = report["device_busy_fraction"]
+    used = [f for f in busy if f > 0] or [0.0]
+    capacity = cluster.device.memory_bytes
+    report.update(
+        trace=trace_path,
+        plan_file=plan_path,
+        cluster=cluster.spec(),
+        busy_fraction_stats={"min": min(used), "mean": sum(used) / len(used), "max": max(used)},
+        memory_capacity_bytes=capacity,
+        device_groups=_memory_by_group(timeline, capacity),
+    )
+    return report
+
+
+def _memory_by_group(timeline: Timeline, capacity_bytes: int) -> list[dict[str, Any]]:
+    """Peak memory of each group of devices that ran the same ops (idle devices left out)."""
+    peaks = timeline.peak_memory_bytes or (0,) * timeline.num_devices
+    out = []
+    for group in device_groups(timeline):
+        if group.span_indices:
+            peak = max(peaks[d] for d in group.devices)
+            out.append(
+                {
+                    "devices": group.label.removeprefix("dev "),
+                    "peak_memory_bytes": peak,
+                    "over_capacity": peak > capacity_bytes,
+                }
+            )
+    return out
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human-readable summary table."""
+    rows: list[tuple[str, str]] = [
+        ("mode", report["mode"]),
+        ("plan", report["plan"]),
+        ("cluster", report["cluster"]),
+        ("iteration", f"{report['iteration_s']:.4g} s"),
+    ]
+    for i, (key, value) in enumerate(report["throughput"].items()):
+        rows.append(("throughput" if i == 0 else "", f"{_number(value)} {key.replace('_per_s', '/s')}"))
+    busy = report["busy_fraction_stats"]
+    rows.append(("bubble fraction", f"{report['bubble_fraction']:.1%}"))
+    rows.append(
+        (
+            "busy fraction",
+            f"min {busy['min']:.1%}  mean {busy['mean']:.1%}  max {busy['max']:.1%}  (devices in use)",
+        )
+    )
+    capacity_gib = report["memory_capacity_bytes"] / GIB
+    for i, group in enumerate(report["device_groups"]):
+        peak_gib = group["peak_memory_bytes"] / GIB
+        over = "  EXCEEDS CAPACITY (activations)" if group["over_capacity"] else ""
+        rows.append(
+            (
+                "peak memory" if i == 0 else "",
+                f"dev {group['devices']}: {peak_gib:.1f} / {capacity_gib:.1f} GiB{over}",
+            )
+        )
+    path = report["critical_path"]
+    shown = " -> ".join(path[:CRITICAL_PATH_SHOWN]) + (
+        f" -> ... ({len(path)} ops)" if len(path) > CRITICAL_PATH_SHOWN else ""
+    )
+    rows.append(("critical path", f"{report['critical_path_s']:.4g} s: {shown}"))
+    for i, (name, seconds) in enumerate(
+        sorted(report["component_seconds"].items(), key=lambda item: -item[1])
+    ):
+        rows.append(("seconds by component" if i == 0 else "", f"{name:<16} {seconds:.4g} s"))
+    for i, output in enumerate(report.get("outputs", [])):
+        rows.append(("wrote" if i == 0 else "", output))
+    width = max(len(label) for label, _ in rows)
+    return "".join(f"{label:<{width}}  {value}\n" for label, value in rows)

@@ -1,0 +1,202 @@
+"""The assumptions of the analytic LLM model: model shape, batch, response lengths, parallel sizes, efficiencies.
+
+:class:`LLMWorkload` is the one value :func:`rlinf.analytic.synthesize` turns into a trace. Every field has a
+default that is typical of RL post-training of a dense LLM with vLLM-style rollout and Megatron-style training;
+each is written into the synthesized trace's provenance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from rlinf.errors import ConfigError, positive, require
+
+ALGORITHMS = ("grpo", "ppo")
+
+
+def _fraction(field: str, value: float) -> None:
+    require(0 < value <= 1, field, value, "must be in (0, 1]", f"set {field} to a utilization such as 0.5")
+
+
+def _at_least_one(field: str, value: int) -> None:
+    require(
+        isinstance(value, int) and value >= 1,
+        field,
+        value,
+        "must be an integer >= 1",
+        f"set {field} to 1 or more",
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ModelSpec:
+    """Shape of a dense decoder-only transformer."""
+
+    name: str
+    num_params: float
+    """Parameters, embeddings included."""
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    """Key/value heads (grouped-query attention); decides the KV-cache size."""
+
+    def __attrs_post_init__(self) -> None:
+        positive("model.num_params", self.num_params)
+        for field in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads"):
+            _at_least_one(f"model.{field}", getattr(self, field))
+        require(
+            self.num_kv_heads <= self.num_attention_heads,
+            "model.num_kv_heads",
+            self.num_kv_heads,
+            f"exceeds num_attention_heads={self.num_attention_heads}",
+            "use at most one KV head per attention head",
+        )
+
+
+# Public model cards (Qwen2.5 family, the base of DeepSeek-R1-Distill-Qwen used in RL math-reasoning runs).
+MODEL_PRESETS: dict[str, ModelSpec] = {
+    "1.5b": ModelSpec(
+        name="1.5b",
+        num_params=1.78e9,
+        num_layers=28,
+        hidden_size=1536,
+        num_attention_heads=12,
+        num_kv_heads=2,
+    ),
+    "7b": ModelSpec(
+        name="7b", num_params=7.62e9, num_layers=28, hidden_size=3584, num_attention_heads=28, num_kv_heads=4
+    ),
+    "32b": ModelSpec(
+        name="32b", num_params=32.8e9, num_layers=64, hidden_size=5120, num_attention_heads=40, num_kv_heads=8
+    ),
+}
+
+
+def model_preset(name: str) -> ModelSpec:
+    """The preset called ``name``; raises listing the valid names."""
+    key = str(name).lower()
+    if key not in MODEL_PRESETS:
+        raise ConfigError(
+            "model", name, "unknown model preset", f"use one of {sorted(MODEL_PRESETS)} or give --params"
+        )
+    return MODEL_PRESETS[key]
+
+
+@attrs.frozen(kw_only=True)
+class ResponseLengths:
+    """Generated tokens per response: lognormal with the given median and sigma, clipped to ``[1, max_tokens]``."""
+
+    median_tokens: float
+    sigma: float
+    """Standard deviation of the log-length; 0.6 puts the 99th percentile at about 4x the median."""
+    max_tokens: int
+    """The generation limit (``max_new_tokens``); longer responses are truncated."""
+
+    def __attrs_post_init__(self) -> None:
+        positive("response.median_tokens", self.median_tokens)
+        require(self.sigma >= 0, "response.sigma", self.sigma, "must be >= 0", "use e.g. 0.6")
+        _at_least_one("response.max_tokens", self.max_tokens)
+        require(
+            self.median_tokens <= self.max_tokens,
+            "response.median_tokens",
+            self.median_tokens,
+            f"exceeds max_tokens={self.max_tokens}",
+            "raise max_tokens or lower the median",
+        )
+
+    def draw(self, num_responses: int, rng: np.random.Generator) -> np.ndarray:
+        """``num_responses`` whole-token lengths drawn with ``rng``."""
+        raw = rng.lognormal(mean=math.log(self.median_tokens), sigma=self.sigma, size=num_responses)
+        return np.clip(np.rint(raw), 1, self.max_tokens)
+
+
+@attrs.frozen(kw_only=True)
+class LLMWorkload:
+    """Everything the analytic model assumes about one RL iteration of a dense LLM."""
+
+    model: ModelSpec
+    num_prompts: int
+    group_size: int
+    """Responses per prompt."""
+    prompt_tokens: int = 512
+    response: ResponseLengths
+    algorithm: str = "grpo"
+    """``grpo`` (no critic) or ``ppo`` (a critic trained like the actor; inference also computes values)."""
+    rollout_model_parallel: int = 1
+    inference_model_parallel: int = 1
+    actor_model_parallel: int = 2
+    """Also the critic's, for PPO."""
+    prefill_mfu: float = 0.5
+    """Model FLOPs utilization of prefill and inference forward passes (also the decode compute ceiling)."""
+    train_mfu: float = 0.35
+    """Model FLOPs utilization of training (forward + backward)."""
+    decode_mbu: float = 0.7
+    """Memory-bandwidth utilization of decode steps."""
+    kv_cache_fraction: float = 0.4
+    """Share of each rollout device's memory reserved for the KV-cache pool."""
+    max_concurrent_sequences: int = 256
+    """The inference engine's cap on sequences in flight per replica (vLLM ``max_num_seqs``)."""
+    weight_bytes_per_param: float = 2.0
+    """bf16 weights: rollout, inference, weight sync."""
+    train_state_bytes_per_param: float = 16.0
+    """Mixed-precision Adam: bf16 weights and grads, fp32 master weights and two moments."""
+    kv_bytes_per_element: float = 2.0
+    reward_seconds_per_sample: float = 0.002
+    """CPU time of the rule-based reward (answer extraction and comparison) per response."""
+    op_overhead_s: float = 0.02
+    """Fixed cost of launching one op (scheduling, data loading, collective setup)."""
+    num_stored_lengths: int = 4096
+    """Response lengths kept in the trace as its empirical distribution."""
+
+    def __attrs_post_init__(self) -> None:
+        _at_least_one("num_prompts", self.num_prompts)
+        _at_least_one("group_size", self.group_size)
+        _at_least_one("prompt_tokens", self.prompt_tokens)
+        require(
+            self.algorithm in ALGORITHMS,
+            "algorithm",
+            self.algorithm,
+            "unknown algorithm",
+            f"use one of {list(ALGORITHMS)}",
+        )
+        for field in (
+            "rollout_model_parallel",
+            "inference_model_parallel",
+            "actor_model_parallel",
+            "max_concurrent_sequences",
+            "num_stored_lengths",
+        ):
+            _at_least_one(field, getattr(self, field))
+        for field in ("prefill_mfu", "train_mfu", "decode_mbu"):
+            _fraction(field, getattr(self, field))
+        require(
+            0 < self.kv_cache_fraction < 1,
+            "kv_cache_fraction",
+            self.kv_cache_fraction,
+            "must be in (0, 1)",
+            "use e.g. 0.4",
+        )
+        for field in ("weight_bytes_per_param", "train_state_bytes_per_param", "kv_bytes_per_element"):
+            positive(field, getattr(self, field))
+        for field in ("reward_seconds_per_sample", "op_overhead_s"):
+            require(
+                getattr(self, field) >= 0,
+                field,
+                getattr(self, field),
+                "must be >= 0",
+                f"set {field} to 0 or more",
+            )
+
+    @property
+    def batch_size(self) -> int:
+        """Responses per iteration: prompts x group size."""
+        return self.num_prompts * self.group_size
+
+    @property
+    def num_reference_forwards(self) -> int:
+        """Forward passes of the inference component per sample: reference and old policy (+ value for PPO)."""
+        return 3 if self.algorithm == "ppo" else 2

@@ -1,0 +1,139 @@
+"""Roofline formulas for one replica of a dense decoder-only LLM: the physics behind :mod:`rlinf.analytic`.
+
+Every function is pure and takes plain numbers, so each formula can be read and tested on its own:
+
+* prefill and forward passes are compute-bound: ``2 * N * tokens`` FLOPs at ``peak * mfu``;
+* training is compute-bound: ``6 * N * tokens`` FLOPs (forward + backward) at ``peak * mfu``;
+* decode is one step per generated token for every active sequence; a step reads the replica's weights and the
+  KV cache of its active sequences from HBM at ``bandwidth * mbu`` and costs ``2 * N * active`` FLOPs; the step
+  takes the longer of the two (roofline), which is memory for every batch a KV pool can hold in practice.
+
+A replica spans ``model_parallel`` devices; weights, KV cache and FLOPs are split evenly over them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+GOLDEN_RATIO = (1.0 + math.sqrt(5.0)) / 2.0
+
+
+def kv_bytes_per_token(
+    *,
+    num_layers: int,
+    hidden_size: int,
+    num_attention_heads: int,
+    num_kv_heads: int,
+    bytes_per_element: float,
+) -> float:
+    """KV-cache bytes one token occupies: keys and values of every layer, ``num_kv_heads`` heads (GQA)."""
+    head_dim = hidden_size / num_attention_heads
+    return 2.0 * num_layers * num_kv_heads * head_dim * bytes_per_element
+
+
+def compute_seconds(flops: float, *, num_devices: int, peak_flops: float, mfu: float) -> float:
+    """Seconds for ``flops`` spread over ``num_devices`` devices running at ``peak_flops * mfu``."""
+    return flops / (num_devices * peak_flops * mfu)
+
+
+def forward_seconds(
+    num_tokens: float, *, num_params: float, num_devices: int, peak_flops: float, mfu: float
+) -> float:
+    """One forward pass over ``num_tokens`` tokens: ``2 * N * tokens`` FLOPs, compute-bound."""
+    return compute_seconds(
+        2.0 * num_params * num_tokens, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu
+    )
+
+
+def train_seconds(
+    num_tokens: float, *, num_params: float, num_devices: int, peak_flops: float, mfu: float
+) -> float:
+    """Forward + backward over ``num_tokens`` tokens: ``6 * N * tokens`` FLOPs, compute-bound."""
+    return compute_seconds(
+        6.0 * num_params * num_tokens, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu
+    )
+
+
+def admission_order(num_sequences: int) -> np.ndarray:
+    """A deterministic, well-mixed order of ``num_sequences`` length-sorted sequences (golden-ratio sequence).
+
+    Continuous batching admits requests in arrival order, which is unrelated to their (unknown) lengths; this
+    order interleaves short and long ones the way a random arrival order would, without a random draw."""
+    return np.argsort(np.mod((np.arange(num_sequences) + 1) * GOLDEN_RATIO, 1.0), kind="stable")
+
+
+def decode_schedule(lengths: np.ndarray, max_concurrent: int) -> np.ndarray:
+    """Start step of each sequence under continuous batching with at most ``max_concurrent`` in flight.
+
+    Sequences are admitted in the given order; a slot freed at step ``t`` is refilled at step ``t``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size <= max_concurrent:
+        return np.zeros(lengths.size, dtype=np.int64)
+    starts = np.zeros(lengths.size, dtype=np.int64)
+    free_at = [0] * max_concurrent
+    for index, length in enumerate(lengths.tolist()):
+        start = heapq.heappop(free_at)
+        starts[index] = start
+        heapq.heappush(free_at, start + length)
+    return starts
+
+
+def decode_seconds(
+    lengths: np.ndarray,
+    *,
+    prompt_tokens: int,
+    max_concurrent: int,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    num_params: float,
+    num_devices: int,
+    memory_bandwidth_bytes_per_s: float,
+    mbu: float,
+    peak_flops: float,
+    mfu: float,
+) -> float:
+    """Seconds one replica spends decoding sequences of the given response ``lengths`` (admission order).
+
+    Step ``t`` has ``active(t)`` sequences holding ``context(t)`` tokens of KV cache in total; it takes
+    ``max((weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth * mbu),
+    2 * N * active(t) / (devices * peak * mfu))``. The sum runs over every step until the last sequence ends."""
+    lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
+    if lengths.size == 0:
+        return 0.0
+    starts = decode_schedule(lengths, max_concurrent)
+    ends = starts + lengths
+    num_steps = int(ends.max())
+    size = num_steps + 1
+    active = np.cumsum(np.bincount(starts, minlength=size) - np.bincount(ends, minlength=size))[:num_steps]
+    start_sum = np.cumsum(
+        np.bincount(starts, weights=starts.astype(float), minlength=size)
+        - np.bincount(ends, weights=starts.astype(float), minlength=size)
+    )[:num_steps]
+    steps = np.arange(num_steps, dtype=float)
+    # Each active sequence holds its prompt plus the tokens generated so far: prompt + t - start.
+    context = active * (prompt_tokens + steps) - start_sum
+    memory_s = (weight_bytes + kv_bytes_per_token * context) / (
+        num_devices * memory_bandwidth_bytes_per_s * mbu
+    )
+    compute_s = 2.0 * num_params * active / (num_devices * peak_flops * mfu)
+    return float(np.maximum(memory_s, compute_s).sum())
+
+
+def max_concurrent_sequences(
+    *, kv_pool_bytes: float, kv_bytes_per_token: float, tokens_per_sequence: float, cap: int
+) -> int:
+    """Sequences a KV pool holds at once at ``tokens_per_sequence`` each, at most ``cap`` (the engine's limit)."""
+    fit = int(kv_pool_bytes // (kv_bytes_per_token * tokens_per_sequence))
+    return max(1, min(cap, fit))
+
+
+def quantile_lengths(distribution: np.ndarray, num_sequences: int) -> np.ndarray:
+    """``num_sequences`` response lengths at the mid-quantiles ``(i + 0.5) / n`` of an empirical distribution,
+    rounded to whole tokens: the expected lengths of a batch, without a random draw."""
+    quantiles = (np.arange(num_sequences) + 0.5) / num_sequences
+    return np.maximum(np.rint(np.quantile(np.asarray(distribution, dtype=float), quantiles)), 1).astype(
+        np.int64
+    )

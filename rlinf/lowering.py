@@ -7,9 +7,11 @@
   or on all of them (``barrier``), through a transfer op when the two components do not share their devices.
 * The loop alternates policy (act) and env (step) for ``num_steps`` steps per stage; with several stages one
   stage's env steps while another stage's policy infers (elastic pipelining).
-* Ops get one global order and each device runs its ops in that order. When the plan offloads anything, the
-  order is *phased* (one component after another, so every offloading component is onloaded once and offloaded
-  once); otherwise it is *interleaved* (micro-batch-major, so collocated consumers follow their producers).
+* Ops get one global order, sorted by (batch fraction the op needs, component rank, ...), and each device runs its
+  ops in that order, so a program can never deadlock. Collocated consumers thus follow their producers micro-batch
+  by micro-batch (interleaved). A component that offloads and shares a device is *switched*: all its ops take the
+  largest fraction any of them needs, which makes them contiguous on every device, so it is onloaded once before
+  its first op and offloaded once after its last (context switching), while the others keep interleaving.
 * Weight sync (actor -> rollout) ends the iteration.
 """
 
@@ -117,7 +119,6 @@ class _Builder:
         self.cluster = cluster
         self.order = workflow.topological_order()
         self.rank = {name: i for i, name in enumerate(self.order)}
-        self.phased = bool(plan.offload)
         self.num_groups = workflow.batch_size // workflow.group_size
         self.pending: dict[tuple, _Pending] = {}
         # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
@@ -170,8 +171,7 @@ class _Builder:
 
     # ---------------------------------------------------------------- keys
     def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
-        first = 0.0 if self.phased else fraction
-        return (first, self.rank[name], step, index, sub, name)
+        return (fraction, self.rank[name], step, index, sub, name)
 
     def _add(self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float) -> tuple:
         assert key not in self.pending, key
@@ -187,8 +187,7 @@ class _Builder:
             elif (self.workflow.loop.env, 0) not in self.output:  # type: ignore[union-attr]
                 self._lower_loop()
         self._lower_weight_sync()
-        if self.phased:
-            self._insert_context_switches()
+        self._insert_context_switches()
         return self._finish()
 
     def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float]:
@@ -241,8 +240,12 @@ class _Builder:
         component = self.workflow.component(name)
         m = self.micro_batches[name]
         devices = self.plan.devices_of(name)
-        for j in range(m):
-            dep_keys, needed = self._inputs(name, j)
+        inputs = [self._inputs(name, j) for j in range(m)]
+        if name in self.plan.offload and self._shares_device(name):
+            # Switched: one onload per iteration, so its ops stay together at the latest fraction any needs.
+            latest = max(needed for _, needed in inputs)
+            inputs = [(dep_keys, latest) for dep_keys, _ in inputs]
+        for j, (dep_keys, needed) in enumerate(inputs):
             samples = self._samples(name, j)
             op = Op(
                 index=-1,
@@ -314,7 +317,7 @@ class _Builder:
             # A stage's trajectory is complete after its last env step; both loop components "emit" it then.
             self.output[(loop.env, stage)] = previous_env[stage]
             self.output[(loop.policy, stage)] = previous_env[stage]
-            self.fraction[previous_env[stage]] = (stage + 1) / stages if not self.phased else 0.0
+            self.fraction[previous_env[stage]] = (stage + 1) / stages
 
     def _loop_transfer(
         self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str

@@ -53,7 +53,7 @@ def test_collocated_without_offload_interleaves_micro_batches_without_transfers(
     assert len(program.lanes) == 1 and program.lanes[0].devices == tuple(range(8))
 
 
-def test_offload_makes_the_order_phased_with_one_switch_per_component() -> None:
+def test_offloaded_components_run_contiguously_with_one_switch_each() -> None:
     plan = plan_from_yaml(
         "placement: {rollout: all, reward: all, inference: all, actor: all}\noffload: [rollout, actor]\n"
         + STREAM,
@@ -133,3 +133,24 @@ def test_loop_granularity_must_divide_envs(stages: int) -> None:
     plan = plan_from_yaml(f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8)
     with pytest.raises(ConfigError, match=rf"granularity.loop={stages}: does not divide the 8 environments"):
         lower(embodied_workflow(num_envs=8), plan, CLUSTER)
+
+
+def test_offload_on_one_group_keeps_streaming_elsewhere() -> None:
+    """Offloading the actor (shared with inference) must not stop inference from streaming behind generation."""
+    from factories import grpo_trace
+
+    workflow = grpo_workflow(state_gib=10.0)
+    trace = grpo_trace(workflow, "1x8xH100")
+    text = (
+        "placement: {rollout: 0-3, reward: 0-3, inference: 4-7, actor: 4-7}\n" + STREAM + "\noffload: [actor]"
+    )
+    program = lower(workflow, plan_from_yaml(text, 8), CLUSTER)
+    timeline = simulate(program, fit(trace))
+    generation_end = max(s.end_s for s in timeline.spans if s.name == "generate")
+    first_infer = min(s.start_s for s in timeline.spans if s.name == "infer")
+    assert first_infer < generation_end
+    labels = [program.ops[i].label for i in program.device_order[4]]
+    assert labels.count("actor.onload") == 1 and labels.count("actor.offload") == 1
+    assert labels.index("actor.onload") > max(
+        i for i, label in enumerate(labels) if label.startswith("inference.")
+    )

@@ -237,3 +237,31 @@ def test_memory_never_exceeds_resident_plus_one_offloaded_state(
         ]
         assert program.initial_resident_bytes[device] <= peak
         assert peak <= resident + sum(offloaded)
+
+
+@PROPERTY_SETTINGS
+@given(scenarios())
+def test_switched_components_run_between_one_onload_and_one_offload(
+    scenario: tuple[Workflow, Plan, Trace],
+) -> None:
+    """Context switching: on each device, an offloaded component that shares it runs only between its onload and
+    its offload, and nothing but its own ops (or its loop partner's) runs there in between."""
+    workflow, plan, _ = scenario
+    program, _ = _run(scenario)
+    loop_names = {workflow.loop.env, workflow.loop.policy} if workflow.loop else set()
+    for name in plan.offload:
+        devices = set(plan.devices_of(name))
+        if not any(devices & set(p.devices) for p in plan.placements if p.component != name):
+            continue
+        for device in devices:
+            ops = [program.ops[i] for i in program.device_order[device]]
+            kinds = [(op.kind, op.component) for op in ops]
+            assert kinds.count(("onload", name)) == 1 and kinds.count(("offload", name)) == 1
+            begin, end = kinds.index(("onload", name)), kinds.index(("offload", name))
+            mine = [i for i, op in enumerate(ops) if op.component == name and op.kind == "compute"]
+            assert begin < min(mine) and max(mine) < end
+            allowed = {name} | (loop_names if name in loop_names else set())
+            for op in ops[begin:end]:
+                if op.kind == "sync_weights":
+                    continue
+                assert op.component in allowed or op.kind in ("onload", "offload"), (name, op.label)

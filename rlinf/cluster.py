@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import yaml
 
-from rlinf.errors import ConfigError, positive, require
+from rlinf.errors import ConfigError, build_from_mapping, positive, reject_unknown_keys, require
 
 GIB = 1024**3
 
@@ -195,14 +195,7 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
             source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links"
         )
     known = {"num_nodes", "devices_per_node", "device", "links"}
-    unknown = sorted(set(data) - known)
-    require(
-        not unknown,
-        f"{source}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(known)}",
-    )
+    reject_unknown_keys(data, known, source)
     for key in ("num_nodes", "devices_per_node", "device"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
     device_value = data["device"]
@@ -218,11 +211,11 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
         assert preset is not None
         device, links = preset
     else:
-        device = _build(DeviceSpec, device_value, f"{source}.device")
+        device = build_from_mapping(DeviceSpec, device_value, f"{source}.device")
         links = None
     links_value = data.get("links")
     if links_value is not None:
-        links = _build(Links, links_value, f"{source}.links")
+        links = build_from_mapping(Links, links_value, f"{source}.links")
     require(
         links is not None,
         f"{source}.links",
@@ -234,25 +227,6 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
     return Cluster(
         num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
     )
-
-
-def _build(cls: type, value: Any, field: str) -> Any:
-    if not isinstance(value, dict):
-        raise ConfigError(
-            field, value, "must be a mapping", f"give the fields {[a.name for a in attrs.fields(cls)]}"
-        )
-    names = {a.name for a in attrs.fields(cls)}
-    unknown = sorted(set(value) - names)
-    require(
-        not unknown,
-        f"{field}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(names)}",
-    )
-    missing = sorted(names - set(value))
-    require(not missing, f"{field}.{missing[0] if missing else ''}", None, "is missing", f"add {missing}")
-    return cls(**value)
 
 
 def _first_line(error: Exception) -> str:

@@ -5,8 +5,10 @@ Every message names the field, the offending value and the fix, so the CLI can p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import attrs
 
 
 class RlinfError(Exception):
@@ -74,3 +76,28 @@ def non_negative(field: str, value: Any) -> None:
 def to_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
     """attrs converter: any iterable to a tuple (typed, unlike the bare ``tuple`` builtin)."""
     return tuple(values)
+
+
+def reject_unknown_keys(data: Mapping[str, Any], known: Iterable[str], source: str) -> None:
+    """Raise naming the first key of ``data`` that is not in ``known``, listing the valid keys."""
+    valid = sorted(known)
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ConfigError(f"{source}.{unknown[0]}", unknown, "unknown key", f"use only {valid}")
+
+
+def require_keys(data: Mapping[str, Any], required: Iterable[str], source: str, hint: str = "") -> None:
+    """Raise naming the first key of ``required`` that ``data`` lacks."""
+    for key in required:
+        if key not in data:
+            raise ConfigError(f"{source}.{key}", None, "is missing", f"add {key}{hint}")
+
+
+def build_from_mapping(cls: type, value: Any, field: str) -> Any:
+    """Build an attrs class from a mapping (parsed YAML/JSON), naming unknown and missing keys."""
+    fields = attrs.fields(cls)
+    if not isinstance(value, Mapping):
+        raise ConfigError(field, value, "must be a mapping", f"give the fields {[a.name for a in fields]}")
+    reject_unknown_keys(value, (a.name for a in fields), field)
+    require_keys(value, (a.name for a in fields if a.default is attrs.NOTHING), field)
+    return cls(**value)

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import yaml
 
-from rlinf.errors import ConfigError, RlinfWarning, require
+from rlinf.errors import ConfigError, RlinfWarning, reject_unknown_keys, require
 from rlinf.workflow import Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
@@ -285,14 +285,7 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
     """Build a plan from its mapping form. ``mode``, if present, must match the derived mode."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, data, "must be a mapping", "write placement, granularity and offload keys")
-    unknown = sorted(set(data) - set(PLAN_KEYS))
-    require(
-        not unknown,
-        f"{source}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {list(PLAN_KEYS)}",
-    )
+    reject_unknown_keys(data, PLAN_KEYS, source)
     require(
         "placement" in data, f"{source}.placement", None, "is missing", "add placement: {component: devices}"
     )

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from rlinf.cluster import Cluster, cluster_from_dict
-from rlinf.errors import ConfigError, non_negative, require, to_tuple
+from rlinf.errors import ConfigError, non_negative, reject_unknown_keys, require, require_keys, to_tuple
 from rlinf.workflow import Workflow, workflow_from_dict
 
 SCHEMA = "rlinf.trace/v1"
@@ -160,14 +160,7 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
     for key in ("workflow", "cluster", "provenance", "samples"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key} (see traces/README.md)")
     known = {"schema", "workflow", "cluster", "provenance", "samples", "distributions", "memory"}
-    unknown = sorted(set(data) - known)
-    require(
-        not unknown,
-        f"{source}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(known)}",
-    )
+    reject_unknown_keys(data, known, source)
     samples_data = data["samples"]
     require(
         isinstance(samples_data, list),
@@ -185,23 +178,8 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
             "must be an object",
             "write component, op, devices, samples, seconds",
         )
-        fields = {a.name for a in attrs.fields(CostSample)}
-        missing = sorted({"component", "op", "devices", "samples", "seconds"} - set(item))
-        require(
-            not missing,
-            f"{source}.samples[{i}].{missing[0] if missing else ''}",
-            None,
-            "is missing",
-            f"add {missing}",
-        )
-        extra = sorted(set(item) - fields)
-        require(
-            not extra,
-            f"{source}.samples[{i}].{extra[0] if extra else ''}",
-            extra,
-            "unknown key",
-            f"use only {sorted(fields)}",
-        )
+        reject_unknown_keys(item, (a.name for a in attrs.fields(CostSample)), f"{source}.samples[{i}]")
+        require_keys(item, ("component", "op", "devices", "samples", "seconds"), f"{source}.samples[{i}]")
         try:
             samples.append(CostSample(**item))
         except ConfigError as error:

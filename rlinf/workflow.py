@@ -13,7 +13,15 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import ConfigError, non_negative, positive, require, to_tuple
+from rlinf.errors import (
+    ConfigError,
+    build_from_mapping,
+    non_negative,
+    positive,
+    reject_unknown_keys,
+    require,
+    to_tuple,
+)
 
 ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
 EDGE_KINDS = ("stream", "barrier")
@@ -285,25 +293,21 @@ def workflow_from_dict(data: Mapping[str, Any], source: str = "workflow") -> Wor
     if not isinstance(data, Mapping):
         raise ConfigError(source, data, "must be a mapping", "write the workflow's fields")
     fields = {a.name for a in attrs.fields(Workflow)}
-    unknown = sorted(set(data) - fields)
-    require(
-        not unknown,
-        f"{source}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(fields)}",
-    )
+    reject_unknown_keys(data, fields, source)
     for key in ("name", "components"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
     return Workflow(
         name=data["name"],
         components=[
-            _make(Component, c, f"{source}.components[{i}]") for i, c in enumerate(data["components"])
+            build_from_mapping(Component, c, f"{source}.components[{i}]")
+            for i, c in enumerate(data["components"])
         ],
-        edges=[_make(Edge, e, f"{source}.edges[{i}]") for i, e in enumerate(data.get("edges", []))],
-        loop=None if data.get("loop") is None else _make(Loop, data["loop"], f"{source}.loop"),
+        edges=[
+            build_from_mapping(Edge, e, f"{source}.edges[{i}]") for i, e in enumerate(data.get("edges", []))
+        ],
+        loop=None if data.get("loop") is None else build_from_mapping(Loop, data["loop"], f"{source}.loop"),
         weight_sync=[
-            _make(WeightSync, w, f"{source}.weight_sync[{i}]")
+            build_from_mapping(WeightSync, w, f"{source}.weight_sync[{i}]")
             for i, w in enumerate(data.get("weight_sync", []))
         ],
         batch_size=data.get("batch_size", 1),
@@ -311,23 +315,3 @@ def workflow_from_dict(data: Mapping[str, Any], source: str = "workflow") -> Wor
         tokens_per_sample=data.get("tokens_per_sample", 0.0),
         unit=data.get("unit", "samples"),
     )
-
-
-def _make(cls: type, value: Any, field: str) -> Any:
-    if not isinstance(value, Mapping):
-        raise ConfigError(field, value, "must be a mapping", f"give the fields of {cls.__name__}")
-    names = {a.name for a in attrs.fields(cls)}
-    unknown = sorted(set(value) - names)
-    require(
-        not unknown,
-        f"{field}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(names)}",
-    )
-    try:
-        return cls(**value)
-    except TypeError as error:
-        raise ConfigError(
-            field, dict(value), str(error), f"give the required fields of {cls.__name__}"
-        ) from None

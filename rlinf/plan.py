@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -62,6 +62,10 @@ class Placement:
         return len(self.devices)
 
 
+def _names(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(values)
+
+
 def _placements(value: Any) -> tuple[Placement, ...]:
     return tuple(sorted(value, key=lambda p: p.component))
 
@@ -75,7 +79,7 @@ class Plan:
         factory=dict, converter=lambda v: dict(sorted(dict(v).items()))
     )
     """Micro-batches per stream edge (``src->dst``) and pipeline stages of the embodied loop (``loop``)."""
-    offload: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
+    offload: frozenset[str] = attrs.field(factory=frozenset, converter=_names)
     """Components that offload their state when they yield a shared device."""
 
     def __attrs_post_init__(self) -> None:

@@ -1,0 +1,222 @@
+"""Baselines, judged by the same simulator as the planner.
+
+* **fixed collocated**: every component on the same (largest) device block, one uniform granularity, offload
+  off or on for every component with state; the best of these by simulation.
+* **fixed disaggregated**: every component on its own block; the best split and uniform granularity (the 16
+  best by the surrogate are simulated).
+* **closed form**: the recursive search described for RLinf's auto-placement: a run of components costs the sum
+  of its parts when collocated, and warm-up + max stage x (micro-batches - 1) when cut in two (each side placed
+  recursively on its share of the devices); the minimum over cuts, device splits and micro-batch counts.
+* **brute force**: every point of the plan space, simulated (points with the same program simulated once).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import attrs
+
+from planner.judge import Evaluation, judge, quiet_copy, rank
+from planner.space import PlanPoint, PlanSpace, micro_batch_counts
+from planner.surrogate import CostTables, cut_kind, estimate, group_peak_bytes
+from rlinf.cluster import Cluster
+from rlinf.costs import CostModel
+from rlinf.workflow import Loop, Workflow
+
+NUM_SIMULATED_SPLITS = 16
+
+
+def _uniform_granularities(space: PlanSpace) -> list[tuple[tuple[str, int], ...]]:
+    loops = space.loop_ladder or (None,)
+    out = []
+    for value, stages in itertools.product(space.ladder, loops):
+        pairs = [(key, value) for key in space.stream_keys] + (
+            [(Loop.key, stages)] if stages is not None else []
+        )
+        out.append(tuple(sorted(pairs)))
+    return out
+
+
+def collocated_points(tables: CostTables) -> list[tuple[PlanPoint, float]]:
+    """Fixed-collocated plans with the surrogate's estimate: those it thinks fit, or all when none does."""
+    space = tables.space
+    whole = (0, len(space.order))
+    if whole not in space.segments:
+        return []
+    sizes = space.sizes[space.segments.index(whole)]
+    group = space.order
+    offloads = [frozenset(), frozenset(space.offloadable(group))]
+    points = [
+        PlanPoint(groups=(group,), sizes=(sizes[-1],), granularity=granularity, offload=offload)
+        for granularity in _uniform_granularities(space)
+        for offload in dict.fromkeys(offloads)
+    ]
+    scored = [(p, estimate(tables, p)) for p in points]
+    fitting = [(p, e.iteration_s) for p, e in scored if e.fits(tables.capacity_bytes)]
+    return fitting or [(p, e.iteration_s) for p, e in scored]
+
+
+def disaggregated_points(
+    tables: CostTables, limit: int = NUM_SIMULATED_SPLITS
+) -> list[tuple[PlanPoint, float]]:
+    """The ``limit`` best fixed-disaggregated plans by the surrogate (every component on its own block)."""
+    space = tables.space
+    singles = [(i, i + 1) for i in range(len(space.order))]
+    if len(space.order) < 2 or not all(s in space.segments for s in singles):
+        return []
+    groups = tuple((name,) for name in space.order)
+    scored = []
+    for sizes in itertools.product(*(space.sizes[space.segments.index(s)] for s in singles)):
+        if sum(sizes) > space.num_devices:
+            continue
+        for granularity in _uniform_granularities(space):
+            point = PlanPoint(groups=groups, sizes=sizes, granularity=granularity)
+            result = estimate(tables, point)
+            if result.fits(tables.capacity_bytes):
+                scored.append((result.iteration_s, sizes, granularity, point))
+    scored.sort(key=lambda item: item[:3])
+    return [(point, seconds) for seconds, _, _, point in scored[:limit]]
+
+
+def closed_form_point(tables: CostTables) -> PlanPoint | None:
+    """The plan of RLinf's closed-form recursive placement search, or None when nothing fits."""
+    space = tables.space
+    workflow = space.workflow
+    grid = sorted({d for sizes in space.sizes for d in sizes})
+    memo: dict[tuple[int, int, int], tuple | None] = {}
+
+    def leaf(a: int, b: int, n: int) -> tuple | None:
+        segment = (a, b)
+        if segment not in space.segments or n not in space.sizes[space.segments.index(segment)]:
+            return None
+        names = space.order[a:b]
+        for granularity in _uniform_granularities(space):
+            for offload in dict.fromkeys((frozenset(), frozenset(space.offloadable(names)))):
+                counts = micro_batch_counts(workflow, dict(granularity))
+                if group_peak_bytes(tables, names, n, counts, offload) > tables.capacity_bytes:
+                    continue
+                seconds = sum(
+                    tables.profile(c, n, counts[c]).busy_s + (tables.switch_s[c] if c in offload else 0.0)
+                    for c in names
+                )
+                inner = {k: v for k, v in granularity if _inside(space, k, names)}
+                return (seconds, ((names, n, offload),), inner)
+        return None
+
+    def best(a: int, b: int, budget: int) -> tuple | None:
+        key = (a, b, budget)
+        if key not in memo:
+            found = [o for o in (exact(a, b, n) for n in grid if n <= budget) if o is not None]
+            memo[key] = min(found, key=lambda o: o[0]) if found else None
+        return memo[key]
+
+    def exact(a: int, b: int, n: int) -> tuple | None:
+        first = leaf(a, b, n)
+        options: list[tuple] = [first] if first is not None else []
+        for cut in range(a + 1, b):
+            kind = cut_kind(workflow, space.order[cut - 1], space.order[cut])
+            counts = space.loop_ladder if kind == "loop" else space.ladder if kind == "stream" else (1,)
+            for n_left in grid:
+                if n_left >= n:
+                    break
+                left, right = best(a, cut, n_left), best(cut, b, n - n_left)
+                if left is None or right is None:
+                    continue
+                for m in counts:
+                    stage = max(left[0], right[0]) / m
+                    seconds = (left[0] + right[0]) / m + stage * (m - 1)
+                    edge = _cut_key(workflow, space.order[cut - 1], space.order[cut], kind)
+                    inner = {**left[2], **right[2], **({edge: m} if edge else {})}
+                    options.append((seconds, left[1] + right[1], inner))
+        return min(options, key=lambda o: o[0]) if options else None
+
+    found = best(0, len(space.order), space.num_devices)
+    if found is None:
+        return None
+    _, leaves, inner = found
+    granularity = {key: 1 for key in space.stream_keys} | ({Loop.key: 1} if space.loop_ladder else {}) | inner
+    return PlanPoint(
+        groups=tuple(names for names, _, _ in leaves),
+        sizes=tuple(n for _, n, _ in leaves),
+        granularity=tuple(sorted(granularity.items())),
+        offload=frozenset().union(*(off for _, _, off in leaves)),
+    )
+
+
+def _inside(space: PlanSpace, key: str, names: tuple[str, ...]) -> bool:
+    if key == Loop.key:
+        loop = space.workflow.loop
+        return loop is not None and loop.env in names and loop.policy in names
+    src, dst = key.split("->")
+    return src in names and dst in names
+
+
+def _cut_key(workflow: Workflow, before: str, after: str, kind: str) -> str | None:
+    if kind == "loop":
+        return Loop.key
+    for edge in workflow.incoming(after):
+        if edge.src == before and edge.kind == "stream":
+            return edge.key
+    return None
+
+
+def _best(
+    workflow: Workflow, cluster: Cluster, costs: CostModel, scored: list[tuple[PlanPoint, float]], source: str
+) -> Evaluation | None:
+    quiet = quiet_copy(costs)
+    evaluations = [
+        judge(workflow, cluster, quiet, point.to_plan(), source, seconds) for point, seconds in scored
+    ]
+    return rank(evaluations)[0] if evaluations else None
+
+
+def fixed_collocated(
+    workflow: Workflow, cluster: Cluster, costs: CostModel, tables: CostTables
+) -> Evaluation | None:
+    """The best fixed-collocated plan by simulation (None when no collocated group is allowed)."""
+    return _best(workflow, cluster, costs, collocated_points(tables), "collocated")
+
+
+def fixed_disaggregated(
+    workflow: Workflow, cluster: Cluster, costs: CostModel, tables: CostTables
+) -> Evaluation | None:
+    """The best fixed-disaggregated plan by simulation (None when the components cannot each get devices)."""
+    return _best(workflow, cluster, costs, disaggregated_points(tables), "disaggregated")
+
+
+def closed_form(
+    workflow: Workflow, cluster: Cluster, costs: CostModel, tables: CostTables
+) -> Evaluation | None:
+    """The closed-form recursive baseline's plan, simulated (None when it finds nothing that fits)."""
+    point = closed_form_point(tables)
+    return None if point is None else _best(workflow, cluster, costs, [(point, math.nan)], "closed-form")
+
+
+@attrs.frozen(kw_only=True)
+class BruteForceResult:
+    """The best point of the whole space by simulation."""
+
+    best: Evaluation
+    num_points: int
+    num_programs: int
+    """Distinct programs simulated (edge granularities that give the same micro-batch counts share one)."""
+
+
+def brute_force(workflow: Workflow, cluster: Cluster, costs: CostModel, space: PlanSpace) -> BruteForceResult:
+    """Simulate every point of ``space``; the fastest that fits wins (ties broken by the plan's text)."""
+    quiet = quiet_copy(costs)
+    seen: dict[tuple, Evaluation] = {}
+    best: Evaluation | None = None
+    num_points = 0
+    for point in space.points():
+        num_points += 1
+        counts = micro_batch_counts(workflow, dict(point.granularity))
+        key = (point.groups, point.sizes, tuple(sorted(counts.items())), point.offload)
+        if key not in seen:
+            seen[key] = judge(workflow, cluster, quiet, point.to_plan(), "brute-force")
+        evaluation = seen[key]
+        if best is None or (evaluation.fits, -evaluation.iteration_s) > (best.fits, -best.iteration_s):
+            best = attrs.evolve(evaluation, plan=point.to_plan())
+    assert best is not None, "the space holds at least the collocated point"
+    return BruteForceResult(best=best, num_points=num_points, num_programs=len(seen))

@@ -1,0 +1,131 @@
+"""``candidates`` (CP-SAT, by the surrogate) and ``search`` (candidates ranked by the simulator)."""
+
+from __future__ import annotations
+
+import time
+
+import attrs
+
+from planner.baselines import closed_form_point, collocated_points, disaggregated_points
+from planner.cpsat import best_points
+from planner.explain import explain_infeasible
+from planner.judge import Evaluation, judge, quiet_copy, rank
+from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
+from planner.surrogate import CostTables, build_tables
+from rlinf.cluster import Cluster
+from rlinf.costs import CostModel
+from rlinf.errors import InfeasiblePlanError
+from rlinf.lowering import lower
+from rlinf.plan import Plan
+from rlinf.workflow import Workflow
+
+DEFAULT_K = 16
+DEFAULT_TIME_LIMIT_S = 10.0
+
+
+@attrs.frozen(kw_only=True)
+class SearchResult:
+    """The chosen plan, every plan the simulator judged (best first) and how long the search took."""
+
+    plan: Plan
+    best: Evaluation
+    ranking: tuple[Evaluation, ...]
+    space_size: int
+    """Points in the plan space (what brute force would simulate)."""
+    search_s: float
+    """Wall seconds of the whole search, simulation of every candidate included."""
+
+    def to_dict(self) -> dict:
+        """JSON-ready form: at least ``plan``, ``mode``, ``predicted_iteration_s``, ``search_s``, ``candidates``."""
+        return {
+            "plan": self.plan.to_dict(),
+            "mode": self.plan.mode,
+            "predicted_iteration_s": self.best.iteration_s,
+            "throughput": dict(self.best.throughput),
+            "search_s": self.search_s,
+            "space_size": self.space_size,
+            "candidates": [e.to_dict() for e in self.ranking],
+        }
+
+
+def prepare(
+    workflow: Workflow, cluster: Cluster, costs: CostModel, *, max_granularity: int, max_loop_stages: int
+) -> tuple[PlanSpace, CostTables]:
+    """The plan space and its cost tables (probed on a quiet copy of ``costs``)."""
+    space = build_space(
+        workflow, cluster.num_devices, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+    )
+    return space, build_tables(space, cluster, quiet_copy(costs))
+
+
+def candidates(
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    *,
+    k: int = DEFAULT_K,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    seed: int = 0,
+    max_granularity: int = DEFAULT_MAX_GRANULARITY,
+    max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
+) -> list[Plan]:
+    """The ``k`` best distinct plans by the CP-SAT surrogate, best first.
+
+    Raises :class:`InfeasiblePlanError` naming the component, memory, device type and fix when nothing fits."""
+    space, tables = prepare(
+        workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+    )
+    points = best_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
+    if not points:
+        raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
+    return [p.point.to_plan() for p in points]
+
+
+def search(
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    *,
+    k: int = DEFAULT_K,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    seed: int = 0,
+    max_granularity: int = DEFAULT_MAX_GRANULARITY,
+    max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
+) -> SearchResult:
+    """Simulate the CP-SAT candidates plus the fixed-collocated, fixed-disaggregated and closed-form baselines'
+    plans; the fastest
+    plan that fits in memory (by simulation) wins. Same inputs and seed give the same plan."""
+    started = time.perf_counter()
+    space, tables = prepare(
+        workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+    )
+    points = best_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
+    if not points:
+        raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
+    quiet = quiet_copy(costs)
+    evaluations = [
+        judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat#{i + 1}", p.surrogate_s)
+        for i, p in enumerate(points)
+    ]
+    for point, surrogate_s in collocated_points(tables):
+        evaluations.append(judge(workflow, cluster, quiet, point.to_plan(), "collocated", surrogate_s))
+    # The best fixed-disaggregated split is judged too, so the chosen plan is never slower than that baseline.
+    for point, surrogate_s in disaggregated_points(tables):
+        evaluations.append(judge(workflow, cluster, quiet, point.to_plan(), "disaggregated", surrogate_s))
+    closed = closed_form_point(tables)
+    if closed is not None:
+        evaluations.append(judge(workflow, cluster, quiet, closed.to_plan(), "closed-form"))
+    ranking = rank(evaluations)
+    best = ranking[0]
+    if not best.fits:
+        raise InfeasiblePlanError(f"{explain_infeasible(space, tables, cluster)} (simulated: {best.problem})")
+    costs.durations(
+        lower(workflow, best.plan, cluster)
+    )  # shows the chosen plan's extrapolation warnings, if any
+    return SearchResult(
+        plan=best.plan,
+        best=best,
+        ranking=ranking,
+        space_size=space.count(),
+        search_s=time.perf_counter() - started,
+    )

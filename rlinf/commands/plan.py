@@ -1,0 +1,101 @@
+"""Search the plan space of a trace's workflow: CP-SAT candidates ranked by simulation; writes the chosen plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from planner import search
+from planner.search import DEFAULT_K, DEFAULT_TIME_LIMIT_S, SearchResult
+from planner.space import DEFAULT_MAX_GRANULARITY
+from rlinf.cluster import GIB, parse_cluster
+from rlinf.costs import fit
+from rlinf.errors import ConfigError
+from rlinf.trace import load_trace, write_text_atomic
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``rlinf plan``."""
+    parser.add_argument("--trace", required=True, help="trace JSON file (see traces/)")
+    parser.add_argument(
+        "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
+    )
+    parser.add_argument(
+        "--top", type=int, default=DEFAULT_K, help=f"CP-SAT candidates to simulate (default {DEFAULT_K})"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="CP-SAT seconds in all (default 10)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
+    parser.add_argument(
+        "--max-granularity",
+        type=int,
+        default=DEFAULT_MAX_GRANULARITY,
+        help="largest micro-batch count tried (default 32)",
+    )
+    parser.add_argument(
+        "--out", default=None, help="write the chosen plan here as YAML (for rlinf simulate --plan)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of a table"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fit, search, print the ranking and write the chosen plan."""
+    if args.top < 1:
+        raise ConfigError("--top", args.top, "must be >= 1", "ask for at least one candidate")
+    if args.time_limit <= 0:
+        raise ConfigError("--time-limit", args.time_limit, "must be > 0", "give the solver some seconds")
+    trace = load_trace(args.trace)
+    cluster = parse_cluster(args.cluster) if args.cluster else trace.cluster
+    costs = fit(trace, cluster)
+    result = search(
+        trace.workflow,
+        cluster,
+        costs,
+        k=args.top,
+        time_limit_s=args.time_limit,
+        seed=args.seed,
+        max_granularity=args.max_granularity,
+    )
+    report = result.to_dict()
+    report.update(trace=str(args.trace), cluster=cluster.spec(), seed=args.seed)
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise ConfigError("--out", str(out), "is a folder", "pass a file path such as plan.yaml")
+        write_text_atomic(
+            out,
+            f"# rlinf plan --trace {args.trace} --cluster {cluster.spec()} --seed {args.seed}\n"
+            + result.plan.to_yaml(),
+        )
+        report["out"] = str(out)
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_table(result, cluster.spec()))
+        if args.out:
+            sys.stdout.write(f"plan written to {args.out}\n")
+    return 0
+
+
+def format_table(result: SearchResult, cluster_spec: str) -> str:
+    """The ranking as a text table, chosen plan first."""
+    lines = [
+        f"{len(result.ranking)} plans simulated on {cluster_spec} (space of {result.space_size} plans) in {result.search_s:.2f} s",
+        f"{'#':>3}  {'source':<12} {'mode':<13} {'iteration_s':>12} {'throughput':>16} {'peak_GiB':>9}  placement | granularity | offload",
+    ]
+    for i, evaluation in enumerate(result.ranking, 1):
+        unit, rate = next(iter(evaluation.throughput.items()), ("", 0.0))
+        seconds = f"{evaluation.iteration_s:.4g}" if evaluation.fits else "no fit"
+        describe = evaluation.plan.describe().split(": ", 1)[1]
+        lines.append(
+            f"{i:>3}  {evaluation.source:<12} {evaluation.plan.mode:<13} {seconds:>12} "
+            f"{rate:>10.4g} {unit.replace('_per_s', '/s'):<5} {evaluation.peak_memory_bytes / GIB:>9.1f}  {describe}"
+        )
+    lines.append(f"chosen: {result.plan.describe()} ({result.best.iteration_s:.4g} s per iteration)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""The small protocol through which the executor drives workers; the executor knows nothing else about them.
+
+A worker is one replica of one component, living in its own process, pinned to its device. The executor calls:
+
+* ``setup(config, rank, world, device)`` once, after the device is bound (and, when ``world > 1``, after the
+  component's collective group is initialised, so data-parallel workers may all-reduce in ``compute``);
+* ``compute(op_name, micro_batch, step, inputs) -> (data, info)`` for every compute op: ``data`` goes to the
+  consumers, ``info`` (small JSON-ready values: losses, finished episode returns) to the driver. ``inputs`` holds the payloads
+  of the op's producers (one per producer replica, in program then rank order), already sliced to this
+  replica's share;
+* ``state_tensors()``: the live tensors of its resident state (weights, optimizer); the executor moves them for
+  onload/offload, so a worker never has to;
+* ``weights() / load_weights(payload)`` for ``sync_weights`` (the source's rank 0 sends, every destination replica
+  loads);
+* ``checkpoint()`` for the runner.
+
+Workers need not import anything from the executor: they are plain classes with these methods.
+Payloads are mappings of numpy arrays whose first axis is the sample axis (environments, sequences), so the
+executor can split them between producer and consumer replicas without understanding them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+Payload = Mapping[str, np.ndarray]
+
+
+class Worker(Protocol):
+    """One replica of a component."""
+
+    def setup(self, config: Any, rank: int, world: int, device: Any) -> None:
+        """Build models, environments and optimizers on ``device`` (an :class:`executor.devices.Device`)."""
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, Mapping[str, Any]]:
+        """Run one compute op; return the payload for the consumers and an info mapping for the driver."""
+
+    def state_tensors(self) -> list[Any]:
+        """Live tensors of the resident state, moved in place by onload/offload (empty when stateless)."""
+
+    def weights(self) -> Payload:
+        """Weights to send to the destination of a weight sync."""
+
+    def load_weights(self, payload: Payload) -> None:
+        """Take weights received by a weight sync."""
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Everything needed to resume this replica."""
+
+
+def num_rows(payload: Payload) -> int:
+    """Samples in a payload (0 when empty); every array must agree."""
+    lengths = {len(array) for array in payload.values()}
+    assert len(lengths) <= 1, f"payload arrays disagree on the sample axis: {sorted(lengths)}"
+    return lengths.pop() if lengths else 0
+
+
+def slice_rows(payload: Payload, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Rows ``[lo, hi)`` of every array."""
+    return {key: array[lo:hi] for key, array in payload.items()}
+
+
+def concat_payloads(payloads: Sequence[Payload]) -> dict[str, np.ndarray]:
+    """Concatenate non-empty payloads along the sample axis (keys must agree)."""
+    parts = [p for p in payloads if p]
+    if not parts:
+        return {}
+    keys = sorted(parts[0])
+    for part in parts:
+        assert sorted(part) == keys, f"payload keys differ: {sorted(part)} vs {keys}"
+    return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in keys}
+
+
+def share_overlaps(producer_rank: int, producer_world: int, consumer_rank: int, consumer_world: int) -> bool:
+    """Whether a producer replica's share of a micro-batch overlaps a consumer replica's share."""
+    lo = max(producer_rank * consumer_world, consumer_rank * producer_world)
+    hi = min((producer_rank + 1) * consumer_world, (consumer_rank + 1) * producer_world)
+    return lo < hi
+
+
+def share_slice(
+    num: int, producer_rank: int, producer_world: int, consumer_rank: int, consumer_world: int
+) -> tuple[int, int]:
+    """Local row range ``[lo, hi)`` of a producer's ``num`` rows that belongs to a consumer replica.
+
+    A micro-batch of ``producer_world * num`` rows is split contiguously: producer ``p`` holds
+    ``[p*num, (p+1)*num)`` and consumer ``c`` takes ``[c*N//C, (c+1)*N//C)``."""
+    total = producer_world * num
+    own_lo, own_hi = producer_rank * num, (producer_rank + 1) * num
+    want_lo = consumer_rank * total // consumer_world
+    want_hi = (consumer_rank + 1) * total // consumer_world
+    lo, hi = max(own_lo, want_lo), min(own_hi, want_hi)
+    if hi <= lo:
+        return 0, 0
+    return lo - own_lo, hi - own_lo

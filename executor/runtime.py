@@ -1,0 +1,226 @@
+"""The worker side of the local backend: the loop each worker process runs.
+
+It binds the process to its device, joins the component's collective group, builds the worker, then executes
+the batches of commands the driver sends, one op at a time under its device lock, replying after each op with
+measured start/end times (``time.perf_counter``, the system-wide monotonic clock on Linux), the bytes moved
+and the state bytes it now holds. A failing op is reported with its traceback and ends the process.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import attrs
+
+from executor.channels import Mailbox, WorkerAddress
+from executor.devices import Device, DeviceLocks
+from executor.offload import HostStore, tensor_bytes
+from executor.protocol import num_rows, share_slice, slice_rows
+from executor.routing import Replica
+
+
+@attrs.frozen(kw_only=True)
+class WorkerSpec:
+    """How to build the workers of one component."""
+
+    factory: Any
+    """A picklable callable (usually a class) returning a worker that follows :class:`executor.protocol.Worker`."""
+    config: Any = None
+    """Passed to ``setup``; must be picklable."""
+
+
+@attrs.frozen(kw_only=True)
+class Wiring:
+    """Everything a worker process needs besides its spec."""
+
+    replica: Replica
+    device: Device
+    connection: Connection
+    """Duplex pipe to the driver."""
+    outbound: Mapping[int, Connection]
+    inbound: tuple[Connection, ...]
+    locks: DeviceLocks
+    collective_port: int = 0
+    """Loopback port of the component's collective group (0 when the component has one replica)."""
+
+
+def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
+    """Process entry point."""
+    replica = wiring.replica
+    connection = wiring.connection
+    try:
+        wiring.device.bind()
+        if replica.world > 1:
+            import torch.distributed as dist
+
+            dist.init_process_group(
+                wiring.device.collective_backend,
+                init_method=f"tcp://127.0.0.1:{wiring.collective_port}",
+                rank=replica.rank,
+                world_size=replica.world,
+            )
+        worker = spec.factory()
+        worker.setup(spec.config, replica.rank, replica.world, wiring.device)
+        runtime = _Runtime(wiring, worker)
+        connection.send(("ready", replica.worker, runtime.resident_bytes()))
+    except BaseException as error:  # report anything, including KeyboardInterrupt, then end
+        connection.send(("error", replica.worker, -1, _describe(error), traceback.format_exc()))
+        return
+    runtime.serve()
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+class _Runtime:
+    """Executes commands for one worker."""
+
+    def __init__(self, wiring: Wiring, worker: Any) -> None:
+        self.wiring = wiring
+        self.worker = worker
+        self.replica = wiring.replica
+        self.mailbox = Mailbox(
+            WorkerAddress(worker=self.replica.worker), wiring.outbound, list(wiring.inbound), {}
+        )
+        self.store = HostStore()
+        self.outputs: dict[int, Mapping[str, Any]] = {}
+        self.pending_weights: Mapping[str, Any] | None = None
+        self.run_id = 0
+        self.own_device = (self.replica.device,)
+
+    def resident_bytes(self) -> int:
+        """State bytes on the device now."""
+        if self.wiring.device.kind == "cuda":
+            import torch
+
+            return int(torch.cuda.memory_allocated(self.wiring.device.core))
+        return tensor_bytes(self.worker.state_tensors())
+
+    def serve(self) -> None:
+        """Answer driver messages until shutdown (or the driver goes away)."""
+        connection = self.wiring.connection
+        inbound = self.mailbox.inbound
+        while True:
+            # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
+            try:
+                ready = wait([connection, *inbound])
+                for data in ready:
+                    if data is not connection:
+                        assert isinstance(data, Connection)
+                        try:
+                            self.mailbox.take(data)
+                        except EOFError:  # that peer has exited; the driver deals with it
+                            inbound.remove(data)
+                if connection not in ready:
+                    continue
+                message = connection.recv()
+            except (EOFError, OSError):
+                return
+            kind = message[0]
+            if kind == "shutdown":
+                self.store.close()
+                return
+            if kind == "run":
+                _, self.run_id, commands = message
+                for command in commands:
+                    if not self._execute(command):
+                        return
+            elif kind == "prepare":
+                self._prepare(message[1])
+                connection.send(("ready", self.replica.worker, self.resident_bytes()))
+            elif kind == "end":
+                self.outputs.clear()
+                self.mailbox.clear()
+            elif kind == "call":
+                connection.send(("result", self.replica.worker, getattr(self.worker, message[1])()))
+            else:
+                raise AssertionError(f"unknown message {kind!r}")
+
+    def _prepare(self, offloaded: bool) -> None:
+        """Put the state where the program expects it at the start of an iteration (untimed)."""
+        if offloaded and not self.store.holds_state:
+            self.store.offload(self.worker.state_tensors())
+        elif not offloaded and self.store.holds_state:
+            self._onload()
+
+    def _execute(self, command: tuple) -> bool:
+        kind, op_index = command[0], command[1]
+        # A transfer occupies no device; a weight sync is one op spanning two components' workers, some of them
+        # on the same device, and the interpreter already gives it those devices alone.
+        holds_device = kind in ("compute", "onload", "offload")
+        info: Mapping[str, Any] = {}
+        if holds_device:
+            self.wiring.locks.acquire(self.own_device)
+        try:
+            start = time.perf_counter()
+            moved, info = getattr(self, f"_{kind}")(*command[1:])
+            end = time.perf_counter()
+        except BaseException as error:
+            self.wiring.connection.send(
+                ("error", self.replica.worker, op_index, _describe(error), traceback.format_exc())
+            )
+            return False
+        finally:
+            if holds_device:
+                self.wiring.locks.release(self.own_device)
+        self.wiring.connection.send(
+            ("done", self.replica.worker, op_index, start, end, dict(info), self.resident_bytes(), moved)
+        )
+        return True
+
+    # ------------------------------------------------------------ commands
+    def _compute(
+        self, op_index: int, name: str, micro_batch: int, step: int, input_keys: tuple, pushes: tuple
+    ) -> tuple[int, Mapping]:
+        inputs = [self.mailbox.receive((self.run_id, producer, source)) for producer, source in input_keys]
+        data, info = self.worker.compute(name, micro_batch, step, inputs)
+        self.outputs[op_index] = data
+        return self._push(op_index, pushes), info
+
+    def _send(self, op_index: int, source_op: int, pushes: tuple) -> tuple[int, Mapping]:
+        return self._push(source_op, pushes), {}
+
+    def _push(self, source_op: int, pushes: tuple) -> int:
+        data = self.outputs[source_op]
+        rows = num_rows(data)
+        moved = 0
+        for destination, rank, world in pushes:
+            lo, hi = share_slice(rows, self.replica.rank, self.replica.world, rank, world)
+            moved += self.mailbox.send(
+                destination, (self.run_id, source_op, self.replica.worker), slice_rows(data, lo, hi)
+            )
+        return moved
+
+    def _onload(self, op_index: int = -1) -> tuple[int, Mapping]:
+        moved = self.store.onload(self.worker.state_tensors()) if self.store.holds_state else 0
+        if self.pending_weights is not None:
+            self.worker.load_weights(self.pending_weights)
+            self.pending_weights = None
+        return moved, {}
+
+    def _offload(self, op_index: int) -> tuple[int, Mapping]:
+        moved = 0 if self.store.holds_state else self.store.offload(self.worker.state_tensors())
+        return moved, {}
+
+    def _sync_send(self, op_index: int, destinations: tuple[int, ...]) -> tuple[int, Mapping]:
+        weights = self.worker.weights()
+        moved = sum(
+            self.mailbox.send(d, (self.run_id, op_index, self.replica.worker), weights) for d in destinations
+        )
+        return moved, {}
+
+    def _sync_recv(self, op_index: int, source: int) -> tuple[int, Mapping]:
+        weights = self.mailbox.receive((self.run_id, op_index, source))
+        if self.store.holds_state:
+            self.pending_weights = weights  # loaded at the next onload; the state stays in host memory
+        else:
+            self.worker.load_weights(weights)
+        return 0, {}
+
+    def _hold(self, op_index: int) -> tuple[int, Mapping]:
+        return 0, {}

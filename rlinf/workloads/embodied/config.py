@@ -1,0 +1,187 @@
+"""The embodied PPO configuration: one frozen value, read from YAML with loud errors for unknown keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from rlinf.errors import ConfigError, positive, require
+
+MODES = ("collocated", "disaggregated", "hybrid")
+COMPONENTS = ("env", "rollout", "actor")
+
+
+def _sizes(value: Any) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class EmbodiedConfig:
+    """Everything an embodied PPO run needs besides the plan."""
+
+    env_id: str = "Hopper-v5"
+    """Any gymnasium MuJoCo environment id with continuous actions."""
+    num_envs: int = 8
+    """Parallel environments (the workflow's batch)."""
+    num_steps: int = 32
+    """Transitions collected per environment per iteration (the loop runs num_steps + 1 steps: the first one
+    only reads the observations the environments carried over from the previous iteration)."""
+    stages: int = 1
+    """Pipeline stages of the env <-> rollout loop (the plan's ``loop`` granularity)."""
+    hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), converter=_sizes)
+    learning_rate: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    max_grad_norm: float = 0.5
+    num_epochs: int = 10
+    num_minibatches: int = 4
+    """Minibatches per epoch (per data-parallel replica)."""
+    obs_clip: float = 10.0
+    normalize_rewards: bool = True
+    """Scale rewards by the running std of the discounted return."""
+    seed: int = 0
+    mode: str = "collocated"
+    """Default placement when no plan is given."""
+    offload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Components that offload their state when they yield a shared device."""
+    iterations: int = 2
+    checkpoint_every: int = 10
+    """Write a checkpoint every this many iterations (and after the last)."""
+
+    def __attrs_post_init__(self) -> None:
+        for name in (
+            "num_envs",
+            "num_steps",
+            "stages",
+            "num_epochs",
+            "num_minibatches",
+            "iterations",
+            "checkpoint_every",
+        ):
+            value = getattr(self, name)
+            require(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                name,
+                value,
+                "must be an integer >= 1",
+                f"set {name} to a positive integer",
+            )
+        for name in ("learning_rate", "obs_clip"):
+            positive(name, getattr(self, name))
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            require(0.0 <= value <= 1.0, name, value, "must be in [0, 1]", f"set {name} between 0 and 1")
+        require(
+            len(self.hidden_sizes) >= 1 and all(isinstance(h, int) and h >= 1 for h in self.hidden_sizes),
+            "hidden_sizes",
+            self.hidden_sizes,
+            "must be positive layer widths",
+            "write e.g. [64, 64]",
+        )
+        require(self.mode in MODES, "mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
+        for name in self.offload:
+            require(
+                name in COMPONENTS, "offload", name, "unknown component", f"use any of {list(COMPONENTS)}"
+            )
+        require(
+            self.num_envs % self.stages == 0,
+            "stages",
+            self.stages,
+            f"does not divide num_envs={self.num_envs}",
+            "use a divisor of num_envs",
+        )
+        require(bool(self.env_id), "env_id", self.env_id, "must not be empty", "write e.g. Hopper-v5")
+
+    @property
+    def loop_steps(self) -> int:
+        """Steps of the env <-> rollout loop per iteration."""
+        return self.num_steps + 1
+
+
+FIELDS = tuple(a.name for a in attrs.fields(EmbodiedConfig))
+
+
+def config_from_dict(data: Any, source: str = "config") -> EmbodiedConfig:
+    """Validate a mapping into a config; unknown keys are errors that list the valid ones."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, data, "must be a mapping", f"write keys from {list(FIELDS)}")
+    unknown = sorted(set(data) - set(FIELDS))
+    require(
+        not unknown,
+        f"{source}.{unknown[0] if unknown else ''}",
+        unknown,
+        "unknown key",
+        f"use only {sorted(FIELDS)}",
+    )
+    try:
+        return EmbodiedConfig(**dict(data))
+    except TypeError as error:
+        raise ConfigError(source, dict(data), str(error), "check the value types") from None
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> EmbodiedConfig:
+    """Read a YAML config and apply ``key=value`` overrides (values parsed as YAML)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(
+            "config", str(path), "file does not exist", "pass a YAML file such as examples/hopper_ppo.yaml"
+        )
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
+        raise ConfigError(str(path), first, "is not valid YAML", "fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), data, "must be a mapping", f"write keys from {list(FIELDS)}")
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        require(
+            bool(sep) and bool(key.strip()), "--set", item, "is not key=value", "write e.g. --set num_envs=16"
+        )
+        data[key.strip()] = yaml.safe_load(text)
+    return config_from_dict(data, source=path.name)
+
+
+def check_env_id(env_id: str) -> tuple[int, int]:
+    """Observation and action sizes of a continuous-control gymnasium env; a clear error when it does not exist."""
+    import gymnasium as gym
+
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        close = [name for name in gym.registry if name.split("-")[0].lower() == env_id.split("-")[0].lower()]
+        hint = (
+            f"did you mean one of {sorted(close)[:6]}?"
+            if close
+            else "use a registered MuJoCo id such as Hopper-v5"
+        )
+        raise ConfigError(
+            "env_id", env_id, f"is not a registered gymnasium environment ({type(error).__name__})", hint
+        ) from None
+    env = gym.make(env_id)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        require(
+            isinstance(obs_space, gym.spaces.Box)
+            and isinstance(act_space, gym.spaces.Box)
+            and len(obs_space.shape) == 1,
+            "env_id",
+            env_id,
+            "needs flat Box observations and continuous Box actions",
+            "use a MuJoCo locomotion env such as Hopper-v5, Walker2d-v5 or HalfCheetah-v5",
+        )
+        obs_shape, act_shape = obs_space.shape or (0,), act_space.shape or (0,)
+        return int(obs_shape[0]), int(act_shape[0])
+    finally:
+        env.close()

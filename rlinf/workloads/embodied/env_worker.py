@@ -1,0 +1,141 @@
+"""The env component: vectorised MuJoCo environments, split into the plan's pipeline stages.
+
+Replica ``r`` of ``R`` holds, for each stage ``s``, the environments ``[s*E/S + r*E/(S*R), ...)`` of the
+``E`` environments, matching how the lowering splits a stage's micro-batch between replicas. Loop step 0 of an
+iteration only reports the observations carried over (resetting on the first iteration); steps ``1..T`` apply
+the policy's actions. The last step emits the stage's trajectory (environment-major arrays) for the actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlinf.workloads.embodied.arrays import Batch, concat_rows
+from rlinf.workloads.embodied.config import EmbodiedConfig
+
+TRAJECTORY_KEYS = (
+    "obs",
+    "raw_obs",
+    "actions",
+    "log_probs",
+    "values",
+    "rewards",
+    "dones",
+    "truncated",
+    "final_obs",
+)
+
+
+class _Stage:
+    """The environments of one pipeline stage on one replica, and the trajectory they are recording."""
+
+    def __init__(self, env_id: str, seeds: Sequence[int]) -> None:
+        self.envs = [gym.make(env_id) for _ in seeds]
+        self.seeds = list(seeds)
+        self.obs: np.ndarray | None = None
+        self.episode_return = np.zeros(len(seeds))
+        self.episode_length = np.zeros(len(seeds), dtype=np.int64)
+        self.record: dict[str, list[np.ndarray]] = {k: [] for k in TRAJECTORY_KEYS}
+        self.finished: list[tuple[float, int]] = []
+
+    def observe(self) -> np.ndarray:
+        if self.obs is None:
+            self.obs = np.stack(
+                [env.reset(seed=seed)[0] for env, seed in zip(self.envs, self.seeds, strict=True)]
+            ).astype(np.float32)
+        self.record = {k: [] for k in TRAJECTORY_KEYS}
+        self.finished = []
+        return self.obs
+
+    def step(self, act: Batch) -> np.ndarray:
+        assert self.obs is not None, "env stepped before it was observed"
+        actions = np.asarray(act["actions"], dtype=np.float32)
+        rewards = np.zeros(len(self.envs), dtype=np.float32)
+        dones = np.zeros(len(self.envs), dtype=np.float32)
+        truncated = np.zeros(len(self.envs), dtype=np.float32)
+        final_obs = np.zeros_like(self.obs)
+        next_obs = np.empty_like(self.obs)
+        for i, env in enumerate(self.envs):
+            space = env.action_space
+            assert isinstance(space, gym.spaces.Box)
+            low, high = space.low, space.high
+            obs, reward, term, trunc, _ = env.step(np.clip(actions[i], low, high))
+            rewards[i] = reward
+            self.episode_return[i] += reward
+            self.episode_length[i] += 1
+            if term or trunc:
+                dones[i] = 1.0
+                if trunc and not term:
+                    truncated[i] = 1.0
+                    final_obs[i] = obs
+                self.finished.append((float(self.episode_return[i]), int(self.episode_length[i])))
+                self.episode_return[i], self.episode_length[i] = 0.0, 0
+                obs, _ = env.reset()
+            next_obs[i] = obs
+        for key, value in (
+            ("obs", act["norm_obs"]),
+            ("raw_obs", self.obs),
+            ("actions", actions),
+            ("log_probs", act["log_probs"]),
+            ("values", act["values"]),
+            ("rewards", rewards),
+            ("dones", dones),
+            ("truncated", truncated),
+            ("final_obs", final_obs),
+        ):
+            self.record[key].append(np.asarray(value, dtype=np.float32))
+        self.obs = next_obs
+        return next_obs
+
+    def trajectory(self) -> dict[str, np.ndarray]:
+        """Environment-major ``[n, T, ...]`` arrays plus the bootstrap observation ``next_obs`` ``[n, obs]``."""
+        out = {key: np.stack(values, axis=1) for key, values in self.record.items()}
+        assert self.obs is not None
+        out["next_obs"] = self.obs.copy()
+        return out
+
+
+class EnvWorker:
+    """Steps its stages' environments when the executor runs ``env_step`` ops."""
+
+    def setup(self, config: EmbodiedConfig, rank: int, world: int, device: Any) -> None:
+        self.config = config
+        per_stage = config.num_envs // config.stages
+        assert per_stage % world == 0, "num_envs must split evenly between stages and env replicas"
+        mine = per_stage // world
+        self.stages = []
+        for stage in range(config.stages):
+            first = stage * per_stage + rank * mine
+            self.stages.append(
+                _Stage(config.env_id, [config.seed * 100_003 + first + i for i in range(mine)])
+            )
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
+    ) -> tuple[Batch, dict[str, Any]]:
+        assert op_name == "env_step", f"env workers run env_step, not {op_name}"
+        stage = self.stages[micro_batch]
+        if step == 0:
+            return {"obs": stage.observe()}, {}
+        obs = stage.step(concat_rows(inputs))
+        if step < self.config.num_steps:
+            return {"obs": obs}, {}
+        returns = [r for r, _ in stage.finished]
+        lengths = [n for _, n in stage.finished]
+        return stage.trajectory(), {"episode_returns": returns, "episode_lengths": lengths}
+
+    def state_tensors(self) -> list:
+        return []
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def load_weights(self, payload: Batch) -> None:
+        raise AssertionError("env workers receive no weights")
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,64 @@
+"""The rollout component: the MLP policy, inferring actions for one pipeline stage at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlinf.algorithms.ppo import RunningNorm
+from rlinf.workloads.embodied.arrays import Batch, concat_rows
+from rlinf.workloads.embodied.config import EmbodiedConfig
+from rlinf.workloads.embodied.policy import ActorCritic, load_payload
+
+
+class RolloutWorker:
+    """Samples actions with the weights and observation statistics last synced from the actor."""
+
+    def setup(self, config: EmbodiedConfig, rank: int, world: int, device: Any) -> None:
+        from rlinf.workloads.embodied.config import check_env_id
+
+        obs_dim, act_dim = check_env_id(config.env_id)
+        self.config = config
+        self.device = torch.device(device.torch_device)
+        torch.manual_seed(config.seed)
+        self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
+        self.norm = RunningNorm.zeros((obs_dim,))
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(config.seed * 1_000 + 17 + rank)
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
+    ) -> tuple[Batch, dict[str, Any]]:
+        assert op_name == "act", f"rollout workers run act, not {op_name}"
+        if step == 0:
+            return {}, {}
+        obs = concat_rows(inputs)["obs"]
+        norm_obs = self.norm.normalize(obs, self.config.obs_clip)
+        actions, log_probs, values = self.model.act(
+            torch.as_tensor(norm_obs, device=self.device), self.generator
+        )
+        data = {
+            "norm_obs": norm_obs,
+            "actions": actions.cpu().numpy(),
+            "log_probs": log_probs.cpu().numpy(),
+            "values": values.cpu().numpy(),
+        }
+        return data, {}
+
+    def state_tensors(self) -> list:
+        return list(self.model.parameters()) + list(self.model.buffers())
+
+    def weights(self) -> dict[str, np.ndarray]:
+        raise AssertionError("rollout workers do not send weights")
+
+    def load_weights(self, payload: Batch) -> None:
+        load_payload(self.model, dict(payload))
+        self.norm = RunningNorm(
+            mean=payload["norm.mean"], var=payload["norm.var"], count=float(payload["norm.count"][0])
+        )
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,255 @@
+"""The executor against the simulator's semantics, with real worker processes (tests/executor_workers.py)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from executor_workers import ChainWorker
+
+import executor
+from executor.channels import Mailbox, WorkerAddress, choose_transport, pack, unpack
+from executor.interpreter import Interpreter
+from executor.offload import HostStore, tensor_bytes
+from executor.protocol import share_overlaps, share_slice
+from executor.routing import layout_of, routes_of
+from rlinf.cluster import parse_cluster
+from rlinf.errors import ConfigError
+from rlinf.lowering import lower
+from rlinf.plan import plan_from_yaml
+from rlinf.timeline import Timeline
+from rlinf.workflow import Component, Edge, WeightSync, Workflow
+from simulator import replay
+
+HYBRID = "placement: {rollout: 0, reward: 1, actor: 0-1}\ngranularity: {rollout->reward: 4}\n"
+
+
+def chain_workflow(state_bytes: int = 10**6) -> Workflow:
+    return Workflow(
+        name="chain",
+        components=[
+            Component(name="rollout", role="rollout", state_bytes=state_bytes),
+            Component(name="reward", role="reward"),
+            Component(name="actor", role="actor", state_bytes=3 * state_bytes),
+        ],
+        edges=[Edge(src="rollout", dst="reward"), Edge(src="reward", dst="actor", kind="barrier")],
+        weight_sync=[WeightSync(src="actor", dst="rollout", num_bytes=1000)],
+        batch_size=8,
+    )
+
+
+def chain_program(plan_yaml: str, num_devices: int = 2, state_bytes: int = 10**6):
+    return lower(
+        chain_workflow(state_bytes),
+        plan_from_yaml(plan_yaml, num_devices),
+        parse_cluster(f"{num_devices}xCPU"),
+    )
+
+
+def specs(**config) -> dict[str, executor.WorkerSpec]:
+    base = {"seconds": 0.005, "rows": 4}
+    return {
+        name: executor.WorkerSpec(factory=ChainWorker, config={**base, **config.get(name, {})})
+        for name in ("rollout", "reward", "actor")
+    }
+
+
+def assert_follows_program(timeline: Timeline) -> None:
+    """Every dependency and every device's order holds in the timeline."""
+    program = timeline.program
+    for op in program.ops:
+        for dep in op.deps:
+            assert timeline.start_s[op.index] >= timeline.end_s[dep], (
+                f"{op.label} started before {program.ops[dep].label} ended"
+            )
+    for order in program.device_order:
+        for before, after in zip(order, order[1:], strict=False):
+            assert timeline.start_s[after] >= timeline.end_s[before]
+
+
+def device_orders(timeline: Timeline) -> list[list[int]]:
+    """Per device, op indices sorted by start time."""
+    return [sorted(order, key=lambda i: (timeline.start_s[i], i)) for order in timeline.program.device_order]
+
+
+# --------------------------------------------------------------------------- pure parts
+def test_interpreter_releases_ops_by_deps_and_device_order() -> None:
+    program = chain_program(HYBRID)
+    interpreter = Interpreter(program)
+    ready = interpreter.start()
+    assert ready == [0]  # rollout.generate[0]: the only op with no deps that is first on its device
+    seen = []
+    while ready:
+        index = ready.pop(0)
+        seen.append(index)
+        ready = sorted(ready + interpreter.complete(index))
+    assert interpreter.finished and sorted(seen) == list(range(program.num_ops))
+    position = {index: i for i, index in enumerate(seen)}
+    for op in program.ops:
+        assert all(position[d] < position[op.index] for d in op.deps)
+
+
+def test_share_slices_partition_the_rows() -> None:
+    for producers, consumers, rows in [(1, 2, 6), (2, 1, 3), (2, 3, 5), (3, 2, 4)]:
+        taken = []
+        for p in range(producers):
+            for c in range(consumers):
+                lo, hi = share_slice(rows, p, producers, c, consumers)
+                if hi > lo:
+                    assert share_overlaps(p, producers, c, consumers)
+                    taken.extend(p * rows + i for i in range(lo, hi))
+        assert sorted(taken) == list(range(producers * rows))
+
+
+def test_transport_follows_placement() -> None:
+    assert choose_transport(WorkerAddress(worker=1), WorkerAddress(worker=1)) == "local"
+    assert choose_transport(WorkerAddress(worker=1), WorkerAddress(worker=2)) == "shm"
+    with pytest.raises(ConfigError, match="no transport between machines"):
+        choose_transport(WorkerAddress(worker=1, node=0), WorkerAddress(worker=2, node=1))
+
+
+def test_pack_moves_large_arrays_through_shared_memory() -> None:
+    payload = {"big": np.arange(10_000, dtype=np.float32), "small": np.ones(3)}
+    packed, num_bytes = pack(payload)
+    assert num_bytes == 40_000 + 24
+    assert not isinstance(packed["big"], np.ndarray) and isinstance(packed["small"], np.ndarray)
+    out = unpack(packed)
+    np.testing.assert_array_equal(out["big"], payload["big"])
+
+
+def test_local_transport_hands_the_object_over() -> None:
+    mailbox = Mailbox(WorkerAddress(worker=0), {}, [], {})
+    assert mailbox.send(0, ("k",), {"x": np.ones(2)}) == 0
+    np.testing.assert_array_equal(mailbox.receive(("k",))["x"], np.ones(2))
+
+
+def test_host_store_releases_and_restores_state() -> None:
+    model = torch.nn.Linear(256, 256)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 256)).sum().backward()
+    optimizer.step()
+    tensors = list(model.parameters()) + [
+        v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)
+    ]
+    before = [t.detach().clone() for t in tensors]
+    full = tensor_bytes(tensors)
+    store = HostStore()
+    assert store.offload(tensors) == full
+    assert tensor_bytes(tensors) == 0 and model.weight.numel() == 0
+    assert store.onload(tensors) == full
+    for tensor, saved in zip(tensors, before, strict=True):
+        assert torch.equal(tensor, saved)
+    optimizer.step()  # the optimizer still points at the same (refilled) tensors
+
+
+def test_layout_and_routes_of_a_hybrid_program() -> None:
+    program = chain_program(HYBRID)
+    layout = layout_of(program)
+    assert [(r.component, r.rank, r.device) for r in layout.replicas] == [
+        ("rollout", 0, 0),
+        ("reward", 0, 1),
+        ("actor", 0, 0),
+        ("actor", 1, 1),
+    ]
+    routes = routes_of(program)
+    train = next(op for op in program.ops if op.name == "train")
+    assert sorted(program.ops[p].label for p in routes.producers[train.index]) == [
+        f"reward.reward[{j}]" for j in range(4)
+    ]
+
+
+# --------------------------------------------------------------------------- with processes
+def test_golden_executor_matches_simulator_order() -> None:
+    """Simulator and executor run the same program: same per-device op order, every dependency holds."""
+    program = chain_program(HYBRID)
+    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+        result = executor.run(program, specs(), backend=backend)
+        again = executor.run(program, specs(), backend=backend)  # workers persist between runs
+    measured = result.timeline
+    assert measured.source == "measured" and isinstance(measured, Timeline)
+    durations = [max(0.0, e - s) for s, e in zip(measured.start_s, measured.end_s, strict=True)]
+    simulated = replay(program, durations)
+    assert device_orders(measured) == device_orders(simulated) == [list(o) for o in program.device_order]
+    assert_follows_program(measured)
+    assert_follows_program(again.timeline)
+    # every op became a cost sample; the consumers really received the producers' rows
+    assert len(result.samples) == program.num_ops
+    assert {s.op for s in result.samples} == {"generate", "transfer", "reward", "train", "sync_weights"}
+    assert all(s.num_bytes > 0 for s in result.samples if s.op == "transfer")
+    rows_in = {(i.component, i.rank): i.info["rows_in"] for i in result.infos if i.op_name == "train"}
+    assert rows_in == {
+        ("actor", 0): 8,
+        ("actor", 1): 8,
+    }  # 4 micro-batches x 4 rows from reward, split over 2 replicas
+
+
+def test_context_switching_offloads_and_bounds_peak_memory() -> None:
+    program = chain_program(
+        "placement: {rollout: 0, reward: 0, actor: 0}\noffload: [rollout, actor]\n", num_devices=1
+    )
+    config = {"hidden": 512}
+    with executor.LocalBackend(executor.cpu_devices(1)) as backend:
+        result = executor.run(program, specs(rollout=config, actor=config), backend=backend)
+    timeline = result.timeline
+    kinds = [(s.kind, s.component) for s in timeline.spans]
+    for kind in ("onload", "offload"):
+        assert (kind, "rollout") in kinds and (kind, "actor") in kinds
+    params = 4 * (512 * 512 + 512)
+    rollout_state, actor_state = params, 3 * params  # actor: weights + Adam's two moments
+    moved = {
+        s.op: s.num_bytes for s in result.samples if s.component == "actor" and s.op in ("onload", "offload")
+    }
+    assert moved["offload"] >= actor_state  # the Adam step counters add a few bytes
+    assert 0 < timeline.peak_memory_bytes[0] < rollout_state + actor_state
+    assert_follows_program(timeline)
+
+
+def test_worker_error_stops_the_run_with_worker_and_op() -> None:
+    program = chain_program(HYBRID)
+    started = time.monotonic()
+    with (
+        executor.LocalBackend(executor.cpu_devices(2)) as backend,
+        pytest.raises(
+            executor.WorkerError,
+            match=r"worker reward\[0\] failed while running reward\.reward\[2\]: RuntimeError: injected failure",
+        ) as caught,
+    ):
+        executor.run(program, specs(reward={"fail_on": ("reward", 2, 0)}), backend=backend)
+    assert "Traceback" in caught.value.remote_traceback
+    assert time.monotonic() - started < 120
+
+
+def test_worker_that_dies_stops_the_run() -> None:
+    program = chain_program(HYBRID)
+    with (
+        executor.LocalBackend(executor.cpu_devices(2)) as backend,
+        pytest.raises(
+            executor.WorkerError,
+            match=r"worker actor\[[01]\] failed while running actor\.train: process exited with code 3",
+        ),
+    ):
+        executor.run(program, specs(actor={"die_on": ("train", 0, 0)}), backend=backend)
+
+
+def test_backend_rejects_programs_with_more_devices() -> None:
+    program = chain_program(HYBRID)
+    with (
+        executor.LocalBackend(executor.cpu_devices(1)) as backend,
+        pytest.raises(ConfigError, match="backend has 1 devices"),
+    ):
+        executor.run(program, specs(), backend=backend)
+
+
+def test_cuda_devices_follow_the_same_abstraction() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("torch.cuda is not available on this machine; the CUDA path is exercised only on a GPU")
+    devices = executor.cuda_devices(1)
+    assert devices[0].torch_device == "cuda:0" and devices[0].collective_backend == "nccl"
+    program = chain_program(
+        "placement: {rollout: 0, reward: 0, actor: 0}\noffload: [rollout, actor]\n", num_devices=1
+    )
+    with executor.LocalBackend(devices) as backend:
+        result = executor.run(program, specs(), backend=backend)
+    assert_follows_program(result.timeline)

@@ -1,0 +1,111 @@
+"""``rlinf train``: every mode runs end to end on this machine and writes every artifact; bad input fails clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlinf.cli import main
+from rlinf.trace import load_trace
+
+CONFIG = "examples/hopper_ppo.yaml"
+SMALL = ["--set", "num_steps=8", "--set", "num_epochs=2", "--set", "checkpoint_every=1", "--no-progress"]
+
+
+@pytest.mark.parametrize("mode", ["collocated", "disaggregated", "hybrid"])
+def test_train_writes_every_artifact(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / mode
+    assert (
+        main(
+            [
+                "train",
+                CONFIG,
+                "--mode",
+                mode,
+                "--iterations",
+                "2",
+                "--devices",
+                "2",
+                "--out",
+                str(out),
+                *SMALL,
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr()
+    assert f"{mode}:" in printed.out and "env steps/s" in printed.out
+    if mode == "disaggregated":
+        assert "oversubscribed" in printed.err
+    for name in ("plan.yaml", "metrics.jsonl", "trace.json", "timeline.json", "gantt.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert f"mode: {mode}" in (out / "plan.yaml").read_text()
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["iteration"] for m in metrics] == [1, 2]
+    assert metrics[-1]["env_steps"] == 2 * 8 * 8 and metrics[-1]["env_steps_per_s"] > 0
+    assert "episodic_return" in metrics[0] and "policy_loss" in metrics[0]
+    assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").iterdir())
+    trace = load_trace(out / "trace.json")
+    assert trace.provenance["kind"] == "profiled"
+    assert {s.op for s in trace.samples} >= {"act", "env_step", "train", "sync_weights"}
+    chrome = json.loads((out / "timeline.json").read_text())
+    assert chrome["traceEvents"]
+    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert checkpoints == ["iter_000001.pt", "iter_000002.pt"]
+    state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
+    assert state["iteration"] == 2 and "model" in state["actor"]
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["train", CONFIG, "--no-progress", *args])
+    return code, capsys.readouterr().err
+
+
+def test_unknown_config_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = run_cli(["--set", "num_env=4", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "num_env" in err and "unknown key" in err and "num_envs" in err
+
+
+def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(Path(CONFIG).read_text() + "learning_rat: 0.1\n")
+    code = main(["train", str(config), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.yaml.learning_rat" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--devices", "64"], "--devices=64: this machine lets rlinf use"),
+        (["--devices", "0"], "--devices=0: must be >= 1"),
+        (["--mode", "hybrid", "--devices", "1"], "hybrid needs at least 2 devices"),
+        (
+            ["--set", "num_envs=6", "--mode", "collocated", "--devices", "2", "--set", "stages=2"],
+            "do not split over 2 env replicas",
+        ),
+        (["--set", "stages=3"], "stages=3: does not divide num_envs=8"),
+    ],
+)
+def test_impossible_device_counts(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err = run_cli([*args, "--out", str(tmp_path)], capsys)
+    assert code == 2 and message in err, err
+
+
+def test_env_id_that_does_not_exist(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = run_cli(["--set", "env_id=Hoper-v5", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "env_id='Hoper-v5': is not a registered gymnasium environment" in err
+    code, err = run_cli(["--set", "env_id=Hopper-v99", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "Hopper-v5" in err  # suggests the registered versions
+
+
+def test_plan_that_conflicts_with_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("placement: {env: 0, rollout: 1, actor: 0-1}\n")
+    code, err = run_cli(["--plan", str(plan), "--mode", "collocated", "--out", str(tmp_path / "run")], capsys)
+    assert code == 2 and "conflicts with --plan, whose placement is hybrid" in err

@@ -58,13 +58,21 @@ class GrpoLossTerms:
     """Fraction of counted tokens whose ratio lies outside the clip range."""
 
 
-def group_advantages(rewards: torch.Tensor, *, scale_by_std: bool = True, std_eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, *, scale_by_std: bool = True, std_eps: float = 1e-6
+) -> torch.Tensor:
     """Group-normalized advantages: ``(r - group mean) / (group std + std_eps)``.
 
     ``rewards`` has shape ``[num_groups, group_size]``; the standard deviation is the population one
     (divide by ``group_size``). A group whose rewards are all equal gets advantage 0 for every response.
     """
-    require(rewards.dim() == 2, "rewards.shape", tuple(rewards.shape), "must be [num_groups, group_size]", "reshape rewards per group")
+    require(
+        rewards.dim() == 2,
+        "rewards.shape",
+        tuple(rewards.shape),
+        "must be [num_groups, group_size]",
+        "reshape rewards per group",
+    )
     rewards = rewards.to(torch.float32)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     if not scale_by_std:
@@ -126,7 +134,9 @@ def grpo_loss(
         "a KL penalty needs reference log-probabilities",
         "compute ref_logprobs with the reference policy or set kl_coef to 0",
     )
-    per_sequence, was_clipped = clipped_policy_loss(logprobs, old_logprobs, advantages, mask, clip_eps=config.clip_eps)
+    per_sequence, was_clipped = clipped_policy_loss(
+        logprobs, old_logprobs, advantages, mask, clip_eps=config.clip_eps
+    )
     policy_loss = per_sequence.mean()
     loss = policy_loss
     kl_value = 0.0

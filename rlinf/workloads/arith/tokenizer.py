@@ -27,8 +27,20 @@ class ArithTokenizer:
     tokens: tuple[str, ...] = SPECIAL_TOKENS + CHARACTERS
 
     def __attrs_post_init__(self) -> None:
-        require(len(set(self.tokens)) == len(self.tokens), "tokenizer.tokens", self.tokens, "has duplicates", "list each token once")
-        require(self.tokens[:3] == SPECIAL_TOKENS, "tokenizer.tokens", self.tokens[:3], "must start with pad, bos, eos", f"start with {SPECIAL_TOKENS}")
+        require(
+            len(set(self.tokens)) == len(self.tokens),
+            "tokenizer.tokens",
+            self.tokens,
+            "has duplicates",
+            "list each token once",
+        )
+        require(
+            self.tokens[:3] == SPECIAL_TOKENS,
+            "tokenizer.tokens",
+            self.tokens[:3],
+            "must start with pad, bos, eos",
+            f"start with {SPECIAL_TOKENS}",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -50,7 +62,13 @@ class ArithTokenizer:
         """Ids of the characters of ``text`` (no special tokens added)."""
         index = {token: i for i, token in enumerate(self.tokens)}
         unknown = sorted({ch for ch in text if ch not in index or ch in SPECIAL_TOKENS})
-        require(not unknown, "text", text, f"has characters outside the vocabulary: {unknown}", f"use only {''.join(CHARACTERS)}")
+        require(
+            not unknown,
+            "text",
+            text,
+            f"has characters outside the vocabulary: {unknown}",
+            f"use only {''.join(CHARACTERS)}",
+        )
         return [index[ch] for ch in text]
 
     def encode_prompt(self, text: str) -> list[int]:
@@ -63,7 +81,13 @@ class ArithTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``: stops at the first EOS, drops BOS and padding."""
-        require(all(0 <= i < self.vocab_size for i in ids), "ids", list(ids), "has ids outside the vocabulary", f"use ids in [0, {self.vocab_size})")
+        require(
+            all(0 <= i < self.vocab_size for i in ids),
+            "ids",
+            list(ids),
+            "has ids outside the vocabulary",
+            f"use ids in [0, {self.vocab_size})",
+        )
         chars = []
         for i in ids:
             if i == self.eos_id:

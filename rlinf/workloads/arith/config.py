@@ -1,0 +1,177 @@
+"""The configuration of the arithmetic GRPO run and its YAML loader.
+
+Every section is an attrs frozen class validated in its constructor. :func:`load_config` reads a YAML file
+whose keys must all be known: an unknown key (a typo) raises :class:`~rlinf.errors.ConfigError` naming the key
+and listing the valid ones, instead of being ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from rlinf.algorithms.grpo import GrpoConfig
+from rlinf.errors import ConfigError, non_negative, positive, reject_unknown_keys, require
+from rlinf.workloads.arith.task import TaskConfig
+
+
+@attrs.frozen(kw_only=True)
+class ModelSizes:
+    """Transformer sizes; the vocabulary and maximum length follow from the tokenizer and the task."""
+
+    d_model: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    d_ff: int = 512
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("d_model", "num_layers", "num_heads", "d_ff"):
+            positive(f"model.{name}", getattr(self, name))
+        require(
+            self.d_model % self.num_heads == 0,
+            "model.num_heads",
+            self.num_heads,
+            f"must divide d_model={self.d_model}",
+            "pick num_heads that divides d_model",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class WarmStartConfig:
+    """Supervised steps on generated worked solutions before GRPO."""
+
+    num_steps: int = 300
+    batch_size: int = 64
+    lr: float = 1e-3
+    teacher_error_rate: float = 0.0
+    """Probability that a worked solution comes from a sloppy teacher who forgets carries."""
+
+    def __attrs_post_init__(self) -> None:
+        non_negative("warm_start.num_steps", self.num_steps)
+        require(
+            0.0 <= self.teacher_error_rate <= 1.0,
+            "warm_start.teacher_error_rate",
+            self.teacher_error_rate,
+            "must be in [0, 1]",
+            "use a probability",
+        )
+        positive("warm_start.batch_size", self.batch_size)
+        positive("warm_start.lr", self.lr)
+
+
+@attrs.frozen(kw_only=True)
+class RlConfig:
+    """The GRPO loop."""
+
+    num_iterations: int = 100
+    prompts_per_iteration: int = 32
+    group_size: int = 8
+    max_new_tokens: int = 6
+    temperature: float = 1.0
+    lr: float = 3e-4
+    optimizer_steps_per_iteration: int = 1
+    """The iteration's batch is split into this many mini-batches, one optimizer step each (PPO-style); from
+    the second step on the policy differs from the old policy and the ratio clipping acts."""
+    micro_batch_size: int = 64
+    """Sequences per micro-batch; an optimizer step accumulates gradients over its micro-batches."""
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 10
+    """Linear learning-rate warm-up of the GRPO optimizer."""
+
+    def __attrs_post_init__(self) -> None:
+        for name in (
+            "num_iterations",
+            "prompts_per_iteration",
+            "max_new_tokens",
+            "lr",
+            "micro_batch_size",
+            "optimizer_steps_per_iteration",
+        ):
+            positive(f"grpo.{name}", getattr(self, name))
+        require(
+            self.group_size >= 2,
+            "grpo.group_size",
+            self.group_size,
+            "must be >= 2 (advantages are relative within a group)",
+            "use groups of 2 or more responses",
+        )
+        positive("grpo.temperature", self.temperature)
+
+    def grpo(self) -> GrpoConfig:
+        return GrpoConfig(clip_eps=self.clip_eps, kl_coef=self.kl_coef)
+
+
+@attrs.frozen(kw_only=True)
+class EvalConfig:
+    """Held-out accuracy: greedy decoding on a fixed problem set."""
+
+    num_problems: int = 500
+    seed: int = 12345
+    every_iterations: int = 10
+
+    def __attrs_post_init__(self) -> None:
+        positive("eval.num_problems", self.num_problems)
+        positive("eval.every_iterations", self.every_iterations)
+
+
+@attrs.frozen(kw_only=True)
+class BackendNames:
+    rollout: str = "torch"
+    train: str = "torch"
+
+
+@attrs.frozen(kw_only=True)
+class ArithGrpoConfig:
+    """The whole run."""
+
+    seed: int = 0
+    num_threads: int = 2
+    """torch intra-op threads of the learning script."""
+    model: ModelSizes = ModelSizes()
+    task: TaskConfig = TaskConfig()
+    warm_start: WarmStartConfig = WarmStartConfig()
+    grpo: RlConfig = RlConfig()
+    eval: EvalConfig = EvalConfig()
+    backends: BackendNames = BackendNames()
+
+    def __attrs_post_init__(self) -> None:
+        positive("num_threads", self.num_threads)
+
+
+def _build(cls: type, values: Any, where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(
+            where or "config", values, "must be a mapping", f"write {where or 'the file'} as key: value pairs"
+        )
+    fields = {f.name: f for f in attrs.fields(cls)}
+    reject_unknown_keys(values, fields, where or "config")
+    kwargs = {}
+    for key, value in values.items():
+        field_type = fields[key].default.__class__ if attrs.has(fields[key].default.__class__) else None
+        if field_type is not None:
+            kwargs[key] = _build(field_type, value, f"{where}.{key}" if where else key)
+        elif isinstance(value, list):
+            kwargs[key] = tuple(value)
+        else:
+            kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as error:
+        raise ConfigError(where or "config", values, str(error), "check the value types") from error
+
+
+def config_from_mapping(values: Mapping[str, Any]) -> ArithGrpoConfig:
+    """Build the config from nested mappings (missing keys keep their defaults)."""
+    return _build(ArithGrpoConfig, values, "")
+
+
+def load_config(path: str | Path) -> ArithGrpoConfig:
+    """Read a YAML config; unknown keys and invalid values raise :class:`ConfigError`."""
+    text = Path(path).read_text()
+    return config_from_mapping(yaml.safe_load(text) or {})

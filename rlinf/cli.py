@@ -16,8 +16,11 @@ from rlinf.errors import RlinfError, RlinfWarning
 
 # Subcommand name -> module in rlinf.commands exposing add_arguments(parser) and run(args) -> int.
 COMMANDS = {
+    "capacity": "rlinf.commands.capacity",
+    "plan": "rlinf.commands.plan",
     "simulate": "rlinf.commands.simulate",
     "trace": "rlinf.commands.trace",
+    "train": "rlinf.commands.train",
 }
 
 

@@ -19,6 +19,7 @@ import tempfile
 import attrs
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
+from rlinf.jobs.embodied import JOB
 from rlinf.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.workflow import plan_for_mode
@@ -30,7 +31,7 @@ def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict[str, fl
     plan, logical = plan_for_mode("disaggregated", num_cores, config)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(config, plan, logical, run_dir, devices=devices, progress=False)
+        result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)
     kept = result.metrics[1:]
     return {
         "rollout_env_steps_per_s": statistics.median(m["rollout_env_steps_per_s"] for m in kept),

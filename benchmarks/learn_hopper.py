@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 
 from executor.devices import available_cores, cpu_devices
+from rlinf.jobs.embodied import JOB
 from rlinf.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.workflow import plan_for_mode
@@ -84,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             plot(history, out)
 
     result = train(
-        attrs.evolve(config), plan, logical, args.run_dir, devices=cpu_devices(logical), on_iteration=progress
+        JOB,
+        attrs.evolve(config),
+        plan,
+        logical,
+        args.run_dir,
+        devices=cpu_devices(logical),
+        on_iteration=progress,
     )
     plot(list(result.metrics), out)
     smoothed = [m["episodic_return"] for m in result.metrics if m["episodic_return"] is not None]

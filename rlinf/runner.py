@@ -1,5 +1,5 @@
-"""The plan-then-run loop of embodied PPO: lower the workflow under a plan, execute it once per iteration with
-real workers, and write metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
+"""The training loop of any job (:mod:`rlinf.jobs`): lower its workflow under a plan, execute the program once per
+iteration with real workers, and write metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
 
 Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
 ``trace.json`` (every op of every iteration as a cost sample), ``timeline.json`` (Chrome trace of the last
@@ -19,21 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 
 import executor
 from executor.local import RunResult
 from rlinf.cluster import DEVICE_PRESETS, Cluster
 from rlinf.export import write_chrome_trace, write_gantt_png
+from rlinf.jobs import Job
 from rlinf.lowering import lower
 from rlinf.plan import Plan
 from rlinf.program import Program
 from rlinf.trace import Trace
-from rlinf.workloads.embodied.actor_worker import ActorWorker
-from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
-from rlinf.workloads.embodied.env_worker import EnvWorker
-from rlinf.workloads.embodied.rollout_worker import RolloutWorker
-from rlinf.workloads.embodied.workflow import check_plan_fits, embodied_workflow
 
 
 @attrs.frozen(kw_only=True)
@@ -49,42 +44,6 @@ def cpu_cluster(num_devices: int) -> Cluster:
     """One node of ``num_devices`` CPU-core devices."""
     device, links = DEVICE_PRESETS["CPU"]
     return Cluster(num_nodes=1, devices_per_node=num_devices, device=device, links=links)
-
-
-def worker_specs(config: EmbodiedConfig) -> dict[str, executor.WorkerSpec]:
-    """The embodied components' workers."""
-    return {
-        "env": executor.WorkerSpec(factory=EnvWorker, config=config),
-        "rollout": executor.WorkerSpec(factory=RolloutWorker, config=config),
-        "actor": executor.WorkerSpec(factory=ActorWorker, config=config),
-    }
-
-
-def iteration_metrics(
-    result: RunResult, config: EmbodiedConfig, iteration: int, total_steps: int
-) -> dict[str, Any]:
-    """Per-iteration metrics from a measured run: returns of finished episodes, throughput, losses."""
-    timeline = result.timeline
-    env_steps = config.num_envs * config.num_steps
-    loop_spans = [s for s in timeline.spans if s.name in ("act", "env_step")]
-    loop_s = max(s.end_s for s in loop_spans) - min(s.start_s for s in loop_spans)
-    returns = [r for info in result.infos for r in info.info.get("episode_returns", [])]
-    losses: dict[str, list[float]] = {}
-    for info in result.infos:
-        if info.op_name == "train":
-            for key, value in info.info.items():
-                losses.setdefault(key, []).append(float(value))
-    metrics: dict[str, Any] = {
-        "iteration": iteration,
-        "env_steps": total_steps,
-        "iteration_s": timeline.iteration_s,
-        "env_steps_per_s": env_steps / timeline.iteration_s,
-        "rollout_env_steps_per_s": env_steps / loop_s if loop_s > 0 else 0.0,
-        "episodes": len(returns),
-        "episodic_return": float(np.mean(returns)) if returns else None,
-    }
-    metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
-    return metrics
 
 
 def _save(state: dict[str, Any], stream: Any) -> None:
@@ -109,7 +68,8 @@ def write_atomic_bytes(path: Path, writer: Callable[[Any], None]) -> None:
 
 
 def train(
-    config: EmbodiedConfig,
+    job: Job,
+    config: Any,
     plan: Plan,
     num_devices: int,
     run_dir: str | Path,
@@ -118,19 +78,19 @@ def train(
     progress: bool = True,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
-    """Train for ``config.iterations`` iterations under ``plan`` on ``num_devices`` (logical) devices."""
+    """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices."""
     import torch
 
-    obs_dim, act_dim = check_env_id(config.env_id)
-    check_plan_fits(plan, config)
-    workflow = embodied_workflow(config, obs_dim, act_dim)
+    options = job.options(config)
+    job.check_plan(plan, config)
+    workflow = job.workflow(config)
     cluster = cpu_cluster(num_devices)
     program = lower(workflow, plan, cluster)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "plan.yaml").write_text(plan.to_yaml())
     devices = devices or executor.cpu_devices(num_devices)
-    specs = worker_specs(config)
+    specs = job.worker_specs(config)
     metrics_path = run_dir / "metrics.jsonl"
     metrics_path.write_text("")
     from torch.utils.tensorboard import SummaryWriter
@@ -139,18 +99,16 @@ def train(
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     samples: list = []
     history: list[dict[str, Any]] = []
-    total_steps = 0
     last: RunResult | None = None
     started = time.perf_counter()
     try:
         with executor.LocalBackend(devices) as backend:
             bar = tqdm(
-                range(1, config.iterations + 1), desc=f"train {plan.mode}", unit="it", disable=not progress
+                range(1, options.iterations + 1), desc=f"train {plan.mode}", unit="it", disable=not progress
             )
             for iteration in bar:
                 last = executor.run(program, specs, backend=backend)
-                total_steps += config.num_envs * config.num_steps
-                metrics = iteration_metrics(last, config, iteration, total_steps)
+                metrics = job.iteration_metrics(last, config, iteration)
                 metrics["wall_s"] = time.perf_counter() - started
                 samples.extend(last.samples)
                 history.append(metrics)
@@ -158,20 +116,18 @@ def train(
                     stream.write(json.dumps(metrics) + "\n")
                 for key, value in metrics.items():
                     if isinstance(value, (int, float)) and key != "iteration":
-                        writer.add_scalar(key, value, total_steps)
+                        writer.add_scalar(key, value, iteration)
                 writer.flush()
-                shown = metrics["episodic_return"]
-                bar.set_postfix(
-                    ret="-" if shown is None else f"{shown:.0f}", sps=f"{metrics['env_steps_per_s']:.0f}"
-                )
+                bar.set_postfix(job.progress(metrics))
                 if on_iteration is not None:
                     on_iteration(metrics)
-                if iteration % config.checkpoint_every == 0 or iteration == config.iterations:
+                if iteration % options.checkpoint_every == 0 or iteration == options.iterations:
                     state = {
                         "iteration": iteration,
-                        "env_steps": total_steps,
+                        "workload": job.name,
                         "config": attrs.asdict(config),
-                        "actor": backend.call("actor", "checkpoint"),
+                        "plan": plan.to_dict(),
+                        **job.checkpoint(backend),
                     }
                     write_atomic_bytes(
                         run_dir / "checkpoints" / f"iter_{iteration:06d}.pt", functools.partial(_save, state)
@@ -185,7 +141,7 @@ def train(
         "processor": platform.processor() or platform.machine(),
         "devices": [f"{d.kind}:{d.core}" for d in devices],
         "torch": torch.__version__,
-        "source": f"rlinf train ({config.env_id}, {plan.describe()}, {config.iterations} iterations)",
+        "source": f"rlinf train ({job.name}, {plan.describe()}, {options.iterations} iterations)",
     }
     Trace(workflow=workflow, cluster=cluster, provenance=provenance, samples=samples).save(
         run_dir / "trace.json"

@@ -1,4 +1,4 @@
-"""Train embodied PPO with real workers under a plan (collocated, disaggregated, hybrid or a plan file)."""
+"""Train a workload with real workers under a plan (collocated, disaggregated, hybrid or a plan file)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-import attrs
-
 from rlinf.errors import ConfigError, require
 from rlinf.plan import plan_from_yaml
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``rlinf train``."""
-    parser.add_argument("config", help="YAML config, e.g. examples/hopper_ppo.yaml")
+    parser.add_argument("config", help="YAML config naming its workload, e.g. examples/hopper_ppo.yaml")
     parser.add_argument(
         "--mode",
         choices=("collocated", "disaggregated", "hybrid"),
@@ -36,11 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
     from executor.devices import available_cores, cpu_devices, is_oversubscribed
+    from rlinf.jobs import load_job_config
     from rlinf.runner import train
-    from rlinf.workloads.embodied.config import check_env_id, load_config
-    from rlinf.workloads.embodied.workflow import check_plan_fits, plan_for_mode
 
-    config = load_config(args.config, args.set)
+    job, config = load_job_config(args.config, args.set)
     if args.iterations is not None:
         require(
             args.iterations >= 1,
@@ -49,10 +46,8 @@ def run(args: argparse.Namespace) -> int:
             "must be >= 1",
             "train at least one iteration",
         )
-        config = attrs.evolve(config, iterations=args.iterations)
-    if args.seed is not None:
-        config = attrs.evolve(config, seed=args.seed)
-    check_env_id(config.env_id)
+    config = job.with_options(config, iterations=args.iterations, seed=args.seed)
+    job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
     cores = available_cores()
     num_devices = len(cores) if args.devices is None else args.devices
     require(num_devices >= 1, "--devices", num_devices, "must be >= 1", "use at least one device")
@@ -76,19 +71,17 @@ def run(args: argparse.Namespace) -> int:
                 "drop --mode or change the plan",
             )
     else:
-        plan, logical = plan_for_mode(args.mode or config.mode, num_devices, config)
-    check_plan_fits(plan, config)
+        plan, logical = job.plan_for_mode(args.mode or job.options(config).mode, num_devices, config)
+    job.check_plan(plan, config)
     devices = cpu_devices(logical, cores[:num_devices])
     if is_oversubscribed(devices):
         print(
             f"rlinf: warning: {logical} logical devices share {num_devices} CPU core(s); devices are oversubscribed",
             file=sys.stderr,
         )
-    result = train(config, plan, logical, args.out, devices=devices, progress=not args.no_progress)
-    last = result.metrics[-1]
-    shown = "n/a" if last["episodic_return"] is None else f"{last['episodic_return']:.1f}"
+    result = train(job, config, plan, logical, args.out, devices=devices, progress=not args.no_progress)
+    iterations = job.options(config).iterations
     print(
-        f"{plan.describe()}: {config.iterations} iterations, {last['env_steps']} env steps, "
-        f"{last['env_steps_per_s']:.0f} env steps/s (last iteration), episodic return {shown}; wrote {result.run_dir}"
+        f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
     return 0

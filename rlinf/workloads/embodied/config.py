@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import yaml
 
 from rlinf.errors import ConfigError, positive, require
 
@@ -128,29 +126,6 @@ def config_from_dict(data: Any, source: str = "config") -> EmbodiedConfig:
         return EmbodiedConfig(**dict(data))
     except TypeError as error:
         raise ConfigError(source, dict(data), str(error), "check the value types") from None
-
-
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> EmbodiedConfig:
-    """Read a YAML config and apply ``key=value`` overrides (values parsed as YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(
-            "config", str(path), "file does not exist", "pass a YAML file such as examples/hopper_ppo.yaml"
-        )
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
-        raise ConfigError(str(path), first, "is not valid YAML", "fix the YAML syntax") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), data, "must be a mapping", f"write keys from {list(FIELDS)}")
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        require(
-            bool(sep) and bool(key.strip()), "--set", item, "is not key=value", "write e.g. --set num_envs=16"
-        )
-        data[key.strip()] = yaml.safe_load(text)
-    return config_from_dict(data, source=path.name)
 
 
 def check_env_id(env_id: str) -> tuple[int, int]:

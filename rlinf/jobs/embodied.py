@@ -1,0 +1,116 @@
+"""Embodied PPO on gymnasium MuJoCo as a job: env, rollout and actor workers pipelined by the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+import executor
+from rlinf.jobs import RunOptions
+from rlinf.plan import Plan
+from rlinf.workflow import Workflow
+from rlinf.workloads.embodied.actor_worker import ActorWorker
+from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
+from rlinf.workloads.embodied.env_worker import EnvWorker
+from rlinf.workloads.embodied.rollout_worker import RolloutWorker
+from rlinf.workloads.embodied.workflow import check_plan_fits, embodied_workflow, plan_for_mode
+
+
+@attrs.frozen
+class EmbodiedJob:
+    """The :class:`rlinf.jobs.Job` of embodied PPO."""
+
+    name: str = "embodied_ppo"
+
+    def config_from_mapping(self, data: Mapping[str, Any], source: str) -> EmbodiedConfig:
+        """Validate the config; unknown keys are errors."""
+        return config_from_dict(dict(data), source)
+
+    def options(self, config: EmbodiedConfig) -> RunOptions:
+        """Iterations, seed, mode and checkpoint interval."""
+        return RunOptions(
+            iterations=config.iterations,
+            seed=config.seed,
+            mode=config.mode,
+            checkpoint_every=config.checkpoint_every,
+        )
+
+    def with_options(
+        self, config: EmbodiedConfig, *, iterations: int | None, seed: int | None
+    ) -> EmbodiedConfig:
+        """Apply --iterations / --seed."""
+        if iterations is not None:
+            config = attrs.evolve(config, iterations=iterations)
+        if seed is not None:
+            config = attrs.evolve(config, seed=seed)
+        return config
+
+    def workflow(self, config: EmbodiedConfig) -> Workflow:
+        """env <-> rollout loop, trajectories to the actor, weight sync back."""
+        obs_dim, act_dim = check_env_id(config.env_id)
+        return embodied_workflow(config, obs_dim, act_dim)
+
+    def plan_for_mode(self, mode: str, num_devices: int, config: EmbodiedConfig) -> tuple[Plan, int]:
+        """Fixed-mode plans (see :func:`rlinf.workloads.embodied.workflow.plan_for_mode`)."""
+        return plan_for_mode(mode, num_devices, config)
+
+    def check_plan(self, plan: Plan, config: EmbodiedConfig) -> None:
+        """Environments must split evenly over stages and replicas."""
+        check_plan_fits(plan, config)
+
+    def worker_specs(self, config: EmbodiedConfig) -> dict[str, executor.WorkerSpec]:
+        """The env, rollout and actor workers."""
+        return {
+            "env": executor.WorkerSpec(factory=EnvWorker, config=config),
+            "rollout": executor.WorkerSpec(factory=RolloutWorker, config=config),
+            "actor": executor.WorkerSpec(factory=ActorWorker, config=config),
+        }
+
+    def iteration_metrics(
+        self, result: executor.RunResult, config: EmbodiedConfig, iteration: int
+    ) -> dict[str, Any]:
+        """Returns of finished episodes, env steps/s (whole iteration and rollout loop), losses."""
+        timeline = result.timeline
+        env_steps = config.num_envs * config.num_steps
+        loop_spans = [s for s in timeline.spans if s.name in ("act", "env_step")]
+        loop_s = max(s.end_s for s in loop_spans) - min(s.start_s for s in loop_spans)
+        returns = [r for info in result.infos for r in info.info.get("episode_returns", [])]
+        losses: dict[str, list[float]] = {}
+        for info in result.infos:
+            if info.op_name == "train":
+                for key, value in info.info.items():
+                    losses.setdefault(key, []).append(float(value))
+        metrics: dict[str, Any] = {
+            "iteration": iteration,
+            "env_steps": iteration * env_steps,
+            "iteration_s": timeline.iteration_s,
+            "env_steps_per_s": env_steps / timeline.iteration_s,
+            "rollout_env_steps_per_s": env_steps / loop_s if loop_s > 0 else 0.0,
+            "episodes": len(returns),
+            "episodic_return": float(np.mean(returns)) if returns else None,
+        }
+        metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
+        return metrics
+
+    def progress(self, metrics: Mapping[str, Any]) -> dict[str, str]:
+        """Return and env steps/s."""
+        shown = metrics["episodic_return"]
+        return {"ret": "-" if shown is None else f"{shown:.0f}", "sps": f"{metrics['env_steps_per_s']:.0f}"}
+
+    def summary(self, metrics: Mapping[str, Any]) -> str:
+        """Env steps, throughput and return of the last iteration."""
+        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
+        return (
+            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s (last iteration), "
+            f"episodic return {shown}"
+        )
+
+    def checkpoint(self, backend: executor.LocalBackend) -> dict[str, Any]:
+        """The actor's model, optimizer and normalizer state."""
+        return {"actor": backend.call("actor", "checkpoint")}
+
+
+JOB = EmbodiedJob()

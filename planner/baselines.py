@@ -60,15 +60,17 @@ def collocated_points(tables: CostTables) -> list[tuple[PlanPoint, float]]:
 def disaggregated_points(
     tables: CostTables, limit: int = NUM_SIMULATED_SPLITS
 ) -> list[tuple[PlanPoint, float]]:
-    """The ``limit`` best fixed-disaggregated plans by the surrogate (every component on its own block)."""
+    """The ``limit`` best fixed-disaggregated plans by the surrogate (every component on its own block, using
+    every device it can: see :func:`_maximal`)."""
     space = tables.space
     singles = [(i, i + 1) for i in range(len(space.order))]
     if len(space.order) < 2 or not all(s in space.segments for s in singles):
         return []
     groups = tuple((name,) for name in space.order)
     scored = []
-    for sizes in itertools.product(*(space.sizes[space.segments.index(s)] for s in singles)):
-        if sum(sizes) > space.num_devices:
+    options = [space.sizes[space.segments.index(s)] for s in singles]
+    for sizes in itertools.product(*options):
+        if not _maximal(sizes, options, space.num_devices):
             continue
         for granularity in _uniform_granularities(space):
             point = PlanPoint(groups=groups, sizes=sizes, granularity=granularity)
@@ -77,6 +79,20 @@ def disaggregated_points(
                 scored.append((result.iteration_s, sizes, granularity, point))
     scored.sort(key=lambda item: item[:3])
     return [(point, seconds) for seconds, _, _, point in scored[:limit]]
+
+
+def _maximal(sizes: tuple[int, ...], options: list[tuple[int, ...]], num_devices: int) -> bool:
+    """Whether ``sizes`` fits and no component could take its next larger size within ``num_devices``: a
+    disaggregated split that leaves devices idle that a component could use is never its best (more devices
+    never make a component slower), so the baseline considers only maximal splits."""
+    total = sum(sizes)
+    if total > num_devices:
+        return False
+    for size, allowed in zip(sizes, options, strict=True):
+        larger = [a for a in allowed if a > size]
+        if larger and total - size + min(larger) <= num_devices:
+            return False
+    return True
 
 
 def closed_form_point(tables: CostTables) -> PlanPoint | None:
@@ -93,7 +109,7 @@ def closed_form_point(tables: CostTables) -> PlanPoint | None:
         names = space.order[a:b]
         for granularity in _uniform_granularities(space):
             for offload in dict.fromkeys((frozenset(), frozenset(space.offloadable(names)))):
-                counts = micro_batch_counts(workflow, dict(granularity))
+                counts = tables.counts(granularity)
                 if group_peak_bytes(tables, names, n, counts, offload) > tables.capacity_bytes:
                     continue
                 seconds = sum(

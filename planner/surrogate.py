@@ -25,6 +25,7 @@ the loop's env and policy share a group and both offload, their states are onloa
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import attrs
 import numpy as np
@@ -73,10 +74,20 @@ class CostTables:
     loop_transfer_s: dict[int, float]
     """Per loop stage count: obs + action transfer seconds of one stage and step across groups."""
     capacity_bytes: int
+    _memo: dict[tuple, Any] = attrs.field(factory=dict, eq=False, repr=False, alias="_memo")
+    """Answers already computed (micro-batch counts per granularity, group peaks): the same questions recur
+    across the thousands of points a search estimates."""
 
     def profile(self, name: str, devices: int, micro_batches: int) -> Profile:
         """The profile; computed tables cover every size and micro-batch count of the space."""
         return self.profiles[(name, devices, micro_batches)]
+
+    def counts(self, granularity: tuple[tuple[str, int], ...]) -> dict[str, int]:
+        """Micro-batches of each component under ``granularity`` (memoized; do not mutate the result)."""
+        key = ("counts", granularity)
+        if key not in self._memo:
+            self._memo[key] = micro_batch_counts(self.space.workflow, dict(granularity))
+        return self._memo[key]
 
 
 def micro_batch_options(space: PlanSpace, name: str) -> tuple[int, ...]:
@@ -236,6 +247,15 @@ def group_peak_bytes(
 ) -> int:
     """Memory one device of a group needs at peak: resident states, then the largest onloaded state plus
     activations (both loop components' states when they share the group and both offload)."""
+    key = ("peak", group, size, tuple(counts[n] for n in group), offload & frozenset(group))
+    if key not in tables._memo:
+        tables._memo[key] = _group_peak_bytes(tables, group, size, counts, offload)
+    return tables._memo[key]
+
+
+def _group_peak_bytes(
+    tables: CostTables, group: tuple[str, ...], size: int, counts: dict[str, int], offload: frozenset[str]
+) -> int:
     loop = tables.space.workflow.loop
     activation = {n: tables.profile(n, size, counts[n]).activation_bytes for n in group}
     resident = sum(tables.state_bytes[n] for n in group if n not in offload)
@@ -250,7 +270,7 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     """The surrogate iteration time and per-group peak memory of ``point`` (see the module docstring)."""
     space = tables.space
     workflow = space.workflow
-    counts = micro_batch_counts(workflow, dict(point.granularity))
+    counts = tables.counts(point.granularity)
     loop = workflow.loop
     loop_names = (loop.env, loop.policy) if loop is not None else ()
     phased = bool(point.offload)

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Iterator
 
 import attrs
@@ -68,7 +67,12 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
     for placement in sorted(plan.placements, key=lambda p: order.index(p.component)):
         for device in placement.devices:
             holders.setdefault(device, []).append(placement.component)
+    # Devices hosting the same components need the same memory: check the first device of each such set.
+    first_of: dict[tuple[str, ...], int] = {}
     for device, names in sorted(holders.items()):
+        first_of.setdefault(tuple(names), device)
+    for names_key, device in sorted(first_of.items(), key=lambda item: item[1]):
+        names = list(names_key)
         sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
         resident = [n for n in names if n not in plan.offload]
         offloaded = [n for n in names if n in plan.offload]
@@ -121,6 +125,8 @@ class _Builder:
         self.rank = {name: i for i, name in enumerate(self.order)}
         self.num_groups = workflow.batch_size // workflow.group_size
         self.pending: dict[tuple, _Pending] = {}
+        self._range_cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._link_cache: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
         # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
         self.output: dict[tuple[str, int], tuple] = {}
         self.fraction: dict[tuple, float] = {}
@@ -158,16 +164,26 @@ class _Builder:
         return count
 
     def _samples(self, name: str, micro_batch: int) -> int:
-        lo, hi = micro_batch_ranges(self.num_groups, self.micro_batches[name])[micro_batch]
+        lo, hi = self._ranges(self.micro_batches[name])[micro_batch]
         return (hi - lo) * self.workflow.group_size
 
-    @functools.lru_cache(maxsize=64)  # noqa: B019 - one builder per lowering
     def _link(self, a: tuple[int, ...], b: tuple[int, ...]) -> str:
-        if a == b:
-            return "local"
-        if len(self.cluster.nodes_of(a) | self.cluster.nodes_of(b)) == 1:
-            return "intra_node"
-        return "inter_node"
+        """Where data between two device sets moves: ``local``, ``intra_node`` or ``inter_node``."""
+        key = (a, b)
+        if key not in self._link_cache:
+            if a == b:
+                self._link_cache[key] = "local"
+            elif len(self.cluster.nodes_of(a) | self.cluster.nodes_of(b)) == 1:
+                self._link_cache[key] = "intra_node"
+            else:
+                self._link_cache[key] = "inter_node"
+        return self._link_cache[key]
+
+    def _ranges(self, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
+        """Group ranges of ``num_micro_batches`` micro-batches, computed once per lowering."""
+        if num_micro_batches not in self._range_cache:
+            self._range_cache[num_micro_batches] = micro_batch_ranges(self.num_groups, num_micro_batches)
+        return self._range_cache[num_micro_batches]
 
     # ---------------------------------------------------------------- keys
     def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
@@ -193,11 +209,11 @@ class _Builder:
     def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float]:
         """Dependency keys (through transfers where needed) and the batch fraction they need."""
         m = self.micro_batches[name]
-        lo, hi = micro_batch_ranges(self.num_groups, m)[micro_batch]
+        lo, hi = self._ranges(m)[micro_batch]
         deps: list[tuple] = []
         needed = (micro_batch + 1) / m
         for edge in self.workflow.incoming(name):
-            producer_ranges = micro_batch_ranges(self.num_groups, self.micro_batches[edge.src])
+            producer_ranges = self._ranges(self.micro_batches[edge.src])
             if edge.kind == "barrier":
                 overlapping = range(len(producer_ranges))
             else:

@@ -3,26 +3,55 @@
 ``run(program, workers, backend=...)`` dispatches each op when its dependencies are done and its devices have
 finished the ops before it in their order (the simulator's rule), and returns the measured
 :class:`rlinf.timeline.Timeline` plus one :class:`rlinf.trace.CostSample` per op. The executor imports only the
-``rlinf`` core; it knows workers only through :mod:`executor.protocol`.
+``rlinf`` core; it knows workers only through :mod:`executor.protocol`. Backends: :class:`LocalBackend` (processes
+on this machine) and ``executor.ray_backend.RayBackend`` (Ray actors across nodes; imported on demand so that
+Ray stays optional); both run :func:`executor.dispatch.drive`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from executor.devices import Device, cpu_devices, cuda_devices, is_oversubscribed
-from executor.local import LocalBackend, OpInfo, RunResult, WorkerError
+from executor.dispatch import Backend, OpInfo, RunResult, WorkerError
+from executor.local import LocalBackend
 from executor.protocol import Worker
 from executor.runtime import WorkerSpec
+from rlinf.errors import ConfigError
 from rlinf.program import Program
 
+BACKENDS = ("local", "ray")
 
-def run(program: Program, workers: Mapping[str, WorkerSpec], *, backend: LocalBackend) -> RunResult:
+
+def open_backend(
+    kind: str, devices: Sequence[Device], *, address: str | None = None, nodes: Sequence[int] | None = None
+) -> Any:
+    """A backend of ``kind`` (``local`` or ``ray``) over ``devices``; ``address`` and ``nodes`` (plan node per
+    device) are for Ray. Use the result as a context manager."""
+    if kind == "local":
+        if address is not None or (nodes is not None and any(nodes)):
+            raise ConfigError("--address", address, "only the ray backend spans nodes", "add --backend ray")
+        return LocalBackend(devices)
+    if kind == "ray":
+        try:
+            from executor.ray_backend import RayBackend
+        except ImportError as error:
+            raise ConfigError(
+                "--backend", kind, f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
+            ) from None
+        return RayBackend(devices, address=address, nodes=nodes)
+    raise ConfigError("--backend", kind, "unknown backend", f"use one of {list(BACKENDS)}")
+
+
+def run(program: Program, workers: Mapping[str, WorkerSpec], *, backend: Backend) -> RunResult:
     """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``."""
     return backend.execute(program, workers)
 
 
 __all__ = [
+    "BACKENDS",
+    "Backend",
     "Device",
     "LocalBackend",
     "OpInfo",
@@ -33,5 +62,6 @@ __all__ = [
     "cpu_devices",
     "cuda_devices",
     "is_oversubscribed",
+    "open_backend",
     "run",
 ]

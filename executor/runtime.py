@@ -1,18 +1,19 @@
-"""The worker side of the local backend: the loop each worker process runs.
+"""The worker side of the backends: :class:`CommandRunner` executes commands, and the local backend's loop.
 
-It binds the process to its device, joins the component's collective group, builds the worker, then executes
-the batches of commands the driver sends, one op at a time under its device lock, replying after each op with
-measured start/end times (``time.perf_counter``, the system-wide monotonic clock on Linux), the bytes moved
-and the state bytes it now holds. A failing op is reported with its traceback and ends the process.
+A worker process binds itself to its device, joins the component's collective group, builds the worker, then
+executes the batches of commands the driver sends, one op at a time under its device lock, replying after each
+op with measured start/end times, the bytes moved and the state bytes it now holds. A failing op is reported
+with its traceback and ends the process. :class:`CommandRunner` is shared with the Ray backend's actors, which
+give it their own mailbox (the object store) and clock.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -65,28 +66,48 @@ def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
             )
         worker = spec.factory()
         worker.setup(spec.config, replica.rank, replica.world, wiring.device)
-        runtime = _Runtime(wiring, worker)
-        connection.send(("ready", replica.worker, runtime.resident_bytes()))
+        mailbox = Mailbox(WorkerAddress(worker=replica.worker), wiring.outbound, list(wiring.inbound), {})
+        runner = CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks)
+        connection.send(("ready", replica.worker, runner.resident_bytes()))
     except BaseException as error:  # report anything, including KeyboardInterrupt, then end
         connection.send(("error", replica.worker, -1, _describe(error), traceback.format_exc()))
         return
-    runtime.serve()
+    _serve(wiring, runner)
 
 
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-class _Runtime:
-    """Executes commands for one worker."""
+class MailboxLike(Protocol):
+    """What :class:`CommandRunner` needs from a worker's channels."""
 
-    def __init__(self, wiring: Wiring, worker: Any) -> None:
-        self.wiring = wiring
+    def send(self, dst: int, key: tuple, payload: Mapping[str, Any]) -> int: ...
+
+    def receive(self, key: tuple) -> Mapping[str, Any]: ...
+
+    def clear(self) -> None: ...
+
+
+class CommandRunner:
+    """Executes commands for one worker and returns a reply per command (``done`` or ``error``)."""
+
+    def __init__(
+        self,
+        worker: Any,
+        replica: Replica,
+        device: Device,
+        mailbox: MailboxLike,
+        locks: DeviceLocks | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.worker = worker
-        self.replica = wiring.replica
-        self.mailbox = Mailbox(
-            WorkerAddress(worker=self.replica.worker), wiring.outbound, list(wiring.inbound), {}
-        )
+        self.replica = replica
+        self.device = device
+        self.mailbox = mailbox
+        self.locks = locks
+        self.clock = clock
+        """``time.perf_counter`` (one system-wide monotonic clock on Linux) locally; wall time across nodes."""
         self.store = HostStore()
         self.outputs: dict[int, Mapping[str, Any]] = {}
         self.pending_weights: Mapping[str, Any] | None = None
@@ -95,83 +116,54 @@ class _Runtime:
 
     def resident_bytes(self) -> int:
         """State bytes on the device now."""
-        if self.wiring.device.kind == "cuda":
+        if self.device.kind == "cuda":
             import torch
 
-            return int(torch.cuda.memory_allocated(self.wiring.device.core))
+            return int(torch.cuda.memory_allocated(torch.device(self.device.torch_device)))
         return tensor_bytes(self.worker.state_tensors())
 
-    def serve(self) -> None:
-        """Answer driver messages until shutdown (or the driver goes away)."""
-        connection = self.wiring.connection
-        inbound = self.mailbox.inbound
-        while True:
-            # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
-            try:
-                ready = wait([connection, *inbound])
-                for data in ready:
-                    if data is not connection:
-                        assert isinstance(data, Connection)
-                        try:
-                            self.mailbox.take(data)
-                        except EOFError:  # that peer has exited; the driver deals with it
-                            inbound.remove(data)
-                if connection not in ready:
-                    continue
-                message = connection.recv()
-            except (EOFError, OSError):
-                return
-            kind = message[0]
-            if kind == "shutdown":
-                self.store.close()
-                return
-            if kind == "run":
-                _, self.run_id, commands = message
-                for command in commands:
-                    if not self._execute(command):
-                        return
-            elif kind == "prepare":
-                self._prepare(message[1])
-                connection.send(("ready", self.replica.worker, self.resident_bytes()))
-            elif kind == "end":
-                self.outputs.clear()
-                self.mailbox.clear()
-            elif kind == "call":
-                connection.send(("result", self.replica.worker, getattr(self.worker, message[1])()))
-            else:
-                raise AssertionError(f"unknown message {kind!r}")
+    def end_run(self) -> None:
+        """Forget this iteration's outputs and received payloads."""
+        self.outputs.clear()
+        self.mailbox.clear()
 
-    def _prepare(self, offloaded: bool) -> None:
+    def call(self, method: str, args: tuple = ()) -> Any:
+        """Call a worker method between runs (``checkpoint``, ``restore``)."""
+        return getattr(self.worker, method)(*args)
+
+    def close(self) -> None:
+        """Free offloaded state."""
+        self.store.close()
+
+    def prepare(self, offloaded: bool) -> None:
         """Put the state where the program expects it at the start of an iteration (untimed)."""
         if offloaded and not self.store.holds_state:
             self.store.offload(self.worker.state_tensors())
         elif not offloaded and self.store.holds_state:
             self._onload()
 
-    def _execute(self, command: tuple) -> bool:
+    def execute(self, command: tuple) -> tuple:
+        """Run one command; returns ``("done", worker, op, start, end, info, resident, moved)`` or
+        ``("error", worker, op, description, traceback)``."""
         kind, op_index = command[0], command[1]
         # A transfer occupies no device; a weight sync is one op spanning two components' workers, some of them
         # on the same device, and the interpreter already gives it those devices alone.
-        holds_device = kind in ("compute", "onload", "offload")
+        holds_device = kind in ("compute", "onload", "offload") and self.locks is not None
         info: Mapping[str, Any] = {}
         if holds_device:
-            self.wiring.locks.acquire(self.own_device)
+            assert self.locks is not None
+            self.locks.acquire(self.own_device)
         try:
-            start = time.perf_counter()
+            start = self.clock()
             moved, info = getattr(self, f"_{kind}")(*command[1:])
-            end = time.perf_counter()
+            end = self.clock()
         except BaseException as error:
-            self.wiring.connection.send(
-                ("error", self.replica.worker, op_index, _describe(error), traceback.format_exc())
-            )
-            return False
+            return ("error", self.replica.worker, op_index, _describe(error), traceback.format_exc())
         finally:
             if holds_device:
-                self.wiring.locks.release(self.own_device)
-        self.wiring.connection.send(
-            ("done", self.replica.worker, op_index, start, end, dict(info), self.resident_bytes(), moved)
-        )
-        return True
+                assert self.locks is not None
+                self.locks.release(self.own_device)
+        return ("done", self.replica.worker, op_index, start, end, dict(info), self.resident_bytes(), moved)
 
     # ------------------------------------------------------------ commands
     def _compute(
@@ -224,3 +216,47 @@ class _Runtime:
 
     def _hold(self, op_index: int) -> tuple[int, Mapping]:
         return 0, {}
+
+
+def _serve(wiring: Wiring, runner: CommandRunner) -> None:
+    """Answer driver messages until shutdown (or the driver goes away)."""
+    connection = wiring.connection
+    mailbox = runner.mailbox
+    assert isinstance(mailbox, Mailbox)
+    inbound = mailbox.inbound
+    while True:
+        # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
+        try:
+            ready = wait([connection, *inbound])
+            for data in ready:
+                if data is not connection:
+                    assert isinstance(data, Connection)
+                    try:
+                        mailbox.take(data)
+                    except EOFError:  # that peer has exited; the driver deals with it
+                        inbound.remove(data)
+            if connection not in ready:
+                continue
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        kind = message[0]
+        if kind == "shutdown":
+            runner.close()
+            return
+        if kind == "run":
+            _, runner.run_id, commands = message
+            for command in commands:
+                reply = runner.execute(command)
+                connection.send(reply)
+                if reply[0] == "error":
+                    return
+        elif kind == "prepare":
+            runner.prepare(message[1])
+            connection.send(("ready", runner.replica.worker, runner.resident_bytes()))
+        elif kind == "end":
+            runner.end_run()
+        elif kind == "call":
+            connection.send(("result", runner.replica.worker, runner.call(message[1], message[2])))
+        else:
+            raise AssertionError(f"unknown message {kind!r}")

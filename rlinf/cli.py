@@ -21,6 +21,7 @@ COMMANDS = {
     "simulate": "rlinf.commands.simulate",
     "trace": "rlinf.commands.trace",
     "train": "rlinf.commands.train",
+    "validate": "rlinf.commands.validate",
 }
 
 

@@ -8,14 +8,16 @@
   response, and time is taken proportional to decode steps (memory-bound decode). The segments add up to the
   whole-batch generation time, so streaming costs generation nothing and lets consumers start early.
 * Movement ops (transfer, sync_weights, onload, offload): measured bandwidth when the trace has samples for
-  them, else the cluster's link bandwidth, plus a fixed latency.
+  them, else the cluster's link bandwidth, plus a fixed latency. When the samples of one (component, op) move at
+  least two distinct sizes, seconds are interpolated linearly in bytes between the median seconds of each size
+  (as compute ops are in samples): small messages cost a round trip, not bytes over a bandwidth.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 import numpy as np
@@ -63,6 +65,8 @@ class CostModel:
     """(component, op) -> curves sorted by device count."""
     bandwidths: Mapping[tuple[str, str], float]
     """(component, op kind) -> measured bytes/s for movement ops."""
+    movement_curves: Mapping[tuple[str, str], Curve] = attrs.field(factory=dict)
+    """(component, op kind) -> seconds as a function of bytes, where samples moved two or more sizes."""
     response_lengths: tuple[float, ...] = ()
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
@@ -136,6 +140,16 @@ class CostModel:
         """Seconds to move ``op.num_bytes`` over the op's link."""
         if op.num_bytes == 0 or op.link == "local" and op.kind == "transfer":
             return 0.0
+        curve = self.movement_curves.get((op.component, op.kind))
+        if curve is not None:
+            seconds, extrapolated = curve(op.num_bytes)
+            if extrapolated:
+                self._warn(
+                    f"{op.component}.{op.kind}.bytes",
+                    f"cost model extrapolates {op.component}.{op.kind}: {op.num_bytes} bytes is outside the "
+                    f"profiled {curve.xs[0]:g}-{curve.xs[-1]:g} bytes",
+                )
+            return seconds
         measured = self.bandwidths.get((op.component, op.kind))
         links = self.cluster.links
         if measured is not None:
@@ -198,8 +212,22 @@ class CostModel:
             warnings.warn(message, ExtrapolationWarning, stacklevel=3)
 
 
-def fit(trace: Trace, cluster: Cluster | None = None) -> CostModel:
-    """Fit a cost model from a trace, for the trace's cluster or another one of the same device type."""
+STATISTICS: dict[str, Callable[[list[float]], float]] = {
+    "median": lambda v: float(np.median(v)),
+    "mean": lambda v: float(np.mean(v)),
+}
+"""How repeated samples of one op at one size are summarised."""
+
+
+def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "median") -> CostModel:
+    """Fit a cost model from a trace, for the trace's cluster or another one of the same device type.
+
+    ``statistic`` summarises repeated samples of one op at one size: the ``median`` resists stragglers; the
+    ``mean`` is what a sum of many ops (an iteration) adds up to when op times are skewed by preemption on a
+    shared machine (used for profiled traces, see :mod:`rlinf.profiling`)."""
+    if statistic not in STATISTICS:
+        raise ConfigError("statistic", statistic, "unknown statistic", f"use one of {sorted(STATISTICS)}")
+    summarise = STATISTICS[statistic]
     target = cluster or trace.cluster
     if target.device.name != trace.cluster.device.name:
         raise ConfigError(
@@ -217,12 +245,16 @@ def fit(trace: Trace, cluster: Cluster | None = None) -> CostModel:
         grouped.setdefault((sample.component, sample.op), {}).setdefault(sample.devices, []).append(sample)
     curves = {
         key: tuple(
-            _curve(trace.workflow, key[0], devices, group) for devices, group in sorted(by_devices.items())
+            _curve(trace.workflow, key[0], devices, group, summarise)
+            for devices, group in sorted(by_devices.items())
         )
         for key, by_devices in grouped.items()
     }
-    bandwidths = {}
+    bandwidths, movement_curves = {}, {}
     for key, group in moves.items():
+        if len({s.num_bytes for s in group}) >= 2:
+            movement_curves[key] = _bytes_curve(group, summarise)
+            continue
         total_bytes = sum(s.num_bytes for s in group)
         total_seconds = sum(s.seconds for s in group)
         if total_bytes > 0 and total_seconds > 0:
@@ -232,17 +264,34 @@ def fit(trace: Trace, cluster: Cluster | None = None) -> CostModel:
         cluster=target,
         curves=curves,
         bandwidths=bandwidths,
+        movement_curves=movement_curves,
         response_lengths=trace.response_lengths,
         activation_bytes_per_sample=dict(trace.activation_bytes_per_sample),
     )
 
 
-def _curve(workflow: Workflow, component: str, devices: int, group: list[CostSample]) -> Curve:
+def _curve(
+    workflow: Workflow,
+    component: str,
+    devices: int,
+    group: list[CostSample],
+    summarise: Callable[[list[float]], float] = STATISTICS["median"],
+) -> Curve:
     replicas = max(1, devices // workflow.component(component).model_parallel_size)
     by_x: dict[float, list[float]] = {}
     for sample in group:
         by_x.setdefault(sample.samples / replicas, []).append(sample.seconds)
     xs = sorted(by_x)
-    # Repeated measurements at one size: the median resists stragglers.
-    ys = [float(np.median(by_x[x])) for x in xs]
+    ys = [float(summarise(by_x[x])) for x in xs]
     return Curve(devices=devices, xs=tuple(xs), ys=tuple(ys))
+
+
+def _bytes_curve(group: list[CostSample], summarise: Callable[[list[float]], float]) -> Curve:
+    """Summarised seconds per distinct size of a movement op, as a curve over bytes."""
+    by_size: dict[int, list[float]] = {}
+    for sample in group:
+        by_size.setdefault(sample.num_bytes, []).append(sample.seconds)
+    sizes = sorted(by_size)
+    return Curve(
+        devices=0, xs=tuple(float(x) for x in sizes), ys=tuple(float(summarise(by_size[x])) for x in sizes)
+    )

@@ -2,19 +2,20 @@
 iteration with real workers, and write metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
 
 Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
-``trace.json`` (every op of every iteration as a cost sample), ``timeline.json`` (Chrome trace of the last
-iteration), ``gantt.png`` and ``checkpoints/iter_NNNNNN.pt`` (written atomically).
+``trace.json`` (every op of every iteration but the first (warm-up, when there are more) as a dispatch-inclusive
+cost sample, see :mod:`rlinf.profiling`; merge it into the next profile with ``--merge-trace``), ``timeline.json``
+(Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/`` (:mod:`rlinf.checkpoint`: atomic,
+checksummed, the last 3 kept). Given the predicted timeline of the plan (``--mode auto``), each iteration's metrics hold ``predicted_iteration_s`` too,
+and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.png`` and ``timeline_pair.png``
+(predicted above measured). :func:`plan_from_trace` is the planning step of ``--mode auto``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import platform
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,21 @@ import attrs
 
 import executor
 from executor.local import RunResult
+from rlinf.checkpoint import (
+    LoadedCheckpoint,
+    check_resumable,
+    driver_rng_state,
+    metrics_until,
+    resume_workers,
+    save_checkpoint,
+)
 from rlinf.cluster import DEVICE_PRESETS, Cluster
-from rlinf.export import write_chrome_trace, write_gantt_png
+from rlinf.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.jobs import Job
 from rlinf.lowering import lower
 from rlinf.plan import Plan
 from rlinf.program import Program
+from rlinf.timeline import Timeline
 from rlinf.trace import Trace
 
 
@@ -46,27 +56,6 @@ def cpu_cluster(num_devices: int) -> Cluster:
     return Cluster(num_nodes=1, devices_per_node=num_devices, device=device, links=links)
 
 
-def _save(state: dict[str, Any], stream: Any) -> None:
-    import torch
-
-    torch.save(state, stream)
-
-
-def write_atomic_bytes(path: Path, writer: Callable[[Any], None]) -> None:
-    """Call ``writer(stream)`` on a temporary file next to ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            writer(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def train(
     job: Job,
     config: Any,
@@ -77,9 +66,19 @@ def train(
     devices: tuple[executor.Device, ...] | None = None,
     progress: bool = True,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
+    predicted: Timeline | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    nodes: Sequence[int] | None = None,
+    resume: LoadedCheckpoint | None = None,
 ) -> TrainResult:
-    """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices."""
+    """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
+    ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration.
+    ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
+    continues from a checkpoint of ``run_dir`` (:func:`rlinf.checkpoint.load_latest`) as if never stopped."""
     import torch
+
+    from rlinf.profiling import dispatch_inclusive_samples
 
     options = job.options(config)
     job.check_plan(plan, config)
@@ -92,25 +91,33 @@ def train(
     devices = devices or executor.cpu_devices(num_devices)
     specs = job.worker_specs(config)
     metrics_path = run_dir / "metrics.jsonl"
-    metrics_path.write_text("")
+    if resume is not None:
+        check_resumable(resume.state, workload=job.name, config=attrs.asdict(config), plan=plan.to_dict())
+    history: list[dict[str, Any]] = metrics_until(metrics_path, resume.iteration if resume else 0)
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     samples: list = []
-    history: list[dict[str, Any]] = []
     last: RunResult | None = None
     started = time.perf_counter()
     try:
-        with executor.LocalBackend(devices) as backend:
+        with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
+            first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             bar = tqdm(
-                range(1, options.iterations + 1), desc=f"train {plan.mode}", unit="it", disable=not progress
+                range(first, options.iterations + 1),
+                desc=f"train {plan.mode}",
+                unit="it",
+                disable=not progress,
             )
             for iteration in bar:
-                last = executor.run(program, specs, backend=backend)
+                last = executor.run(program, specs, backend=workers)
                 metrics = job.iteration_metrics(last, config, iteration)
                 metrics["wall_s"] = time.perf_counter() - started
-                samples.extend(last.samples)
+                if predicted is not None:
+                    metrics["predicted_iteration_s"] = predicted.iteration_s
+                if iteration > first or options.iterations == first:
+                    samples.extend(dispatch_inclusive_samples(last.timeline))
                 history.append(metrics)
                 with metrics_path.open("a") as stream:
                     stream.write(json.dumps(metrics) + "\n")
@@ -118,7 +125,11 @@ def train(
                     if isinstance(value, (int, float)) and key != "iteration":
                         writer.add_scalar(key, value, iteration)
                 writer.flush()
-                bar.set_postfix(job.progress(metrics))
+                bar.set_postfix(
+                    {**job.progress(metrics), **_time_fields(metrics)}
+                    if predicted is not None
+                    else job.progress(metrics)
+                )
                 if on_iteration is not None:
                     on_iteration(metrics)
                 if iteration % options.checkpoint_every == 0 or iteration == options.iterations:
@@ -127,11 +138,11 @@ def train(
                         "workload": job.name,
                         "config": attrs.asdict(config),
                         "plan": plan.to_dict(),
-                        **job.checkpoint(backend),
+                        **job.checkpoint(workers),
+                        "workers": workers.snapshot(),
+                        "driver_rng": driver_rng_state(),
                     }
-                    write_atomic_bytes(
-                        run_dir / "checkpoints" / f"iter_{iteration:06d}.pt", functools.partial(_save, state)
-                    )
+                    save_checkpoint(run_dir / "checkpoints", iteration, state)
     finally:
         writer.close()
     assert last is not None
@@ -148,4 +159,122 @@ def train(
     )
     write_chrome_trace(last.timeline, run_dir / "timeline.json")
     write_gantt_png(last.timeline, run_dir / "gantt.png")
+    if predicted is not None:
+        write_chrome_trace(predicted, run_dir / "timeline_predicted.json")
+        write_gantt_png(predicted, run_dir / "gantt_predicted.png")
+        write_timeline_pair_png(predicted, last.timeline, run_dir / "timeline_pair.png")
     return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program)
+
+
+def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:
+    """Measured and predicted iteration time for the progress bar."""
+    return {"it_s": f"{metrics['iteration_s']:.3f}", "pred_s": f"{metrics['predicted_iteration_s']:.3f}"}
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """A plan the auto mode considered, with its simulated iteration time."""
+
+    plan: Plan
+    num_devices: int
+    """Logical devices of the plan (more than the cluster's for a fixed disaggregated plan on few cores)."""
+    predicted_s: float
+    source: str
+    """Who proposed it: the planner (``cp-sat#2``, ``collocated``, ...), the job's ``fixed <mode>`` plan or one
+    of its ``probe`` plans."""
+
+
+@attrs.frozen(kw_only=True)
+class AutoPlan:
+    """The plan ``--mode auto`` runs, why, and what the simulator predicts for it."""
+
+    chosen: Candidate
+    candidates: tuple[Candidate, ...]
+    """Every runnable plan considered, fastest (by simulation) first; ``candidates[0] is chosen``."""
+    predicted: Timeline
+    """Simulated timeline of the chosen plan."""
+    search_s: float
+
+
+def plan_from_trace(
+    job: Job,
+    config: Any,
+    trace: Trace,
+    num_devices: int,
+    *,
+    seed: int = 0,
+    k: int = 16,
+    time_limit_s: float = 10.0,
+) -> AutoPlan:
+    """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
+    job's fixed-mode and probe plans, each simulated from the same trace; keep those the job can run (``with_plan`` then
+    ``check_plan``) and take the fastest. Extrapolation warnings are shown for the chosen plan only."""
+    import warnings
+
+    import planner
+    from planner.judge import quiet_copy
+    from rlinf.costs import fit
+    from rlinf.errors import ConfigError, ExtrapolationWarning
+    from rlinf.profiling import COST_STATISTIC
+    from simulator import simulate
+
+    started = time.perf_counter()
+    workflow = job.workflow(config)
+    if trace.workflow != workflow:
+        raise ConfigError(
+            "trace",
+            trace.provenance.get("source", trace.provenance.get("command", trace.workflow.name)),
+            "was profiled for another workflow than this config's (environments, steps, policy size)",
+            "profile this config (drop --trace) or pass the config the trace was made with",
+        )
+    cluster = cpu_cluster(num_devices)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        result = planner.search(
+            workflow,
+            cluster,
+            fit(trace, cluster, statistic=COST_STATISTIC),
+            k=k,
+            time_limit_s=time_limit_s,
+            seed=seed,
+        )
+    proposals = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
+    for mode in ("collocated", "hybrid", "disaggregated"):
+        try:
+            plan, logical = job.plan_for_mode(mode, num_devices, config)
+        except ConfigError:
+            continue
+        proposals.append((plan, logical, f"fixed {mode}"))
+    proposals += [(plan, logical, "probe") for plan, logical in job.probe_plans(num_devices, config)]
+    costs_by_devices = {}
+    seen: set[Plan] = set()
+    candidates = []
+    for plan, logical, source in proposals:
+        if plan in seen:
+            continue
+        seen.add(plan)
+        try:
+            job.check_plan(plan, job.with_plan(config, plan))
+        except ConfigError:
+            continue
+        if logical not in costs_by_devices:
+            costs_by_devices[logical] = fit(trace, cpu_cluster(logical), statistic=COST_STATISTIC)
+        program = lower(workflow, plan, cpu_cluster(logical))
+        timeline = simulate(program, quiet_copy(costs_by_devices[logical]))
+        candidates.append(
+            Candidate(plan=plan, num_devices=logical, predicted_s=timeline.iteration_s, source=source)
+        )
+    if not candidates:
+        raise ConfigError(
+            "plan", "auto", "no plan the planner proposed can run this config", "use --mode or --plan"
+        )
+    candidates.sort(key=lambda c: (c.predicted_s, c.plan.describe()))
+    chosen = candidates[0]
+    program = lower(workflow, chosen.plan, cpu_cluster(chosen.num_devices))
+    predicted = simulate(program, costs_by_devices[chosen.num_devices])  # shows its extrapolation warnings
+    return AutoPlan(
+        chosen=chosen,
+        candidates=tuple(candidates),
+        predicted=predicted,
+        search_s=time.perf_counter() - started,
+    )

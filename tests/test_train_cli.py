@@ -53,7 +53,7 @@ def test_train_writes_every_artifact(mode: str, tmp_path: Path, capsys: pytest.C
     assert {s.op for s in trace.samples} >= {"act", "env_step", "train", "sync_weights"}
     chrome = json.loads((out / "timeline.json").read_text())
     assert chrome["traceEvents"]
-    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    checkpoints = sorted(p.name for p in (out / "checkpoints").glob("iter_*.pt"))
     assert checkpoints == ["iter_000001.pt", "iter_000002.pt"]
     state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
     assert state["iteration"] == 2 and "model" in state["actor"]
@@ -109,3 +109,27 @@ def test_plan_that_conflicts_with_mode(capsys: pytest.CaptureFixture[str], tmp_p
     plan.write_text("placement: {env: 0, rollout: 1, actor: 0-1}\n")
     code, err = run_cli(["--plan", str(plan), "--mode", "collocated", "--out", str(tmp_path / "run")], capsys)
     assert code == 2 and "conflicts with --plan, whose placement is hybrid" in err
+
+
+def test_plan_granularity_reaches_the_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan's loop stages differ from the config's: the job's ``with_plan`` hands them to the workers."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("placement: {env: 0, rollout: 1, actor: 0-1}\ngranularity: {loop: 2}\n")
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            CONFIG,
+            "--plan",
+            str(plan),
+            "--iterations",
+            "1",
+            "--devices",
+            "2",
+            "--out",
+            str(out),
+            *SMALL,
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "loop=2" in capsys.readouterr().out

@@ -1,10 +1,18 @@
-"""Train a workload with real workers under a plan (collocated, disaggregated, hybrid or a plan file)."""
+"""Train a workload with real workers under a plan (auto: profile, plan, run; a fixed mode; or a plan file).
+
+``--mode auto`` profiles the job's probe plans within ``--profile-budget`` seconds (or reuses ``--trace``), merges
+the samples of earlier runs (``--merge-trace RUN_DIR/trace.json``), lets the planner choose from the trace
+(:func:`rlinf.runner.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
+reporting each iteration's measured and predicted time. The run directory also gets ``profile_trace.json``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
+from typing import Any
 
 from rlinf.errors import ConfigError, require
 from rlinf.plan import plan_from_yaml
@@ -15,8 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="YAML config naming its workload, e.g. examples/hopper_ppo.yaml")
     parser.add_argument(
         "--mode",
-        choices=("collocated", "disaggregated", "hybrid"),
-        help="placement (default: the config's mode)",
+        choices=("auto", "collocated", "disaggregated", "hybrid"),
+        help="placement; auto = profile, plan, run (default: the config's mode)",
+    )
+    parser.add_argument("--trace", help="auto mode: plan from this profiled trace instead of profiling")
+    parser.add_argument(
+        "--merge-trace",
+        action="append",
+        default=[],
+        metavar="TRACE",
+        help="auto mode: merge the samples of an earlier run's trace.json into the trace (repeatable)",
+    )
+    parser.add_argument(
+        "--profile-budget", type=float, default=90.0, help="auto mode: profiling seconds (default 90)"
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
@@ -29,6 +48,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", default="runs/train", help="run directory (default: runs/train)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="workers as local processes or Ray actors",
+    )
+    parser.add_argument(
+        "--address", help="ray: address of a running Ray cluster (default: start a private one on 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="ray: spread the plan's devices over this many Ray nodes (default 1)",
+    )
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest valid checkpoint"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         f"this machine lets rlinf use {len(cores)} CPU cores",
         f"use --devices {len(cores)} or fewer",
     )
+    predicted = None
+    resume = _resume(args)
     if args.plan:
         path = Path(args.plan)
         require(path.is_file(), "--plan", str(path), "file does not exist", "pass a plan YAML file")
@@ -70,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
                 f"conflicts with --plan, whose placement is {plan.mode}",
                 "drop --mode or change the plan",
             )
+        config = job.with_plan(config, plan)
+    elif (args.mode or job.options(config).mode) == "auto":
+        plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
         plan, logical = job.plan_for_mode(args.mode or job.options(config).mode, num_devices, config)
     job.check_plan(plan, config)
@@ -79,9 +121,128 @@ def run(args: argparse.Namespace) -> int:
             f"rlinf: warning: {logical} logical devices share {num_devices} CPU core(s); devices are oversubscribed",
             file=sys.stderr,
         )
-    result = train(job, config, plan, logical, args.out, devices=devices, progress=not args.no_progress)
+    result = train(
+        job,
+        config,
+        plan,
+        logical,
+        args.out,
+        devices=devices,
+        progress=not args.no_progress,
+        predicted=predicted,
+        on_iteration=None if predicted is None else functools.partial(_report_iteration, job),
+        backend=args.backend,
+        address=args.address,
+        nodes=_nodes(args, logical),
+        resume=resume,
+    )
     iterations = job.options(config).iterations
     print(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
     return 0
+
+
+def _resume(args: argparse.Namespace) -> Any:
+    """For ``--resume RUN_DIR``: train into RUN_DIR under its plan (unless one is given) from its newest valid
+    checkpoint (a corrupt newest one is skipped with a warning)."""
+    if args.resume is None:
+        return None
+    from rlinf.checkpoint import load_latest
+
+    run_dir = Path(args.resume)
+    require(run_dir.is_dir(), "--resume", str(run_dir), "is not a run directory", "pass the --out of a run")
+    args.out = str(run_dir)
+    if args.plan is None and args.mode is None:
+        args.plan = str(run_dir / "plan.yaml")
+    return load_latest(run_dir / "checkpoints")
+
+
+def _nodes(args: argparse.Namespace, logical: int) -> list[int] | None:
+    """Plan node of each logical device: contiguous blocks over ``--nodes`` Ray nodes."""
+    require(
+        1 <= args.nodes <= logical,
+        "--nodes",
+        args.nodes,
+        f"must be between 1 and {logical}",
+        "use fewer nodes",
+    )
+    require(
+        args.nodes == 1 or args.backend == "ray",
+        "--nodes",
+        args.nodes,
+        "only the ray backend spans nodes",
+        "add --backend ray",
+    )
+    return None if args.nodes == 1 else [d * args.nodes // logical for d in range(logical)]
+
+
+def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
+    """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
+    from rlinf.profiling import ProfileSettings, merge_traces, profile
+    from rlinf.runner import Candidate, plan_from_trace
+    from rlinf.trace import load_trace
+
+    require(
+        hasattr(job, "probe_plans"),
+        "--mode",
+        "auto",
+        f"the {job.name} job does not propose probe plans yet",
+        "use --mode collocated, disaggregated or hybrid, or --plan",
+    )
+    if args.trace:
+        trace = load_trace(args.trace)
+        print(f"auto: planning from {args.trace} ({len(trace.samples)} samples; profiling skipped)")
+    else:
+        settings = ProfileSettings(budget_s=args.profile_budget)
+        profiled = profile(
+            job,
+            config,
+            num_devices,
+            settings=settings,
+            progress=not args.no_progress,
+            command=" ".join(["rlinf", *sys.argv[1:]]),
+        )
+        trace = profiled.trace
+        print(
+            f"auto: profiled {len(profiled.plans)} probe plans, {profiled.iterations} iterations in "
+            f"{profiled.elapsed_s:.0f} s (budget {settings.budget_s:.0f} s)"
+        )
+    trace = merge_traces(trace, *(load_trace(path) for path in args.merge_trace))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    trace.save(out / "profile_trace.json")
+    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
+    best = auto.chosen
+    print(
+        f"auto: chose {best.plan.describe()} (from {best.source}): predicted {best.predicted_s:.4f} s/iteration; "
+        f"{len(auto.candidates)} plans simulated in {auto.search_s:.1f} s"
+    )
+
+    def shape(plan: Any) -> tuple:
+        return plan.placements, tuple(sorted(plan.granularity.items()))
+
+    shapes = {shape(best.plan)}
+    runner_ups: list[Candidate] = []
+    for other in auto.candidates[1:]:  # the next plans that differ in more than offload
+        if shape(other.plan) not in shapes and len(runner_ups) < 3:
+            shapes.add(shape(other.plan))
+            runner_ups.append(other)
+    for other in runner_ups:
+        print(
+            f"auto:   runner-up {other.plan.describe()} ({other.source}): {other.predicted_s:.4f} s "
+            f"(+{100 * (other.predicted_s / best.predicted_s - 1):.1f}%)"
+        )
+    return best.plan, best.num_devices, job.with_plan(config, best.plan), auto.predicted
+
+
+def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
+    """One line per iteration: measured against predicted time, and the job's progress fields."""
+    from tqdm import tqdm
+
+    measured, predicted = metrics["iteration_s"], metrics["predicted_iteration_s"]
+    fields = ", ".join(f"{key} {value}" for key, value in job.progress(metrics).items())
+    tqdm.write(
+        f"iteration {metrics['iteration']}: measured {measured:.4f} s, predicted {predicted:.4f} s "
+        f"({100 * (predicted / measured - 1):+.1f}%); {fields}"
+    )

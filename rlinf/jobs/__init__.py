@@ -23,6 +23,7 @@ from rlinf.workflow import Workflow
 # Job name -> "module:attribute" of its adapter (imported on first use: each pulls in its own libraries).
 JOBS = {
     "embodied_ppo": "rlinf.jobs.embodied:JOB",
+    "grpo_arith": "rlinf.jobs.grpo_arith:JOB",
 }
 
 
@@ -59,6 +60,17 @@ class Job(Protocol):
 
     def check_plan(self, plan: Plan, config: Any) -> None:
         """Raise :class:`ConfigError` when the workload cannot run under ``plan`` (e.g. uneven splits)."""
+
+    def with_plan(self, config: Any, plan: Plan) -> Any:
+        """The config with what the workers read from the plan (e.g. the loop's pipeline stages or the rollout's
+        granularity), so that a plan chosen by the planner (``--mode auto``) can run; call before ``check_plan``."""
+
+    def probe_plans(self, num_devices: int, config: Any) -> list[tuple[Plan, int]]:
+        """Plans (with their logical device counts) whose iterations the profiling phase measures
+        (:mod:`rlinf.profiling`), most informative first. Together they should give the cost model samples for
+        every (component, op) at every device count the planner considers on ``num_devices`` devices, and
+        samples per replica spanning the granularities it considers, so that ``--mode auto`` plans without
+        extrapolating. Each plan must pass ``check_plan`` under ``with_plan(config, plan)``."""
 
     def worker_specs(self, config: Any) -> dict[str, executor.WorkerSpec]:
         """One worker spec per component."""

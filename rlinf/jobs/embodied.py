@@ -9,8 +9,9 @@ import attrs
 import numpy as np
 
 import executor
+from rlinf.errors import ConfigError
 from rlinf.jobs import RunOptions
-from rlinf.plan import Plan
+from rlinf.plan import Placement, Plan
 from rlinf.workflow import Workflow
 from rlinf.workloads.embodied.actor_worker import ActorWorker
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
@@ -60,6 +61,15 @@ class EmbodiedJob:
     def check_plan(self, plan: Plan, config: EmbodiedConfig) -> None:
         """Environments must split evenly over stages and replicas."""
         check_plan_fits(plan, config)
+
+    def with_plan(self, config: EmbodiedConfig, plan: Plan) -> EmbodiedConfig:
+        """The loop's pipeline stages and the offload set come from the plan (env workers split by stages)."""
+        offload = sorted(plan.offload)
+        return attrs.evolve(config, stages=plan.granularity_of("loop"), offload=offload)  # type: ignore[arg-type]
+
+    def probe_plans(self, num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, int]]:
+        """Plans that cover the planner's space on ``num_devices`` devices (see :func:`probe_plans`)."""
+        return probe_plans(num_devices, config)
 
     def worker_specs(self, config: EmbodiedConfig) -> dict[str, executor.WorkerSpec]:
         """The env, rollout and actor workers."""
@@ -111,6 +121,73 @@ class EmbodiedJob:
     def checkpoint(self, backend: executor.LocalBackend) -> dict[str, Any]:
         """The actor's model, optimizer and normalizer state."""
         return {"actor": backend.call("actor", "checkpoint")}
+
+
+def probe_plans(num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, int]]:
+    """Probe plans for the profiling phase, most informative first; each one's logical devices = ``num_devices``.
+
+    The planner places consecutive groups of (env, rollout, actor) on contiguous device blocks and cuts the loop
+    into 1..num_envs stages; env_step, act and the loop's transfers cost mostly a per-op round trip, so what
+    matters is their cost at each device count and at the smallest, largest and a middle number of environments
+    per replica (transfer sizes follow). With ``n`` devices and ``h = n // 2`` the probes are: everything
+    collocated on ``n`` devices (1 stage); env + rollout on ``h``, actor on the rest (1 stage: the most
+    environments per replica, the actor alone); env on ``h``, rollout + actor on the rest (the most stages: one
+    environment per replica, the smallest loop transfers); env on ``h``, rollout on the rest, actor on all (1
+    stage: the largest loop transfers, the trajectory transfer); env on ``h``, rollout + actor on the rest with a
+    middle stage count; collocated with rollout and actor offloaded (onload/offload costs); collocated with the
+    most stages that split evenly. Plans the config cannot run (uneven splits) are skipped."""
+    all_devices = tuple(range(num_devices))
+    half = num_devices // 2
+    first, rest = tuple(range(half)), tuple(range(half, num_devices))
+    layouts: list[tuple[dict[str, tuple[int, ...]], str, frozenset[str]]] = [
+        ({"env": all_devices, "rollout": all_devices, "actor": all_devices}, "fewest", frozenset())
+    ]
+    if half >= 1:
+        layouts += [
+            ({"env": first, "rollout": first, "actor": rest}, "fewest", frozenset()),
+            ({"env": first, "rollout": rest, "actor": rest}, "most", frozenset()),
+            ({"env": first, "rollout": rest, "actor": all_devices}, "fewest", frozenset()),
+        ]
+    if half >= 1:
+        layouts.append(({"env": first, "rollout": rest, "actor": rest}, "middle", frozenset()))
+    layouts += [
+        (
+            {"env": all_devices, "rollout": all_devices, "actor": all_devices},
+            "middle",
+            frozenset({"rollout", "actor"}),
+        ),
+        ({"env": all_devices, "rollout": all_devices, "actor": all_devices}, "most", frozenset()),
+    ]
+    out: list[tuple[Plan, int]] = []
+    for placement, which, offload in layouts:
+        stages = _stages(config, len(placement["env"]), len(placement["rollout"]), which)
+        plan = Plan(
+            placements=[Placement(component=name, devices=ids) for name, ids in placement.items()],
+            granularity={"loop": stages},
+            offload=offload,
+        )
+        try:
+            check_plan_fits(plan, attrs.evolve(config, stages=stages))
+        except ConfigError:
+            continue
+        if all(plan != known for known, _ in out):
+            out.append((plan, num_devices))
+    return out
+
+
+def _stages(config: EmbodiedConfig, env_replicas: int, rollout_replicas: int, which: str) -> int:
+    """The fewest (1), most, or a middle number of loop stages whose environments split over the replicas."""
+    replicas = max(env_replicas, rollout_replicas)
+    fitting = [
+        s
+        for s in range(1, config.num_envs + 1)
+        if config.num_envs % s == 0 and (config.num_envs // s) % replicas == 0
+    ]
+    if which == "fewest":
+        return fitting[0]
+    if which == "most":
+        return fitting[-1]
+    return fitting[len(fitting) // 2]
 
 
 JOB = EmbodiedJob()

@@ -15,7 +15,7 @@ names converts at its edge. The optional backends import their package lazily, i
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,7 +68,13 @@ class RolloutBackend(Protocol):
     name: str
 
     def stream_groups(
-        self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        group_size: int,
+        params: SamplingParams,
+        seed: int,
+        min_new_tokens: Sequence[int] | None = None,
     ) -> Iterator[GroupRollout]: ...
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None: ...
@@ -116,7 +122,13 @@ class TorchRolloutBackend:
         self.model.requires_grad_(False)
 
     def stream_groups(
-        self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        group_size: int,
+        params: SamplingParams,
+        seed: int,
+        min_new_tokens: Sequence[int] | None = None,
     ) -> Iterator[GroupRollout]:
         """Yield each prompt group as soon as its responses have ended (see :func:`generation.stream_groups`)."""
         generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -128,6 +140,7 @@ class TorchRolloutBackend:
             eos_id=self.eos_id,
             pad_id=self.pad_id,
             generator=generator,
+            min_new_tokens=min_new_tokens,
         )
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
@@ -172,25 +185,51 @@ class TorchTrainBackend:
         """One optimizer step; each micro-batch's loss is weighted by its share of the sequences."""
         positive("len(micro_batches)", len(micro_batches))
         total = sum(mb.num_sequences for mb in micro_batches)
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.zero_grad()
         sums = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
         for mb in micro_batches:
-            mb = mb.to(self.device)
-            terms = objective(token_logprobs(self.model, mb.tokens), mb)
             share = mb.num_sequences / total
-            (terms.loss * share).backward()
-            sums["loss"] += float(terms.loss.detach()) * share
-            for key in ("policy_loss", "kl", "clip_fraction"):
-                sums[key] += getattr(terms, key) * share
+            for key, value in self.accumulate(mb, objective, share).items():
+                sums[key] += value * share
+        grad_norm = self.apply_step()
+        return TrainMetrics(
+            grad_norm=grad_norm, num_sequences=total, num_micro_batches=len(micro_batches), **sums
+        )
+
+    def zero_grad(self) -> None:
+        """Start accumulating the gradient of a new optimizer step."""
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def accumulate(self, micro_batch: TrainBatch, objective: Objective, weight: float) -> dict[str, float]:
+        """Add ``weight`` x the gradient of ``objective`` on ``micro_batch``; returns the unweighted loss terms.
+
+        With weights equal to each micro-batch's share of a step's sequences, the accumulated gradient is the
+        whole batch's (the objectives average per sequence)."""
+        self.model.train()
+        mb = micro_batch.to(self.device)
+        terms = objective(token_logprobs(self.model, mb.tokens), mb)
+        (terms.loss * weight).backward()
+        return {
+            "loss": float(terms.loss.detach()),
+            "policy_loss": terms.policy_loss,
+            "kl": terms.kl,
+            "clip_fraction": terms.clip_fraction,
+        }
+
+    def apply_step(self, reduce_gradients: Callable[[list[torch.Tensor]], None] | None = None) -> float:
+        """Clip and apply the accumulated gradient (after ``reduce_gradients`` averaged it over data-parallel
+        replicas, when given); returns the gradient norm before clipping."""
+        if reduce_gradients is not None:
+            for parameter in self.model.parameters():
+                if parameter.grad is None:
+                    parameter.grad = torch.zeros_like(parameter)
+            reduce_gradients([p.grad for p in self.model.parameters() if p.grad is not None])
         max_norm = self.optim.max_grad_norm if self.optim.max_grad_norm > 0 else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
         self._set_lr()
         self.optimizer.step()
         self.num_steps += 1
-        return TrainMetrics(
-            grad_norm=grad_norm, num_sequences=total, num_micro_batches=len(micro_batches), **sums
-        )
+        return grad_norm
 
     def weights(self) -> dict[str, torch.Tensor]:
         """Detached views of the current weights under canonical names (copied by the receiver)."""

@@ -1,11 +1,11 @@
 """The GRPO workers as plain classes: rollout, reward, inference, actor, and the actor -> rollout weight sync.
 
-The executor wraps these later; here they are ordinary objects called in order by
-:mod:`~rlinf.workloads.arith.learn`. Data between them is typed: the rollout streams :class:`ProblemGroup`,
-the reward turns each into a :class:`ScoredGroup` (rewards and group-normalized advantages, computable per
-group, so no barrier is needed before the reward), :func:`training_batch` packs scored groups into a
-:class:`TrainBatch`, the inference worker adds old-policy and reference log-probabilities, and the actor
-trains on micro-batches of it.
+Here they are ordinary objects called in order by :mod:`~rlinf.workloads.arith.learn`;
+:mod:`~rlinf.workloads.arith.workers` wraps them for the executor (``rlinf train``). Data between them is
+typed: the rollout streams :class:`ProblemGroup`, the reward turns each into a :class:`ScoredGroup` (rewards
+and group-normalized advantages, computable per group, so no barrier is needed before the reward),
+:func:`training_batch` packs scored groups into a :class:`TrainBatch`, the inference worker adds old-policy
+and reference log-probabilities, and the actor trains on micro-batches of it.
 """
 
 from __future__ import annotations
@@ -57,10 +57,13 @@ class RolloutWorker:
         self.group_size = group_size
         self.params = params
 
-    def stream(self, problems: Sequence[ArithProblem], *, seed: int) -> Iterator[ProblemGroup]:
+    def stream(
+        self, problems: Sequence[ArithProblem], *, seed: int, min_new_tokens: Sequence[int] | None = None
+    ) -> Iterator[ProblemGroup]:
+        """Groups in the order they finish; ``min_new_tokens`` (one per problem) forbids early EOS."""
         prompts = [self.tokenizer.encode_prompt(p.prompt) for p in problems]
         for rollout in self.backend.stream_groups(
-            prompts, group_size=self.group_size, params=self.params, seed=seed
+            prompts, group_size=self.group_size, params=self.params, seed=seed, min_new_tokens=min_new_tokens
         ):
             yield ProblemGroup(problem=problems[rollout.group_index], rollout=rollout)
 

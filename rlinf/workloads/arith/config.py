@@ -83,8 +83,19 @@ class RlConfig:
     max_grad_norm: float = 1.0
     warmup_steps: int = 10
     """Linear learning-rate warm-up of the GRPO optimizer."""
+    long_tail_fraction: float = 0.0
+    """Fraction of each iteration's prompts whose responses may not end before ``max_new_tokens`` (EOS is
+    suppressed, as vLLM's ``min_tokens`` does): a controlled long tail of response lengths for pipelining
+    benchmarks. 0 for training."""
 
     def __attrs_post_init__(self) -> None:
+        require(
+            0.0 <= self.long_tail_fraction <= 1.0,
+            "grpo.long_tail_fraction",
+            self.long_tail_fraction,
+            "must be in [0, 1]",
+            "use a fraction of the prompts",
+        )
         for name in (
             "num_iterations",
             "prompts_per_iteration",
@@ -120,6 +131,44 @@ class EvalConfig:
         positive("eval.every_iterations", self.every_iterations)
 
 
+MODES = ("collocated", "disaggregated", "hybrid")
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionConfig:
+    """How ``rlinf train`` runs the workload with real workers (ignored by the single-process learn script)."""
+
+    mode: str = "collocated"
+    """Placement when neither ``--mode`` nor ``--plan`` is given."""
+    granularity: int = 4
+    """Micro-batches per stream edge (rollout -> reward -> inference -> actor); 1 hands over the whole batch."""
+    offload: tuple[str, ...] = ()
+    """Components that offload their state when they yield a shared device."""
+    checkpoint_every: int = 50
+    """Iterations between checkpoints (the last iteration is always saved)."""
+    warm_start_cache: str = "runs/warm_start_cache"
+    """Directory of warm-started weights, keyed by a hash of the settings that determine them."""
+    heldout_eval: bool = True
+    """Evaluate held-out accuracy in the actor every ``eval.every_iterations`` iterations and at the end."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.mode in MODES, "execution.mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
+        positive("execution.granularity", self.granularity)
+        positive("execution.checkpoint_every", self.checkpoint_every)
+        known = ("rollout", "reward", "inference", "actor")
+        for name in self.offload:
+            require(
+                name in known, "execution.offload", name, "unknown component", f"use some of {list(known)}"
+            )
+        require(
+            bool(self.warm_start_cache),
+            "execution.warm_start_cache",
+            self.warm_start_cache,
+            "must not be empty",
+            "name a directory",
+        )
+
+
 @attrs.frozen(kw_only=True)
 class BackendNames:
     rollout: str = "torch"
@@ -139,6 +188,7 @@ class ArithGrpoConfig:
     grpo: RlConfig = RlConfig()
     eval: EvalConfig = EvalConfig()
     backends: BackendNames = BackendNames()
+    execution: ExecutionConfig = ExecutionConfig()
 
     def __attrs_post_init__(self) -> None:
         positive("num_threads", self.num_threads)
@@ -171,7 +221,22 @@ def config_from_mapping(values: Mapping[str, Any]) -> ArithGrpoConfig:
     return _build(ArithGrpoConfig, values, "")
 
 
+WORKLOAD = "grpo_arith"
+"""The ``workload:`` key of a config file that ``rlinf train`` reads (:mod:`rlinf.jobs`)."""
+
+
 def load_config(path: str | Path) -> ArithGrpoConfig:
-    """Read a YAML config; unknown keys and invalid values raise :class:`ConfigError`."""
-    text = Path(path).read_text()
-    return config_from_mapping(yaml.safe_load(text) or {})
+    """Read a YAML config; unknown keys and invalid values raise :class:`ConfigError`.
+
+    A top-level ``workload: grpo_arith`` (the key ``rlinf train`` dispatches on) is accepted and dropped."""
+    values = yaml.safe_load(Path(path).read_text()) or {}
+    if isinstance(values, dict) and "workload" in values:
+        workload = values.pop("workload")
+        require(
+            workload == WORKLOAD,
+            "workload",
+            workload,
+            f"this file is not a {WORKLOAD} config",
+            f"use workload: {WORKLOAD}",
+        )
+    return config_from_mapping(values)

@@ -65,8 +65,15 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tenso
 
 
 def _sample(
-    logits: torch.Tensor, temperature: float, generator: torch.Generator
+    logits: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator,
+    banned: torch.Tensor | None = None,
+    banned_id: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    if banned is not None and bool(banned.any()):
+        logits = logits.float().clone()
+        logits[banned, banned_id] = float("-inf")
     logp = torch.log_softmax(logits.float(), dim=-1)
     if temperature == 0.0:
         tokens = logits.argmax(dim=-1)
@@ -87,14 +94,32 @@ def stream_groups(
     pad_id: int,
     generator: torch.Generator,
     use_cache: bool = True,
+    min_new_tokens: Sequence[int] | None = None,
 ) -> Iterator[GroupRollout]:
     """Generate ``group_size`` responses per prompt; yield each group once, as soon as all its responses ended.
 
     ``use_cache=False`` recomputes the whole sequence each step (the reference the cache is tested against).
+    ``min_new_tokens`` (one per prompt, like vLLM's ``min_tokens``) forbids EOS before that many tokens; a
+    prompt with ``min_new_tokens >= params.max_new_tokens`` runs to the maximum length (a long-tail response).
     """
     positive("group_size", group_size)
     if not prompts:
         return
+    require(
+        min_new_tokens is None or len(min_new_tokens) == len(prompts),
+        "min_new_tokens",
+        None if min_new_tokens is None else len(min_new_tokens),
+        f"must give one value per prompt ({len(prompts)})",
+        "pass one minimum length per prompt",
+    )
+    row_minimum = torch.tensor(
+        [
+            0 if min_new_tokens is None else int(min_new_tokens[p])
+            for p in range(len(prompts))
+            for _ in range(group_size)
+        ],
+        dtype=torch.long,
+    )
     row_prompts = [tuple(p) for p in prompts for _ in range(group_size)]
     tokens, key_mask = left_pad(row_prompts, pad_id)
     positions = (key_mask.long().cumsum(dim=1) - 1).clamp(min=0)
@@ -109,7 +134,9 @@ def stream_groups(
         logits, cache = model(tokens, positions, key_mask=key_mask, return_cache=use_cache)
         next_position = positions[:, -1] + 1
         while True:
-            step_tokens, step_logp = _sample(logits[:, -1], params.temperature, generator)
+            lengths = torch.tensor([len(responses[int(r)]) for r in rows.tolist()], dtype=torch.long)
+            banned = lengths < row_minimum[rows] if min_new_tokens is not None else None
+            step_tokens, step_logp = _sample(logits[:, -1], params.temperature, generator, banned, eos_id)
             was_done = done[rows]
             for j in torch.nonzero(~was_done).flatten().tolist():
                 row = int(rows[j])
@@ -168,6 +195,7 @@ def generate(
     pad_id: int,
     generator: torch.Generator,
     use_cache: bool = True,
+    min_new_tokens: Sequence[int] | None = None,
 ) -> list[GroupRollout]:
     """All groups of :func:`stream_groups`, ordered by prompt."""
     groups = stream_groups(
@@ -179,5 +207,6 @@ def generate(
         pad_id=pad_id,
         generator=generator,
         use_cache=use_cache,
+        min_new_tokens=min_new_tokens,
     )
     return sorted(groups, key=lambda g: g.group_index)

@@ -34,7 +34,6 @@ from rlinf.workloads.arith.components import (
     InferenceWorker,
     RewardWorker,
     RolloutWorker,
-    supervised_batch,
     sync_weights,
     training_batch,
 )
@@ -43,6 +42,7 @@ from rlinf.workloads.arith.generation import SamplingParams
 from rlinf.workloads.arith.model import TransformerConfig
 from rlinf.workloads.arith.task import ArithProblem, heldout_problems, sample_problems, verify
 from rlinf.workloads.arith.tokenizer import ArithTokenizer
+from rlinf.workloads.arith.warm_start import warm_start
 
 
 @attrs.frozen(kw_only=True)
@@ -101,22 +101,8 @@ def run(config: ArithGrpoConfig, *, progress: bool = True) -> LearningResult:
     train_class = train_backend_class(config.backends.train)
 
     start = time.perf_counter()
-    warm = ActorWorker(
-        train_class(sizes, optim=OptimConfig(lr=config.warm_start.lr), seed=config.seed),
-        grpo=config.grpo.grpo(),
-    )
-    for _ in tqdm(range(config.warm_start.num_steps), desc="warm start", disable=not progress):
-        problems = sample_problems(config.warm_start.batch_size, config.task, rng, exclude=heldout)
-        batch = supervised_batch(
-            problems,
-            tokenizer,
-            answer_format=config.task.answer_format,
-            teacher_error_rate=config.warm_start.teacher_error_rate,
-            rng=rng,
-        )
-        warm.warm_start_step([batch])
-    warm_weights = {k: v.clone() for k, v in warm.weights().items()}
-    sync_weights(warm, rollout)
+    warm_weights = warm_start(config, sizes, rng, heldout, progress=progress)
+    rollout.load_weights(warm_weights)
     warm_accuracy = evaluate(rollout, heldout, tokenizer, config)
     warm_seconds = time.perf_counter() - start
     print(

@@ -146,7 +146,13 @@ class VllmRolloutBackend:
         self._llm.reset_prefix_cache()
 
     def stream_groups(
-        self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        group_size: int,
+        params: SamplingParams,
+        seed: int,
+        min_new_tokens: Sequence[int] | None = None,
     ) -> Iterator[GroupRollout]:
         """One request per prompt (``n=group_size``); yields a group when its request finishes."""
         if self._llm is None:
@@ -163,6 +169,7 @@ class VllmRolloutBackend:
                 n=group_size,
                 temperature=params.temperature,
                 max_tokens=params.max_new_tokens,
+                min_tokens=0 if min_new_tokens is None else int(min_new_tokens[index]),
                 stop_token_ids=[self.eos_id],
                 seed=seed + index,
                 logprobs=0,

@@ -160,8 +160,9 @@ class ActorWorker:
         raise AssertionError("the actor is the source of weights")
 
     def checkpoint(self) -> dict[str, Any]:
+        """Weights, optimizer, normalisation statistics and the minibatch RNG: enough to resume exactly."""
         return {
-            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
             "obs_norm": {"mean": self.obs_norm.mean, "var": self.obs_norm.var, "count": self.obs_norm.count},
             "return_norm": {
@@ -169,4 +170,16 @@ class ActorWorker:
                 "var": self.return_norm.var,
                 "count": self.return_norm.count,
             },
+            "running_returns": None if self.running_returns is None else self.running_returns.copy(),
+            "rng": self.rng.bit_generator.state,
         }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.model.load_state_dict({k: v.to(self.device) for k, v in state["model"].items()})
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.obs_norm = RunningNorm(**state["obs_norm"])
+        self.return_norm = RunningNorm(**state["return_norm"])
+        running = state["running_returns"]
+        self.running_returns = None if running is None else np.array(running)
+        self.rng.bit_generator.state = state["rng"]

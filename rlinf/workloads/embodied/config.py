@@ -9,7 +9,7 @@ import attrs
 
 from rlinf.errors import ConfigError, positive, require
 
-MODES = ("collocated", "disaggregated", "hybrid")
+MODES = ("auto", "collocated", "disaggregated", "hybrid")
 COMPONENTS = ("env", "rollout", "actor")
 
 
@@ -47,8 +47,8 @@ class EmbodiedConfig:
     normalize_rewards: bool = True
     """Scale rewards by the running std of the discounted return."""
     seed: int = 0
-    mode: str = "collocated"
-    """Default placement when no plan is given."""
+    mode: str = "auto"
+    """Default placement when no plan is given (``auto``: profile, plan, run)."""
     offload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     """Components that offload their state when they yield a shared device."""
     iterations: int = 2

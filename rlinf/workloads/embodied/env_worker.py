@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import TimeLimit
 
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
@@ -28,6 +29,44 @@ TRAJECTORY_KEYS = (
     "truncated",
     "final_obs",
 )
+
+
+def _time_limit(env: gym.Env) -> TimeLimit | None:
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, TimeLimit):
+            return env
+        env = env.env
+    return None
+
+
+def _env_state(env: gym.Env) -> dict[str, Any]:
+    """Everything a MuJoCo env's future depends on: ``mjSTATE_INTEGRATION`` (time, qpos, qvel, warm start,
+    controls, ...), its RNG (resets) and the time-limit counter."""
+    import mujoco
+
+    inner: Any = env.unwrapped
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    physics = np.empty(mujoco.mj_stateSize(inner.model, spec))
+    mujoco.mj_getState(inner.model, inner.data, physics, spec)
+    limit = _time_limit(env)
+    return {
+        "physics": physics,
+        "rng": inner.np_random.bit_generator.state,
+        "elapsed_steps": None if limit is None else limit._elapsed_steps,
+    }
+
+
+def _set_env_state(env: gym.Env, seed: int, state: dict[str, Any]) -> None:
+    import mujoco
+
+    env.reset(seed=seed)  # the wrappers' own bookkeeping (order enforcing) wants one reset first
+    inner: Any = env.unwrapped
+    mujoco.mj_setState(inner.model, inner.data, state["physics"], mujoco.mjtState.mjSTATE_INTEGRATION)
+    mujoco.mj_forward(inner.model, inner.data)
+    inner.np_random.bit_generator.state = state["rng"]
+    limit = _time_limit(env)
+    if limit is not None:
+        limit._elapsed_steps = state["elapsed_steps"]
 
 
 class _Stage:
@@ -91,6 +130,23 @@ class _Stage:
         self.obs = next_obs
         return next_obs
 
+    def checkpoint(self) -> dict[str, Any]:
+        """Between iterations: each environment's full MuJoCo state, RNG and step count, and the open episodes."""
+        return {
+            "obs": None if self.obs is None else self.obs.copy(),
+            "episode_return": self.episode_return.copy(),
+            "episode_length": self.episode_length.copy(),
+            "envs": [_env_state(env) for env in self.envs],
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`checkpoint` (environments built with the same seeds)."""
+        self.obs = None if state["obs"] is None else np.array(state["obs"])
+        self.episode_return = np.array(state["episode_return"])
+        self.episode_length = np.array(state["episode_length"])
+        for env, seed, env_state in zip(self.envs, self.seeds, state["envs"], strict=True):
+            _set_env_state(env, seed, env_state)
+
     def trajectory(self) -> dict[str, np.ndarray]:
         """Environment-major ``[n, T, ...]`` arrays plus the bootstrap observation ``next_obs`` ``[n, obs]``."""
         out = {key: np.stack(values, axis=1) for key, values in self.record.items()}
@@ -138,4 +194,10 @@ class EnvWorker:
         raise AssertionError("env workers receive no weights")
 
     def checkpoint(self) -> dict[str, Any]:
-        return {}
+        """Every stage's environments and open episodes (taken between iterations)."""
+        return {"stages": [stage.checkpoint() for stage in self.stages]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        for stage, stage_state in zip(self.stages, state["stages"], strict=True):
+            stage.restore(stage_state)

@@ -61,4 +61,15 @@ class RolloutWorker:
         )
 
     def checkpoint(self) -> dict[str, Any]:
-        return {}
+        """The synced weights and statistics, and the action-sampling generator."""
+        return {
+            "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "norm": {"mean": self.norm.mean, "var": self.norm.var, "count": self.norm.count},
+            "generator": self.generator.get_state(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.model.load_state_dict({k: v.to(self.device) for k, v in state["model"].items()})
+        self.norm = RunningNorm(**state["norm"])
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,107 @@
+"""Auto mode vs fixed modes: env steps/s of the plan ``rlinf train --mode auto`` chooses against the collocated,
+hybrid and disaggregated plans of the same config, measured with the real executor (PPO updates included).
+
+    python benchmarks/bench_auto_mode.py [--set num_envs=32] [--set hidden_sizes=[1024,1024]] [--iterations 10]
+
+The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. All plans then train side by side
+(every plan's workers alive, iterations alternating between plans), so load from other processes on a shared
+machine affects all plans alike; a plan's env steps/s is its env steps per iteration over the median iteration
+time after warm-up. One run; prints a JSON report and, with ``--markdown``, writes a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from executor.devices import available_cores
+from rlinf.jobs import load_job_config
+from rlinf.profiling import ProfileSettings, measure_plans, profile
+from rlinf.runner import plan_from_trace
+from rlinf.trace import load_trace
+
+FIXED = ("collocated", "hybrid", "disaggregated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="examples/hopper_ppo.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
+    parser.add_argument("--profile-budget", type=float, default=90.0)
+    parser.add_argument("--trace", help="plan from this trace instead of profiling")
+    parser.add_argument("--markdown", help="write the result table to this file")
+    args = parser.parse_args(argv)
+
+    job, config = load_job_config(args.config, args.set)
+    started = time.perf_counter()
+    if args.trace:
+        trace = load_trace(args.trace)
+    else:
+        trace = profile(
+            job, config, args.devices, settings=ProfileSettings(budget_s=args.profile_budget)
+        ).trace
+    auto = plan_from_trace(job, config, trace, args.devices, seed=job.options(config).seed)
+    planning_s = time.perf_counter() - started
+    entries = {"auto": (auto.chosen.plan, auto.chosen.num_devices)}
+    for mode in FIXED:
+        entries[mode] = job.plan_for_mode(mode, args.devices, config)
+    unique = list(dict.fromkeys(entries.values()))
+    measured = measure_plans(
+        job, config, unique, iterations=args.iterations, warmup_iterations=args.warmup, num_cores=args.devices
+    )
+    by_entry = {(m.plan, m.num_devices): m for m in measured}
+    env_steps = config.num_envs * config.num_steps
+    rows = {}
+    for name, entry in entries.items():
+        run = by_entry[entry]
+        median_s = statistics.median(run.iteration_s)
+        rows[name] = {
+            "plan": entry[0].describe(),
+            "logical_devices": entry[1],
+            "median_iteration_s": median_s,
+            "env_steps_per_s": env_steps / median_s,
+        }
+    rows["auto"]["predicted_iteration_s"] = auto.chosen.predicted_s
+    best_fixed = max(FIXED, key=lambda m: rows[m]["env_steps_per_s"])
+    report = {
+        "config": {"file": args.config, "set": args.set, "env_steps_per_iteration": env_steps},
+        "devices": args.devices,
+        "iterations": args.iterations,
+        "load_average": os.getloadavg(),
+        "profile_and_plan_s": planning_s,
+        "plans": rows,
+        "auto_over_collocated": rows["auto"]["env_steps_per_s"] / rows["collocated"]["env_steps_per_s"],
+        "best_fixed_mode": best_fixed,
+        "auto_over_best_fixed": rows["auto"]["env_steps_per_s"] / rows[best_fixed]["env_steps_per_s"],
+    }
+    print(json.dumps(report, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(_table(report))
+    return 0
+
+
+def _table(report: dict) -> str:
+    lines = ["| plan | | median iteration | env steps/s |", "| --- | --- | --- | --- |"]
+    for name, row in report["plans"].items():
+        lines.append(
+            f"| {name} | `{row['plan']}` | {row['median_iteration_s']:.4f} s | {row['env_steps_per_s']:.0f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"auto / collocated: **{report['auto_over_collocated']:.2f}x**; auto / best fixed mode "
+        f"({report['best_fixed_mode']}): **{report['auto_over_best_fixed']:.3f}x**; load average "
+        f"{', '.join(f'{x:.1f}' for x in report['load_average'])}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Ray backend vs local backend on the Hopper PPO config: time per training iteration, same program, same seed.
+
+    python benchmarks/bench_ray.py [--iterations 10] [--warmup 2] [--devices 2] [--mode collocated] [--json OUT]
+
+Both backends run the program that ``rlinf train examples/hopper_ppo.yaml --mode <mode> --devices <devices>``
+runs, in the same process, one after the other: the local backend (worker processes and pipes) and the Ray
+backend (a private single-node Ray bound to 127.0.0.1, one actor per replica). Per iteration it measures the
+driver's wall time around ``executor.run`` (dispatch, transport and compute; worker start-up excluded by the
+``--warmup`` iterations, which are dropped). Reported: the median and mean per backend and the ratio ray / local
+(target <= 1.10), plus a check that both backends computed the same losses and returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import executor
+from executor.devices import available_cores
+from rlinf.cluster import DEVICE_PRESETS, Cluster
+from rlinf.jobs import load_job_config
+from rlinf.lowering import lower
+
+
+def measure(kind: str, program: Any, specs: dict, devices: tuple, iterations: int, warmup: int) -> dict:
+    """Seconds per iteration (after ``warmup``) and what each iteration computed."""
+    seconds, outcomes = [], []
+    with executor.open_backend(kind, devices) as backend:
+        for index in range(warmup + iterations):
+            started = time.perf_counter()
+            result = executor.run(program, specs, backend=backend)
+            elapsed = time.perf_counter() - started
+            outcomes.append(sorted(json.dumps(dict(i.info), sort_keys=True) for i in result.infos))
+            if index >= warmup:
+                seconds.append(elapsed)
+    return {
+        "seconds": seconds,
+        "median_s": statistics.median(seconds),
+        "mean_s": statistics.mean(seconds),
+        "outcomes": outcomes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="examples/hopper_ppo.yaml")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
+    parser.add_argument("--mode", default="collocated", choices=("collocated", "disaggregated", "hybrid"))
+    parser.add_argument("--json", help="write the summary here")
+    args = parser.parse_args()
+    job, config = load_job_config(args.config)
+    plan, logical = job.plan_for_mode(args.mode, args.devices, config)
+    config = job.with_plan(config, plan)
+    device, links = DEVICE_PRESETS["CPU"]
+    cluster = Cluster(num_nodes=1, devices_per_node=logical, device=device, links=links)
+    program = lower(job.workflow(config), plan, cluster)
+    specs = job.worker_specs(config)
+    devices = executor.cpu_devices(logical, available_cores()[: args.devices])
+    local = measure("local", program, specs, devices, args.iterations, args.warmup)
+    ray = measure("ray", program, specs, devices, args.iterations, args.warmup)
+    ratio = ray["median_s"] / local["median_s"]
+    same = ray.pop("outcomes") == local.pop("outcomes")
+    print(
+        f"{plan.describe()}: {program.num_ops} ops per iteration, {args.iterations} iterations after {args.warmup} warm-up"
+    )
+    for name, result in (("local", local), ("ray", ray)):
+        print(
+            f"  {name:5s}: median {result['median_s'] * 1000:.1f} ms, mean {result['mean_s'] * 1000:.1f} ms per iteration"
+        )
+    print(f"  ratio ray / local (median): {ratio:.3f} (target <= 1.10); same losses and returns: {same}")
+    if args.json:
+        summary = {"plan": plan.describe(), "local": local, "ray": ray, "ratio": ratio, "same_outcomes": same}
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

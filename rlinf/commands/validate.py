@@ -1,0 +1,215 @@
+"""Validate the simulator against reality: run K plans for real and in simulation from one profiled trace.
+
+The trace is profiled first (or reused with ``--trace``); the plans are the fastest the auto mode considers
+(planner candidates and the job's fixed modes), with every mode represented; all of them run side by side,
+iterations alternating between plans, and each plan's measured time is the median of its iterations after
+warm-up. A plan that needs more logical devices than there are cores (e.g. disaggregated env, rollout and actor on
+2 cores) is run and reported too, but kept out of the summary: the simulator does not model devices sharing a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlinf.errors import require
+from rlinf.plan import Plan
+
+DEFAULT_PLANS = 6
+DEFAULT_ITERATIONS = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``rlinf validate``."""
+    parser.add_argument("config", help="YAML config naming its workload, e.g. examples/hopper_ppo.yaml")
+    parser.add_argument(
+        "--plans", type=int, default=DEFAULT_PLANS, help=f"plans on the cores (default {DEFAULT_PLANS})"
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        help=f"measured iterations per plan, after warm-up (default {DEFAULT_ITERATIONS})",
+    )
+    parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations per plan (default 2)")
+    parser.add_argument("--devices", type=int, help="devices (CPU cores) to use (default: all usable cores)")
+    parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
+    parser.add_argument("--profile-budget", type=float, default=90.0, help="profiling seconds (default 90)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
+    )
+    parser.add_argument("--out", default="runs/validate", help="directory for the PNG, trace and report")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile (or load), choose plans, measure and simulate them, report the errors."""
+    import attrs
+
+    from executor.devices import available_cores
+    from planner.judge import quiet_copy
+    from rlinf import fidelity
+    from rlinf.costs import fit
+    from rlinf.export import write_timeline_pair_png
+    from rlinf.jobs import load_job_config
+    from rlinf.lowering import lower
+    from rlinf.profiling import COST_STATISTIC, ProfileSettings, measure_plans, profile, provenance
+    from rlinf.runner import cpu_cluster, plan_from_trace
+    from rlinf.trace import load_trace
+    from simulator import simulate
+
+    require(args.plans >= 2, "--plans", args.plans, "must be >= 2", "compare at least two plans")
+    require(args.iterations >= 1, "--iterations", args.iterations, "must be >= 1", "measure an iteration")
+    require(args.warmup >= 0, "--warmup", args.warmup, "must be >= 0", "use 0 or more")
+    job, config = load_job_config(args.config, args.set)
+    cores = available_cores()
+    num_devices = len(cores) if args.devices is None else args.devices
+    require(
+        1 <= num_devices <= len(cores),
+        "--devices",
+        num_devices,
+        f"this machine lets rlinf use {len(cores)} CPU cores",
+        f"use 1 to {len(cores)} devices",
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = not args.no_progress and not args.json
+    if args.trace:
+        trace = load_trace(args.trace)
+        probes: list[tuple[Plan, int]] = []
+    else:
+        settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
+        trace = profile(job, config, num_devices, settings=settings, progress=progress).trace
+        probes = [(plan, logical) for plan, logical in job.probe_plans(num_devices, config)]
+    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
+    chosen = _choose(auto.candidates, args.plans, num_devices)
+    entries = [(c.plan, c.num_devices) for c in chosen]
+    entries += [entry for entry in probes if entry not in entries]
+    measured = measure_plans(
+        job,
+        config,
+        entries,
+        iterations=args.iterations,
+        warmup_iterations=args.warmup,
+        num_cores=num_devices,
+        progress=progress,
+    )
+    if probes:
+        # The trace the predictions come from: the probe plans, measured side by side with the plans.
+        samples = tuple(s for m in measured if (m.plan, m.num_devices) in probes for s in m.samples)
+        trace = attrs.evolve(
+            trace,
+            samples=samples,
+            provenance=provenance(
+                " ".join(["rlinf", *sys.argv[1:]]),
+                source=f"rlinf validate ({job.name}, probe plans measured alongside the validated plans)",
+                probe_plans=[plan.describe() for plan, _ in probes],
+                iterations_per_plan=args.iterations,
+                sample_kind="dispatch-inclusive (op ready -> op end)",
+            ),
+        )
+    trace.save(out / "trace.json")
+    predicted = [
+        simulate(
+            lower(job.workflow(config), c.plan, cpu_cluster(c.num_devices)),
+            quiet_copy(fit(trace, cpu_cluster(c.num_devices), statistic=COST_STATISTIC)),
+        )
+        for c in chosen
+    ]
+    rows = [
+        fidelity.PlanFidelity(
+            name=c.plan.describe(),
+            source=c.source,
+            predicted_s=p.iteration_s,
+            measured_s=statistics.median(m.iteration_s),
+            oversubscribed=c.num_devices > num_devices,
+            in_profile=(c.plan, c.num_devices) in probes,
+        )
+        for c, p, m in zip(chosen, predicted, measured, strict=False)
+    ]
+    on_cores = fidelity.report([r for r in rows if not r.oversubscribed])
+    every = fidelity.report(rows)
+    best = min(range(len(chosen)), key=lambda i: (rows[i].oversubscribed, rows[i].predicted_s))
+    png = out / "timeline_pair.png"
+    write_timeline_pair_png(predicted[best], measured[best].last, png)
+    result: dict[str, Any] = {
+        **on_cores.to_dict(),
+        "plans": every.to_dict()["plans"],
+        "including_oversubscribed": {key: value for key, value in every.to_dict().items() if key != "plans"},
+        "num_devices": num_devices,
+        "iterations": args.iterations,
+        "warmup_iterations": args.warmup,
+        "trace": str(out / "trace.json"),
+        "timeline_pair_png": str(png),
+        "timeline_pair_plan": rows[best].name,
+    }
+    (out / "validate.json").write_text(json.dumps(result, indent=1, default=_json_number) + "\n")
+    if args.json:
+        print(json.dumps(result, default=_json_number))
+    else:
+        _print(rows, on_cores, every, result)
+    return 0
+
+
+def _choose(candidates: tuple, count: int, num_devices: int) -> list:
+    """Up to ``count`` plans on the cores, spread over the candidates' predicted times: one plan per
+    (placement, granularity) (offload variants of it only when those run out), the best of each mode and
+    the chosen plan first, then evenly spaced through the rest; plans that need more logical devices than cores
+    come on top (at most one per mode)."""
+    fitting = [c for c in candidates if c.num_devices <= num_devices]
+    shapes: dict[tuple, Any] = {}
+    for candidate in fitting:
+        shape = (candidate.plan.placements, tuple(sorted(candidate.plan.granularity.items())))
+        shapes.setdefault(shape, candidate)
+    distinct = list(shapes.values())
+    pool = distinct + [c for c in fitting if c not in distinct]
+    chosen = pool[:1]
+    for mode in ("collocated", "hybrid", "disaggregated"):
+        of_mode = [c for c in pool if c.plan.mode == mode and c not in chosen]
+        if of_mode and mode not in {c.plan.mode for c in chosen}:
+            chosen.append(of_mode[0])
+    rest = [c for c in distinct if c not in chosen]
+    wanted = max(0, count - len(chosen))
+    if rest and wanted:
+        step = max(1.0, len(rest) / wanted)
+        chosen += [rest[int(i * step)] for i in range(min(wanted, len(rest)))]
+    chosen += [c for c in pool if c not in chosen][: max(0, count - len(chosen))]
+    modes = {c.plan.mode for c in chosen}
+    for candidate in candidates:
+        if candidate.num_devices > num_devices and candidate.plan.mode not in modes:
+            chosen.append(candidate)
+            modes.add(candidate.plan.mode)
+    return sorted(chosen, key=lambda c: c.predicted_s)
+
+
+def _json_number(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else str(value)
+
+
+def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> None:
+    print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'error':>7}")
+    for row in rows:
+        mark = (" *" if row.oversubscribed else "") + (" p" if row.in_profile else "")
+        print(
+            f"{row.name + mark:<64} {row.source:<15} {row.predicted_s:>8.4f}s {row.measured_s:>8.4f}s "
+            f"{100 * row.error:>6.1f}%"
+        )
+    print(
+        f"plans on {result['num_devices']} cores: median error {100 * on_cores.median_error:.1f}%, "
+        f"max {100 * on_cores.max_error:.1f}%, simulator's best is measured best: "
+        f"{'yes' if on_cores.top1_match else f'no (regret {100 * on_cores.top1_regret:.1f}%)'}, "
+        f"Kendall's tau {on_cores.kendall_tau:.2f}"
+    )
+    if any(r.oversubscribed for r in rows):
+        print(
+            f"* more logical devices than cores (not in the summary); with them: median error "
+            f"{100 * every.median_error:.1f}%, max {100 * every.max_error:.1f}%, tau {every.kendall_tau:.2f}"
+        )
+    print("p: also a probe plan of the profile (its own samples are in the trace)")
+    print(f"wrote {result['timeline_pair_png']} ({result['timeline_pair_plan']})")

@@ -1,0 +1,127 @@
+"""Simulator fidelity: how well predicted iteration times match measured ones, plan by plan (pure functions).
+
+* the relative error of each plan, ``|predicted - measured| / measured``, and its median and maximum;
+* top-1: whether the plan the simulator ranks fastest is the plan measured fastest, and the regret when it is
+  not (how much slower, measured, the predicted-best plan is than the measured best);
+* Kendall's tau-b between the two rankings (ties in either counted as in the usual tau-b).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from rlinf.errors import require
+
+
+@attrs.frozen(kw_only=True)
+class PlanFidelity:
+    """One plan's predicted and measured iteration time."""
+
+    name: str
+    """How the plan is shown (``Plan.describe()``)."""
+    predicted_s: float
+    measured_s: float
+    """Median of the measured iterations (warm-up excluded)."""
+    source: str = ""
+    """Why the plan is in the comparison (``planner#1``, ``collocated``, ...)."""
+    oversubscribed: bool = False
+    """More logical devices than cores (the simulator does not model cores shared between devices)."""
+    in_profile: bool = False
+    """The plan was also profiled: its own measured samples are in the trace its prediction comes from."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.measured_s > 0, f"{self.name}.measured_s", self.measured_s, "must be > 0", "measure it")
+        require(
+            self.predicted_s >= 0, f"{self.name}.predicted_s", self.predicted_s, "must be >= 0", "predict it"
+        )
+
+    @property
+    def error(self) -> float:
+        """Relative absolute error of the prediction."""
+        return relative_error(self.predicted_s, self.measured_s)
+
+
+@attrs.frozen(kw_only=True)
+class FidelityReport:
+    """Per-plan errors and ranking agreement."""
+
+    plans: tuple[PlanFidelity, ...]
+    median_error: float
+    max_error: float
+    top1_match: bool
+    top1_regret: float
+    """Measured time of the simulator's best plan over the measured best, minus 1 (0 when top-1 matches)."""
+    kendall_tau: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``plans`` (``name``, ``source``, ``predicted_s``, ``measured_s``, ``error``),
+        ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``kendall_tau``."""
+        return {
+            "plans": [
+                {
+                    "name": p.name,
+                    "source": p.source,
+                    "predicted_s": p.predicted_s,
+                    "measured_s": p.measured_s,
+                    "error": p.error,
+                    "oversubscribed": p.oversubscribed,
+                    "in_profile": p.in_profile,
+                }
+                for p in self.plans
+            ],
+            "median_error": self.median_error,
+            "max_error": self.max_error,
+            "top1_match": self.top1_match,
+            "top1_regret": self.top1_regret,
+            "kendall_tau": self.kendall_tau,
+        }
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """``|predicted - measured| / measured``."""
+    require(measured > 0, "measured", measured, "must be > 0", "give a measured time")
+    return abs(predicted - measured) / measured
+
+
+def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Kendall's tau-b of two paired sequences: +1 same order, -1 reversed; nan when either is constant."""
+    require(len(xs) == len(ys), "kendall_tau", (len(xs), len(ys)), "sequences differ in length", "pair them")
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denominator if denominator > 0 else math.nan
+
+
+def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
+    """Errors, top-1 agreement and Kendall's tau over ``plans`` (at least one)."""
+    require(len(plans) >= 1, "plans", len(plans), "nothing to compare", "measure at least one plan")
+    errors = [p.error for p in plans]
+    predicted = [p.predicted_s for p in plans]
+    measured = [p.measured_s for p in plans]
+    predicted_best = min(range(len(plans)), key=lambda i: (predicted[i], i))
+    measured_best = min(range(len(plans)), key=lambda i: (measured[i], i))
+    return FidelityReport(
+        plans=tuple(plans),
+        median_error=float(statistics.median(errors)),
+        max_error=max(errors),
+        top1_match=predicted_best == measured_best,
+        top1_regret=measured[predicted_best] / measured[measured_best] - 1.0,
+        kendall_tau=kendall_tau(predicted, measured) if len(plans) >= 2 else math.nan,
+    )

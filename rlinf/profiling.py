@@ -1,0 +1,344 @@
+"""Profiling: measure a job's iterations under a few probe plans with real workers, and turn them into a trace.
+
+What the simulator must predict is what the executor really costs, so a profiled sample is an op's
+*dispatch-inclusive* duration: from the moment the op became ready (its dependencies and the ops before it on its
+devices had ended) to its end. That includes the driver round trip that dispatches the op and any wait for a core
+shared with another process; replayed by the simulator, the samples of one iteration reproduce that iteration's
+measured timeline exactly (:func:`dispatch_inclusive_samples`). Transfers are samples too, so the cost model
+measures their latency and bandwidth.
+
+The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs the job's probe plans one after
+the other (worker start-up, warm-up iterations, measured iterations) and starts no plan or iteration it does not
+expect to finish within the budget. :func:`measure_plans` runs several plans with their workers alive side by
+side and alternates iterations between them, so that load from other processes on a shared machine affects all
+plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+import executor
+from executor.devices import available_cores, cpu_devices
+from rlinf.errors import ConfigError, require
+from rlinf.jobs import Job
+from rlinf.lowering import lower
+from rlinf.plan import Plan
+from rlinf.program import Program
+from rlinf.runner import cpu_cluster
+from rlinf.timeline import Timeline
+from rlinf.trace import CostSample, Trace
+
+DEFAULT_BUDGET_S = 90.0
+COST_STATISTIC = "mean"
+"""How :func:`rlinf.costs.fit` summarises repeated profiled samples of one op. On a machine shared with other
+processes, preemption makes op times right-skewed; an iteration is a sum of many ops, so it adds up their means
+(the median of each op underestimates it: measured here, median errors of 4-7% with medians, 3% with means)."""
+VERSIONED_PACKAGES = ("torch", "numpy", "mujoco", "gymnasium")
+
+
+@attrs.frozen(kw_only=True)
+class ProfileSettings:
+    """How much the profiling phase may measure."""
+
+    budget_s: float = DEFAULT_BUDGET_S
+    """Wall seconds for the whole phase, worker start-up included."""
+    iterations_per_plan: int = 6
+    """Measured iterations per probe plan (after the warm-up ones)."""
+    warmup_iterations: int = 2
+    """Iterations run first under each plan and not recorded (first resets, lazy initialisation)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.budget_s > 0, "--profile-budget", self.budget_s, "must be > 0", "give seconds, e.g. 90")
+        require(
+            self.iterations_per_plan >= 1,
+            "--profile-iterations",
+            self.iterations_per_plan,
+            "must be >= 1",
+            "measure at least one iteration per probe plan",
+        )
+        require(
+            self.warmup_iterations >= 0,
+            "warmup_iterations",
+            self.warmup_iterations,
+            "must be >= 0",
+            "use 0-2",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ProfileResult:
+    """The profiled trace and what the phase did."""
+
+    trace: Trace
+    plans: tuple[str, ...]
+    """Probe plans that contributed measured iterations, as ``Plan.describe()``."""
+    iterations: int
+    """Measured iterations over all probe plans."""
+    elapsed_s: float
+    longest_step_s: float
+    """The longest single step (a plan's first iteration, worker start-up included, or one iteration): the
+    most the phase can run past its budget, besides stopping the workers."""
+
+
+@attrs.frozen(kw_only=True)
+class MeasuredPlan:
+    """Measured iterations of one plan (warm-up excluded)."""
+
+    plan: Plan
+    num_devices: int
+    """Logical devices of the plan."""
+    iteration_s: tuple[float, ...]
+    last: Timeline
+    """The last measured iteration."""
+    samples: tuple[CostSample, ...]
+    """Dispatch-inclusive samples of every measured iteration."""
+
+
+def dispatch_inclusive_samples(timeline: Timeline) -> tuple[CostSample, ...]:
+    """One sample per op of a measured timeline: seconds from the op becoming ready to its end.
+
+    An op is ready when its dependencies have ended and so has the op before it on each of its lanes (the
+    executor's and the simulator's rule); the earliest op of the iteration is ready at time 0."""
+    program = timeline.program
+    previous: dict[int, list[int]] = {}
+    for lane in program.lanes:
+        for before, after in zip(lane.ops, lane.ops[1:], strict=False):
+            previous.setdefault(after, []).append(before)
+    out = []
+    for op in program.ops:
+        waits = [timeline.end_s[d] for d in op.deps] + [timeline.end_s[p] for p in previous.get(op.index, [])]
+        ready = min(max(waits, default=0.0), timeline.start_s[op.index])
+        out.append(
+            CostSample(
+                component=op.component,
+                op=op.name,
+                devices=max(1, len(op.devices)),
+                samples=op.samples,
+                tokens=op.tokens,
+                seconds=max(0.0, timeline.end_s[op.index] - ready),
+                num_bytes=op.num_bytes if op.kind != "compute" else 0,
+            )
+        )
+    return tuple(out)
+
+
+def provenance(command: str, **extra: Any) -> dict[str, Any]:
+    """Where and when a profile was measured: machine, processor, Python and package versions, date, command."""
+    versions = {}
+    for name in VERSIONED_PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return {
+        "kind": "profiled",
+        "machine": platform.node(),
+        "processor": platform.processor() or platform.machine(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        **extra,
+    }
+
+
+def merge_traces(base: Trace, *others: Trace) -> Trace:
+    """``base`` with the samples of ``others`` (e.g. the traces of earlier runs) appended.
+
+    The traces must describe the same workflow on the same device type; the merged provenance lists what was
+    merged in."""
+    merged = list(base.samples)
+    sources = []
+    for other in others:
+        require(
+            other.workflow == base.workflow,
+            "trace",
+            other.provenance.get("source", other.provenance.get("command", "?")),
+            f"describes another workflow than {base.workflow.name} as configured",
+            "merge traces of the same config (same envs, steps and policy size)",
+        )
+        require(
+            other.cluster.device.name == base.cluster.device.name,
+            "trace",
+            other.cluster.device.name,
+            f"was measured on other devices than {base.cluster.device.name}",
+            "merge traces from the same kind of device",
+        )
+        merged.extend(other.samples)
+        sources.append(
+            {
+                "source": other.provenance.get("source", other.provenance.get("command", "")),
+                "samples": len(other.samples),
+            }
+        )
+    info = dict(base.provenance)
+    if sources:
+        info["merged"] = [*info.get("merged", []), *sources]
+    return attrs.evolve(base, samples=tuple(merged), provenance=info)
+
+
+def _devices(num_logical: int, num_cores: int | None) -> tuple[executor.Device, ...]:
+    cores = available_cores()
+    return cpu_devices(num_logical, cores[: num_cores or len(cores)])
+
+
+def _program(job: Job, config: Any, plan: Plan, num_devices: int) -> tuple[Program, Any]:
+    config = job.with_plan(config, plan)
+    job.check_plan(plan, config)
+    return lower(job.workflow(config), plan, cpu_cluster(num_devices)), config
+
+
+def profile(
+    job: Job,
+    config: Any,
+    num_devices: int,
+    *,
+    settings: ProfileSettings = ProfileSettings(),
+    num_cores: int | None = None,
+    progress: bool = True,
+    command: str = "rlinf.profiling.profile",
+    clock: Callable[[], float] = time.monotonic,
+) -> ProfileResult:
+    """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds.
+
+    A plan is started only when the estimated cost of its start-up, warm-up and one measured iteration (from
+    the plans measured so far: the slowest first iteration, the time per op) fits in what is left of the
+    budget, and another iteration only when the last one's duration does; the first plan always measures one
+    iteration (a trace needs samples). So the phase overruns its budget by at most one step
+    (:attr:`ProfileResult.longest_step_s`) plus stopping the workers."""
+    from tqdm import tqdm
+
+    entries = job.probe_plans(num_devices, config)
+    require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
+    started = clock()
+    samples: list[CostSample] = []
+    used: list[str] = []
+    iterations = 0
+    first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
+    settings_total = round(settings.budget_s)
+    bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
+    for plan, logical in entries:
+        program, plan_config = _program(job, config, plan, logical)
+        left = settings.budget_s - (clock() - started)
+        # The first iteration of a plan includes starting its workers.
+        expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
+        if used and expected + per_op_s * program.num_ops > left:
+            continue
+        bar.set_description(f"profile {plan.describe()}")
+        count = 0
+        with executor.LocalBackend(_devices(logical, num_cores)) as backend:
+            specs = job.worker_specs(plan_config)
+            for index in range(settings.warmup_iterations + settings.iterations_per_plan):
+                tick = clock()
+                result = executor.run(program, specs, backend=backend)
+                took = clock() - tick
+                longest_s = max(longest_s, took)
+                if index == 0:
+                    first_s = max(first_s, took)
+                else:
+                    per_op_s = max(per_op_s, took / program.num_ops)
+                if index >= settings.warmup_iterations:
+                    samples.extend(dispatch_inclusive_samples(result.timeline))
+                    count += 1
+                bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
+                # Stop when the next iteration would not fit; the very first plan measures at least one.
+                if settings.budget_s - (clock() - started) < took and (count or used):
+                    break
+        if count:
+            used.append(plan.describe())
+            iterations += count
+    bar.close()
+    require(
+        iterations > 0,
+        "--profile-budget",
+        settings.budget_s,
+        "too small to measure one iteration after warm-up",
+        "raise the budget or lower warm-up iterations",
+    )
+    workflow = job.workflow(config)
+    trace = Trace(
+        workflow=workflow,
+        cluster=cpu_cluster(num_devices),
+        provenance=provenance(
+            command,
+            source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
+            probe_plans=used,
+            budget_s=settings.budget_s,
+            sample_kind="dispatch-inclusive (op ready -> op end)",
+        ),
+        samples=tuple(samples),
+    )
+    return ProfileResult(
+        trace=trace,
+        plans=tuple(used),
+        iterations=iterations,
+        elapsed_s=clock() - started,
+        longest_step_s=longest_s,
+    )
+
+
+def measure_plans(
+    job: Job,
+    config: Any,
+    entries: Sequence[tuple[Plan, int]],
+    *,
+    iterations: int,
+    warmup_iterations: int = 2,
+    num_cores: int | None = None,
+    progress: bool = True,
+) -> list[MeasuredPlan]:
+    """Run each (plan, logical devices) for ``warmup_iterations + iterations`` iterations, with every plan's
+    workers alive at once and iterations alternating between plans (round robin, each round starting one plan
+    later)."""
+    from tqdm import tqdm
+
+    require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
+    prepared = [(plan, logical, *_program(job, config, plan, logical)) for plan, logical in entries]
+    times: list[list[float]] = [[] for _ in prepared]
+    samples: list[list[CostSample]] = [[] for _ in prepared]
+    last: list[Timeline | None] = [None] * len(prepared)
+    total = len(prepared) * (iterations + warmup_iterations)
+    with (
+        contextlib.ExitStack() as stack,
+        tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar,
+    ):
+        backends = [
+            stack.enter_context(executor.LocalBackend(_devices(logical, num_cores)))
+            for _, logical, _, _ in prepared
+        ]
+        for index in range(iterations + warmup_iterations):
+            # Each round starts with another plan, so that no plan always follows the same one.
+            for offset in range(len(prepared)):
+                position = (index + offset) % len(prepared)
+                plan, _, program, plan_config = prepared[position]
+                bar.set_description(f"measure {plan.describe()}")
+                result = executor.run(program, job.worker_specs(plan_config), backend=backends[position])
+                if index >= warmup_iterations:
+                    times[position].append(result.timeline.iteration_s)
+                    samples[position].extend(dispatch_inclusive_samples(result.timeline))
+                    last[position] = result.timeline
+                bar.update(1)
+    out = []
+    for position, (plan, logical, _, _) in enumerate(prepared):
+        timeline = last[position]
+        if timeline is None:
+            raise ConfigError("iterations", iterations, "no iteration was measured", "measure at least one")
+        out.append(
+            MeasuredPlan(
+                plan=plan,
+                num_devices=logical,
+                iteration_s=tuple(times[position]),
+                last=timeline,
+                samples=tuple(samples[position]),
+            )
+        )
+    return out

@@ -1,0 +1,37 @@
+"""Real workers and objects for the fault-injection tests: a worker that stops at a chosen op and says where
+(so a test can kill it there with SIGKILL), and a state entry whose pickling takes long (so a test can kill the
+driver in the middle of a checkpoint write)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from executor_workers import ChainWorker
+
+
+class HangWorker(ChainWorker):
+    """A :class:`ChainWorker` that, at op ``hang_on = (name, micro_batch, step)``, writes its pid to ``marker``
+    and then sleeps (``hang_s``) inside the op, until something kills it."""
+
+    def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
+        if self.config.get("hang_on") == (op_name, micro_batch, step):
+            Path(self.config["marker"]).write_text(str(os.getpid()))
+            time.sleep(float(self.config.get("hang_s", 60.0)))
+        return super().compute(op_name, micro_batch, step, inputs)
+
+
+class SlowToPickle:
+    """Pickles as an empty dict, but first writes ``marker`` and sleeps ``seconds``: a checkpoint entry whose
+    write is slow enough for a test to kill the writing process in the middle of it."""
+
+    def __init__(self, marker: str, seconds: float) -> None:
+        self.marker = marker
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        Path(self.marker).write_text("writing")
+        time.sleep(self.seconds)
+        return (dict, ())

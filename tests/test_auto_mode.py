@@ -1,0 +1,113 @@
+"""``rlinf train --mode auto``: a reused trace skips profiling; the chosen plan, its runner-ups and the measured
+and predicted time of every iteration are printed; both timelines land in the run directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import rlinf.profiling
+from rlinf.cli import main
+from rlinf.errors import ConfigError
+from rlinf.jobs import load_job_config
+from rlinf.lowering import lower
+from rlinf.profiling import merge_traces
+from rlinf.runner import cpu_cluster, plan_from_trace
+from rlinf.trace import CostSample, Trace, load_trace
+
+CONFIG = "examples/hopper_ppo.yaml"
+SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "checkpoint_every=100"]
+
+
+def _seconds(op_name: str, samples: int, num_bytes: int) -> float:
+    """Made-up costs: a per-op round trip plus a per-environment part; the actor's train dominates."""
+    if op_name == "train":
+        return 0.02
+    if op_name in ("env_step", "act"):
+        return 5e-4 + 1e-4 * samples
+    return 1e-4 + num_bytes / 1e9
+
+
+def synthetic_trace(overrides: list[str] = SMALL) -> Trace:
+    """A trace with one sample per op of each probe plan of the small config on 2 devices (no processes)."""
+    job, config = load_job_config(CONFIG, overrides)
+    workflow = job.workflow(config)
+    samples = []
+    for plan, logical in job.probe_plans(2, config):
+        for op in lower(workflow, plan, cpu_cluster(logical)).ops:
+            samples.append(
+                CostSample(
+                    component=op.component,
+                    op=op.name,
+                    devices=max(1, len(op.devices)),
+                    samples=op.samples,
+                    seconds=_seconds(op.name, op.samples, op.num_bytes),
+                    num_bytes=op.num_bytes if op.kind != "compute" else 0,
+                )
+            )
+    return Trace(
+        workflow=workflow, cluster=cpu_cluster(2), provenance={"kind": "synthesized"}, samples=samples
+    )
+
+
+def _set(overrides: list[str]) -> list[str]:
+    return [arg for item in overrides for arg in ("--set", item)]
+
+
+def test_plan_from_trace_ranks_every_runnable_candidate() -> None:
+    job, config = load_job_config(CONFIG, SMALL)
+    auto = plan_from_trace(job, config, synthetic_trace(), 2)
+    times = [c.predicted_s for c in auto.candidates]
+    assert times == sorted(times) and auto.chosen == auto.candidates[0]
+    assert auto.predicted.iteration_s == pytest.approx(auto.chosen.predicted_s)
+    assert {c.plan.mode for c in auto.candidates} == {"collocated", "hybrid", "disaggregated"}
+    for candidate in auto.candidates:  # every candidate can run: its stages split the environments
+        job.check_plan(candidate.plan, job.with_plan(config, candidate.plan))
+
+
+def test_reused_trace_skips_profiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace_path = tmp_path / "trace.json"
+    synthetic_trace().save(trace_path)
+
+    def no_profiling(*args: object, **kwargs: object) -> None:
+        raise AssertionError("profiling ran although --trace was given")
+
+    monkeypatch.setattr(rlinf.profiling, "profile", no_profiling)
+    out = tmp_path / "run"
+    code = main(
+        ["train", CONFIG, "--mode", "auto", "--trace", str(trace_path), "--iterations", "3", "--devices", "2"]
+        + ["--out", str(out), "--no-progress", *_set(SMALL)]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "profiling skipped" in printed and "auto: chose " in printed and "runner-up" in printed
+    assert [line for line in printed.splitlines() if line.startswith("iteration ")][-1].startswith(
+        "iteration 3: measured "
+    )
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["predicted_iteration_s"] > 0 and m["iteration_s"] > 0 for m in metrics)
+    for name in ("timeline.json", "timeline_predicted.json", "timeline_pair.png", "profile_trace.json"):
+        assert (out / name).stat().st_size > 0, name
+    # The run's own samples feed the next plan.
+    run_trace = load_trace(out / "trace.json")
+    merged = merge_traces(load_trace(out / "profile_trace.json"), run_trace)
+    assert len(merged.samples) == len(synthetic_trace().samples) + len(run_trace.samples)
+    assert merged.provenance["merged"][0]["samples"] == len(run_trace.samples)
+
+
+def test_merge_refuses_another_workflow() -> None:
+    with pytest.raises(ConfigError, match="describes another workflow"):
+        merge_traces(synthetic_trace(), synthetic_trace([*SMALL[:-1], "num_steps=5"]))
+
+
+def test_trace_of_another_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace_path = tmp_path / "trace.json"
+    synthetic_trace().save(trace_path)
+    code = main(
+        ["train", CONFIG, "--trace", str(trace_path), "--out", str(tmp_path / "run"), "--no-progress"]
+    )
+    assert code == 2 and "was profiled for another workflow" in capsys.readouterr().err

@@ -1,0 +1,220 @@
+"""Fault injection with real processes: SIGKILL a worker in the middle of an op (local and Ray backends), kill
+the driver in the middle of a checkpoint write, corrupt the newest checkpoint. Nothing partial is ever loaded,
+nothing is lost without a warning, and a dead worker is reported (worker and op) within 5 s.
+
+The 5 s bound is the issue's requirement, checked on wall-clock time from the kill to the raised error. The local
+backend notices through the process sentinel (milliseconds); Ray through the actor's failed call (the raylet
+sees the worker's socket close, typically well under a second). 5 s leaves room for a loaded 2-core CI machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fault_workers import HangWorker
+from test_executor import HYBRID, chain_program
+
+import executor
+from rlinf.checkpoint import load_latest, read_manifest, verify
+from rlinf.errors import RlinfWarning
+
+TESTS = Path(__file__).resolve().parent
+DETECTION_BOUND_S = 5.0
+
+
+def hang_specs(marker: Path) -> dict[str, executor.WorkerSpec]:
+    base = {"seconds": 0.005, "rows": 4}
+    hang = {**base, "hang_on": ("reward", 2, 0), "marker": str(marker)}
+    return {
+        name: executor.WorkerSpec(factory=HangWorker, config=hang if name == "reward" else base)
+        for name in ("rollout", "reward", "actor")
+    }
+
+
+def kill_when_marked(marker: Path, killed_at: list[float]) -> threading.Thread:
+    """A thread that waits until the worker wrote its pid into ``marker`` (it is inside the op), then SIGKILLs it."""
+
+    def kill() -> None:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pid = int(marker.read_text())
+        killed_at.append(time.monotonic())
+        os.kill(pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_and_kill(backend, marker: Path) -> tuple[executor.WorkerError, float]:
+    killed_at: list[float] = []
+    thread = kill_when_marked(marker, killed_at)
+    with pytest.raises(executor.WorkerError) as caught:
+        executor.run(chain_program(HYBRID), hang_specs(marker), backend=backend)
+    detected_at = time.monotonic()
+    thread.join(timeout=5)
+    assert killed_at, "the worker never reached the op it should hang in"
+    return caught.value, detected_at - killed_at[0]
+
+
+def test_local_worker_killed_mid_op_is_reported_within_5s(tmp_path: Path) -> None:
+    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+        error, latency_s = run_and_kill(backend, tmp_path / "pid")
+    print(f"local backend: SIGKILL detected after {latency_s * 1000:.0f} ms")
+    assert "worker reward[0] failed while running reward.reward[2]: process exited with code -9" in str(error)
+    assert latency_s < DETECTION_BOUND_S
+
+
+def test_ray_worker_killed_mid_op_is_reported_within_5s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray")
+    from executor.ray_backend import RayBackend
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    with RayBackend(executor.cpu_devices(2)) as backend:
+        error, latency_s = run_and_kill(backend, tmp_path / "pid")
+    print(f"ray backend: SIGKILL detected after {latency_s * 1000:.0f} ms")
+    assert "worker reward[0] failed while running reward.reward[2]: actor died" in str(error)
+    assert latency_s < DETECTION_BOUND_S
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, torch
+    sys.path.insert(0, {tests!r})
+    from fault_workers import SlowToPickle
+    from rlinf.checkpoint import save_checkpoint
+    directory, marker = sys.argv[1], sys.argv[2]
+    for iteration in (1, 2):
+        save_checkpoint(directory, iteration, {{"iteration": iteration, "weights": torch.randn(1 << 18)}})
+    save_checkpoint(directory, 3, {{"iteration": 3, "weights": torch.randn(1 << 18), "slow": SlowToPickle(marker, 60)}})
+    """
+)
+
+
+def test_driver_killed_during_a_checkpoint_write_leaves_the_previous_one(tmp_path: Path) -> None:
+    """SIGKILL the writing process in the middle of writing checkpoint 3: 1 and 2 stay valid, 3 never appears."""
+    directory, marker = tmp_path / "checkpoints", tmp_path / "writing"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER.format(tests=str(TESTS)), str(directory), str(marker)]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and writer.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marker.exists(), "the writer never reached checkpoint 3"
+        # torch.save buffers its archive, so the temporary file exists but may not hold bytes yet
+        assert list(directory.glob(".iter_000003.pt.*.tmp")), "checkpoint 3 is not being written"
+        os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.wait(timeout=30)
+    assert writer.returncode == -signal.SIGKILL
+    assert not (directory / "iter_000003.pt").exists()
+    assert [e.iteration for e in read_manifest(directory)] == [1, 2]
+    assert all(verify(directory, e) == "" for e in read_manifest(directory))
+    with pytest.warns(
+        RlinfWarning, match=r"removing .*\.iter_000003\.pt\..*\.tmp: a checkpoint write that never"
+    ):
+        loaded = load_latest(directory)
+    assert loaded.iteration == 2 and loaded.state["weights"].numel() == 1 << 18
+    assert not list(directory.glob(".*.tmp"))  # the partial file is gone, after saying so
+
+
+def test_corrupt_newest_checkpoint_of_a_killed_run_falls_back(tmp_path: Path) -> None:
+    """Flip one byte in the middle of the newest checkpoint a real writer left: loading says so and uses the one
+    before."""
+    directory = tmp_path / "checkpoints"
+    script = textwrap.dedent(
+        """
+        import sys, torch
+        from rlinf.checkpoint import save_checkpoint
+        for iteration in (1, 2):
+            save_checkpoint(sys.argv[1], iteration, {"iteration": iteration, "weights": torch.randn(1 << 16)})
+        """
+    )
+    subprocess.run([sys.executable, "-c", script, str(directory)], check=True, timeout=120)
+    newest = directory / "iter_000002.pt"
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    with pytest.warns(RlinfWarning, match=r"iter_000002\.pt is corrupt \(the checksum does not match"):
+        loaded = load_latest(directory)
+    assert loaded.iteration == 1
+
+
+TRAIN = [
+    sys.executable,
+    "-m",
+    "rlinf",
+    "train",
+    "examples/hopper_ppo.yaml",
+    "--mode",
+    "collocated",
+    "--devices",
+    "1",
+    "--no-progress",
+    "--set",
+    "num_steps=8",
+    "--set",
+    "num_epochs=2",
+    "--set",
+    "checkpoint_every=2",
+]
+TIMING = {"iteration_s", "env_steps_per_s", "rollout_env_steps_per_s", "wall_s", "predicted_iteration_s"}
+
+
+def computed(run_dir: Path) -> list[dict]:
+    """Per iteration, every metric that does not measure time."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+
+
+def worker_pids_of(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in children.read_text().split()] if children.exists() else []
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    """Run A trains 4 iterations. Run B (asked for 50) loses a worker to SIGKILL right after its checkpoint of
+    iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3
+    and 4 of B compute exactly what A computed (bitwise: CPU, one torch thread per worker, every RNG and MuJoCo
+    state restored; only timings differ)."""
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    subprocess.run([*TRAIN, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
+    run = subprocess.Popen(
+        [*TRAIN, "--iterations", "50", "--out", str(broken)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and run.poll() is None:
+            entries = read_manifest(broken / "checkpoints") if (broken / "checkpoints").is_dir() else []
+            if entries:
+                break
+            time.sleep(0.01)
+        victims = [pid for pid in worker_pids_of(run.pid) if Path(f"/proc/{pid}/cmdline").exists()]
+        assert victims, "the training run has no worker processes"
+        os.kill(victims[-1], signal.SIGKILL)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 2 and "failed while running" in err and "exited with code -9" in err, err
+    assert [e.iteration for e in read_manifest(broken / "checkpoints")] == [2]
+    subprocess.run(
+        [*TRAIN, "--iterations", "4", "--resume", str(broken)], check=True, timeout=300, capture_output=True
+    )
+    assert [m["iteration"] for m in computed(broken)] == [1, 2, 3, 4]
+    assert computed(broken) == computed(straight)
+    assert computed(straight)[2] != computed(straight)[1]

@@ -1,0 +1,175 @@
+"""The GRPO arithmetic job: every mode trains through the executor; the rollout streams each group once, in
+completion order; gradient accumulation over streamed micro-batches equals the whole-batch gradient; bad input
+fails clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import attrs
+import numpy as np
+import pytest
+import torch
+
+from rlinf.cli import main
+from rlinf.errors import ConfigError
+from rlinf.jobs import load_job_config
+from rlinf.workloads.arith.backends import OptimConfig, TorchTrainBackend
+from rlinf.workloads.arith.config import ArithGrpoConfig, load_config
+from rlinf.workloads.arith.learn import model_config
+from rlinf.workloads.arith.objectives import GrpoObjective
+from rlinf.workloads.arith.payloads import concat_rows, unpack_training
+from rlinf.workloads.arith.tokenizer import ArithTokenizer
+from rlinf.workloads.arith.workers import ActorWorker, InferenceWorker, RewardWorker, RolloutWorker
+
+CONFIG = "examples/grpo_arith.yaml"
+CPU = SimpleNamespace(torch_device="cpu")
+
+
+def tiny_sets(cache: Path) -> list[str]:
+    """--set overrides for a quick run: 8 prompts x 4 responses, 5 warm-start steps, 20 held-out problems."""
+    values = {
+        "grpo.prompts_per_iteration": 8,
+        "grpo.group_size": 4,
+        "warm_start.num_steps": 5,
+        "eval.num_problems": 20,
+        "execution.granularity": 2,
+        "execution.warm_start_cache": str(cache),
+    }
+    return [item for key, value in values.items() for item in ("--set", f"{key}={value}")]
+
+
+@pytest.fixture
+def tiny_config(tmp_path: Path) -> ArithGrpoConfig:
+    sets = tiny_sets(tmp_path / "cache")
+    _, config = load_job_config(CONFIG, [sets[i + 1] for i in range(0, len(sets), 2)])
+    return config
+
+
+@pytest.mark.parametrize("mode", ["collocated", "disaggregated", "hybrid"])
+def test_train_each_mode(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / mode
+    args = ["train", CONFIG, "--mode", mode, "--iterations", "2", "--devices", "2", "--out", str(out)]
+    assert main([*args, *tiny_sets(tmp_path / "cache"), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    assert f"{mode}:" in printed.out and "generated tokens/s" in printed.out
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["iteration"] for m in metrics] == [1, 2]
+    assert all(m["tokens"] > 0 and m["tokens_per_s"] > 0 for m in metrics)
+    assert all(m["optimizer_steps"] == 2 for m in metrics)  # optimizer_steps_per_iteration in the example
+    assert "warm_start_accuracy" in metrics[0] and "heldout_accuracy" in metrics[-1]
+    spans = json.loads((out / "timeline.json").read_text())["traceEvents"]
+    names = {event.get("name", "") for event in spans}
+    assert any("generate" in n for n in names) and any("sync_weights" in n for n in names)
+    state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
+    assert state["workload"] == "grpo_arith" and "model" in state["actor"]["actor"]
+
+
+def _rollout(config: ArithGrpoConfig, rank: int = 0, world: int = 1) -> RolloutWorker:
+    worker = RolloutWorker()
+    worker.setup(config, rank, world, CPU)
+    return worker
+
+
+def test_rollout_streams_each_group_once_in_completion_order(tiny_config: ArithGrpoConfig) -> None:
+    config = attrs.evolve(
+        tiny_config,
+        grpo=attrs.evolve(tiny_config.grpo, max_new_tokens=12, long_tail_fraction=0.25),
+        execution=attrs.evolve(tiny_config.execution, granularity=4),
+    )
+    worker = _rollout(config)
+    payloads = [worker.compute("generate", k, 0, [])[0] for k in range(4)]
+    assert [len(p["group_index"]) for p in payloads] == [2, 2, 2, 2]
+    order = np.concatenate([p["group_index"] for p in payloads]).tolist()
+    assert sorted(order) == list(range(8))  # every group exactly once
+    # A group finishes when its longest response ends, so completion order sorts that length.
+    finish = np.concatenate([p["response_len"].max(axis=1) for p in payloads]).tolist()
+    assert finish == sorted(finish) and finish[-1] == 12  # the long-tail groups come last
+    second = _rollout(config, rank=1, world=2)
+    indices = np.concatenate([second.compute("generate", k, 0, [])[0]["group_index"] for k in range(4)])
+    assert sorted(indices.tolist()) == list(range(4, 8))
+
+
+def _training_payload(config: ArithGrpoConfig) -> dict[str, np.ndarray]:
+    rollout, reward, inference = _rollout(config), RewardWorker(), InferenceWorker()
+    reward.setup(config, 0, 1, CPU)
+    inference.setup(config, 0, 1, CPU)
+    generated = [rollout.compute("generate", k, 0, [])[0] for k in range(config.execution.granularity)]
+    scored = [reward.compute("reward", k, 0, [p])[0] for k, p in enumerate(generated)]
+    return concat_rows([inference.compute("infer", k, 0, [p])[0] for k, p in enumerate(scored)])
+
+
+def _parameter_grads(actor: ActorWorker) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in actor.backend.model.parameters() if p.grad is not None]
+
+
+def test_streamed_gradient_accumulation_equals_whole_batch(tiny_config: ArithGrpoConfig) -> None:
+    config = attrs.evolve(
+        tiny_config,
+        grpo=attrs.evolve(
+            tiny_config.grpo, optimizer_steps_per_iteration=1, micro_batch_size=3, max_grad_norm=0.0
+        ),
+    )
+    payload = _training_payload(config)
+    payload["advantages"] = np.linspace(-1.0, 1.0, payload["advantages"].size, dtype=np.float32).reshape(
+        payload["advantages"].shape
+    )  # a non-degenerate signal even if every reward of the tiny warm start is 0
+    whole, streamed = ActorWorker(), ActorWorker()
+    whole.setup(config, 0, 1, CPU)
+    streamed.setup(config, 0, 1, CPU)
+    whole.compute("train", 0, 0, [payload])
+    for k in range(4):  # 4 micro-batches of 2 groups, each cut into accumulation chunks of 3 sequences
+        streamed.compute("train", k, 0, [{key: v[2 * k : 2 * k + 2] for key, v in payload.items()}])
+    reference = TorchTrainBackend(
+        model_config(config, ArithTokenizer()), optim=OptimConfig(max_grad_norm=0.0), seed=config.seed
+    )
+    reference.load_weights({k: v.clone() for k, v in _initial_weights(config).items()})
+    reference.train_step([unpack_training(payload)], GrpoObjective(config.grpo.grpo()))
+    expected = [p.grad for p in reference.model.parameters() if p.grad is not None]
+    for got_whole, got_streamed, want in zip(
+        _parameter_grads(whole), _parameter_grads(streamed), expected, strict=True
+    ):
+        torch.testing.assert_close(got_whole, want, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(got_streamed, want, rtol=1e-4, atol=1e-6)
+    assert any(float(g.abs().sum()) > 0 for g in expected)
+
+
+def _initial_weights(config: ArithGrpoConfig) -> dict[str, torch.Tensor]:
+    from rlinf.workloads.arith.warm_start import cached_warm_start
+
+    return cached_warm_start(config, model_config(config, ArithTokenizer())).weights
+
+
+def test_bad_config_keys_fail_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigError, match="bogus"):
+        load_job_config(CONFIG, ["grpo.bogus=1"])
+    with pytest.raises(ConfigError, match="execution.mode"):
+        load_job_config(CONFIG, ["execution.mode=sideways"])
+    code = main(
+        ["train", CONFIG, "--iterations", "1", "--set", "execution.granularity=3", "--out", str(tmp_path)]
+    )
+    assert code == 2
+    assert "does not split" in capsys.readouterr().err
+
+
+def test_learn_loader_accepts_only_its_workload(tmp_path: Path) -> None:
+    assert load_config(CONFIG).execution.granularity >= 1
+    other = tmp_path / "other.yaml"
+    other.write_text("workload: embodied_ppo\nseed: 1\n")
+    with pytest.raises(ConfigError, match="workload"):
+        load_config(other)
+
+
+def test_probe_plans_run_and_the_shipped_trace_matches_the_example() -> None:
+    from rlinf.jobs.grpo_arith import JOB
+    from rlinf.trace import load_trace
+
+    _, config = load_job_config(CONFIG)
+    probes = JOB.probe_plans(2, config)
+    assert len(probes) >= 4 and {plan.mode for plan, _ in probes} == {"collocated", "hybrid"}
+    for plan, logical in probes:
+        assert logical == 2
+        JOB.check_plan(plan, JOB.with_plan(config, plan))
+    assert load_trace("traces/grpo_arith_cpu2.json").workflow == JOB.workflow(config)

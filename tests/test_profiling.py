@@ -1,0 +1,87 @@
+"""Profiling: dispatch-inclusive samples replay a measured iteration exactly; the profiling phase respects its
+budget and covers what the planner considers; traces merge."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlinf.costs import fit
+from rlinf.errors import ConfigError
+from rlinf.jobs import load_job_config
+from rlinf.lowering import lower
+from rlinf.profiling import ProfileSettings, dispatch_inclusive_samples, profile
+from rlinf.runner import cpu_cluster
+from rlinf.timeline import Timeline
+from simulator import replay
+
+CONFIG = "examples/hopper_ppo.yaml"
+SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "checkpoint_every=100"]
+
+
+def _measured_with_gaps(gap_s: float) -> Timeline:
+    """A 'measured' timeline of the collocated small config: every op starts ``gap_s`` after it became ready
+    (a dispatch round trip) and runs 1 ms."""
+    job, config = load_job_config(CONFIG, SMALL)
+    plan, logical = job.plan_for_mode("hybrid", 2, config)
+    program = lower(job.workflow(config), plan, cpu_cluster(logical))
+    durations = [1e-3] * program.num_ops
+    ideal = replay(program, [gap_s + d for d in durations])
+    # Shift every start by the gap: the op occupies its device only after dispatch.
+    return Timeline(
+        program=program,
+        start_s=[s + gap_s for s in ideal.start_s],
+        end_s=list(ideal.end_s),
+        peak_memory_bytes=list(ideal.peak_memory_bytes),
+        source="measured",
+    )
+
+
+def test_dispatch_inclusive_samples_replay_the_measured_iteration() -> None:
+    measured = _measured_with_gaps(4e-4)
+    samples = dispatch_inclusive_samples(measured)
+    assert [s.seconds for s in samples] == pytest.approx([1.4e-3] * len(samples))
+    replayed = replay(measured.program, [s.seconds for s in samples])
+    # Every op ends when it ended in the measured iteration (whose first ops were dispatched at time 0).
+    assert replayed.end_s == pytest.approx(measured.end_s)
+    # The span alone would miss every gap on the critical path.
+    spans = replay(measured.program, [e - s for s, e in zip(measured.start_s, measured.end_s, strict=True)])
+    assert spans.iteration_s < 0.8 * measured.iteration_s
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match="--profile-budget=0: must be > 0"):
+        ProfileSettings(budget_s=0)
+    with pytest.raises(ConfigError, match="--profile-iterations=0: must be >= 1"):
+        ProfileSettings(iterations_per_plan=0)
+
+
+def test_probe_plans_run_and_cover_the_planner_space() -> None:
+    job, config = load_job_config(CONFIG, SMALL)
+    probes = job.probe_plans(2, config)
+    assert len(probes) >= 4 and {p.mode for p, _ in probes} == {"collocated", "hybrid"}
+    for plan, _ in probes:
+        job.check_plan(plan, job.with_plan(config, plan))
+    stages = {p.granularity_of("loop") for p, _ in probes}
+    assert min(stages) == 1 and max(stages) == config.num_envs  # the fewest and the most environments per op
+
+
+def test_profiling_stays_within_its_budget() -> None:
+    """The phase starts a probe plan only when its expected start-up, warm-up and one iteration fit in what is
+    left, and stops iterating when the last iteration would not fit again. What it can overrun is therefore at
+    most the one step (a plan's first iteration with its worker start-up, or one iteration) that crossed the
+    budget line, plus stopping the workers: that is the margin asserted, measured on the run itself rather than
+    as a wall-clock constant, so a loaded machine cannot make the test flaky. Fifty iterations per plan would
+    take far longer than the budget, so the budget, not the iteration count, ends the phase."""
+    job, config = load_job_config(CONFIG, SMALL)
+    budget_s = 25.0
+    settings = ProfileSettings(budget_s=budget_s, iterations_per_plan=50, warmup_iterations=1)
+    result = profile(job, config, 2, settings=settings, progress=False)
+    assert result.elapsed_s <= budget_s + result.longest_step_s + 5.0, (
+        result.elapsed_s,
+        result.longest_step_s,
+    )
+    assert result.iterations < 50 * len(job.probe_plans(2, config))
+    assert result.trace.provenance["kind"] == "profiled" and result.trace.provenance["budget_s"] == budget_s
+    assert {"machine", "python", "packages", "date", "command"} <= set(result.trace.provenance)
+    costs = fit(result.trace)
+    assert ("env", "env_step") in costs.curves and ("actor", "train") in costs.curves

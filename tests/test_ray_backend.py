@@ -1,0 +1,103 @@
+"""The Ray backend on a two-node Ray cluster emulated on this machine (two raylets and object stores on
+127.0.0.1): same op order and same results as the local backend, placement on the plan's nodes, errors that
+name the worker and the op."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from test_checkpoint import SMALL, embodied_program, embodied_specs, outcomes  # noqa: E402
+from test_executor import HYBRID, assert_follows_program, chain_program, device_orders, specs  # noqa: E402
+
+import executor  # noqa: E402
+from executor import ray_session  # noqa: E402
+from executor.ray_actor import INLINE_MAX_BYTES  # noqa: E402
+from executor.ray_backend import RayBackend  # noqa: E402
+from rlinf.errors import ConfigError  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+BIG_ROWS = 256
+"""Rows per chain op: 256 x 96 float32 = 96 KiB per payload, above the inline limit, so payloads between
+workers go through the object store (across the two nodes for reward -> actor)."""
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[str]:
+    """Ray nodes 0 and 1, one CPU each; the actors can import the test workers."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+        with ray_session.emulated_cluster([1, 1]) as address:
+            yield address
+
+
+def test_same_op_order_and_data_as_the_local_backend(two_nodes: str) -> None:
+    """HYBRID: rollout on device 0 (node 0), reward on device 1 (node 1), actor on both."""
+    assert BIG_ROWS * 96 * 4 > INLINE_MAX_BYTES
+    program = chain_program(HYBRID)
+    workers = specs(**{name: {"rows": BIG_ROWS} for name in ("rollout", "reward", "actor")})
+    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+        local = executor.run(program, workers, backend=backend)
+    with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:
+        first = executor.run(program, workers, backend=backend)
+        second = executor.run(program, workers, backend=backend)  # actors persist between runs
+        nodes = backend.worker_nodes()
+        pids = backend.worker_pids()
+    assert nodes["rollout[0]"] == nodes["actor[0]"] != nodes["reward[0]"] == nodes["actor[1]"]
+    assert len(set(pids.values())) == 4 and os.getpid() not in pids.values()
+    for result in (first, second):
+        assert (
+            device_orders(result.timeline)
+            == device_orders(local.timeline)
+            == [list(o) for o in program.device_order]
+        )
+        assert_follows_program(result.timeline)
+        assert len(result.samples) == program.num_ops
+    rows_in = {(i.component, i.rank, i.op_index): i.info["rows_in"] for i in first.infos}
+    assert rows_in == {(i.component, i.rank, i.op_index): i.info["rows_in"] for i in local.infos}
+    moved = {s.op: s.num_bytes for s in first.samples if s.op in ("transfer", "sync_weights")}
+    assert moved == {s.op: s.num_bytes for s in local.samples if s.op in ("transfer", "sync_weights")}
+    assert moved["transfer"] >= BIG_ROWS * 96 * 4
+
+
+def test_embodied_ppo_matches_the_local_backend_exactly(two_nodes: str) -> None:
+    """Tolerance 0: the same worker code, seeds and op order on CPU with one torch thread per worker give the
+    same losses and returns bit for bit, whichever backend carries the data (two data-parallel actor replicas
+    all-reduce across the two nodes)."""
+    program, workers = embodied_program(SMALL, 2), embodied_specs(SMALL)
+    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+        local = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+    with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:
+        remote = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+    assert remote == local
+    assert any("policy_loss" in entry[3] for entry in local[1])
+
+
+def test_worker_error_names_the_worker_and_the_op(two_nodes: str) -> None:
+    with (
+        RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend,
+        pytest.raises(
+            executor.WorkerError,
+            match=r"worker reward\[0\] failed while running reward\.reward\[2\]: RuntimeError: injected failure",
+        ) as caught,
+    ):
+        executor.run(chain_program(HYBRID), specs(reward={"fail_on": ("reward", 2, 0)}), backend=backend)
+    assert "Traceback" in caught.value.remote_traceback
+
+
+def test_plan_on_more_nodes_than_the_cluster_has(two_nodes: str) -> None:
+    with (
+        RayBackend(executor.cpu_devices(2), nodes=[0, 2]) as backend,
+        pytest.raises(ConfigError, match="the plan uses 3 nodes and the Ray cluster has 2"),
+    ):
+        executor.run(chain_program(HYBRID), specs(), backend=backend)
+
+
+def test_nodes_must_cover_every_device() -> None:
+    with pytest.raises(ConfigError, match="needs one node per device"):
+        RayBackend(executor.cpu_devices(2), nodes=[0])

@@ -1,0 +1,72 @@
+"""``rlinf validate`` and the fidelity math: per-plan errors, median and maximum, top-1, Kendall's tau."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_auto_mode import CONFIG, SMALL, synthetic_trace
+
+from rlinf.cli import main
+from rlinf.errors import ConfigError
+from rlinf.fidelity import PlanFidelity, kendall_tau, relative_error, report
+
+
+def test_kendall_tau_by_hand() -> None:
+    assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    # Pairs: (1,2)+ (1,3)+ (1,4)+ (2,3)- (2,4)+ (3,4)+ -> (5 - 1) / 6.
+    assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
+    # tau-b with a tie in y: C=2, D=0, ties_y=1 -> 2 / sqrt(3 * 2).
+    assert kendall_tau([1, 2, 3], [1, 2, 2]) == pytest.approx(2 / math.sqrt(6))
+    assert math.isnan(kendall_tau([1, 1], [2, 3]))
+    with pytest.raises(ConfigError, match="differ in length"):
+        kendall_tau([1, 2], [1])
+
+
+def test_report_errors_and_top1() -> None:
+    plans = [
+        PlanFidelity(name="a", predicted_s=1.0, measured_s=1.1),
+        PlanFidelity(name="b", predicted_s=2.0, measured_s=1.0),
+        PlanFidelity(name="c", predicted_s=3.0, measured_s=3.0),
+    ]
+    result = report(plans)
+    assert [p.error for p in plans] == pytest.approx([0.1 / 1.1, 1.0, 0.0])
+    assert result.median_error == pytest.approx(0.1 / 1.1) and result.max_error == pytest.approx(1.0)
+    assert not result.top1_match and result.top1_regret == pytest.approx(
+        0.1
+    )  # predicted best a is 10% slower
+    assert result.kendall_tau == pytest.approx(1 / 3)
+    assert relative_error(0.95, 1.0) == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="measured_s=0: must be > 0"):
+        PlanFidelity(name="x", predicted_s=1.0, measured_s=0)
+
+
+def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.json"
+    synthetic_trace().save(trace)
+    out = tmp_path / "validate"
+    args = ["validate", CONFIG, "--trace", str(trace), "--plans", "2", "--iterations", "2", "--warmup", "0"]
+    args += ["--devices", "2", "--out", str(out), "--json"] + [a for s in SMALL for a in ("--set", s)]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"plans", "median_error", "max_error", "top1_match", "kendall_tau"} <= set(result)
+    modes = {plan["name"].split(":")[0] for plan in result["plans"]}
+    assert modes == {"collocated", "hybrid", "disaggregated"}  # every mode represented
+    for plan in result["plans"]:
+        assert plan["predicted_s"] > 0 and plan["measured_s"] > 0
+        assert plan["error"] == pytest.approx(
+            abs(plan["predicted_s"] - plan["measured_s"]) / plan["measured_s"]
+        )
+    on_cores = [p["error"] for p in result["plans"] if not p["oversubscribed"]]
+    assert result["max_error"] == pytest.approx(max(on_cores))
+    assert isinstance(result["top1_match"], bool)
+    assert (out / "timeline_pair.png").stat().st_size > 0
+    assert json.loads((out / "validate.json").read_text())["median_error"] == result["median_error"]
+
+
+def test_validate_rejects_bad_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", CONFIG, "--plans", "1"]) == 2
+    assert "--plans=1: must be >= 2" in capsys.readouterr().err

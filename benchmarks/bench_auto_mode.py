@@ -35,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
-    parser.add_argument("--profile-budget", type=float, default=90.0)
+    parser.add_argument("--profile-budget", type=float, default=120.0)
     parser.add_argument("--trace", help="plan from this trace instead of profiling")
     parser.add_argument("--markdown", help="write the result table to this file")
+    parser.add_argument("--save-trace", help="write the profiled trace to this file")
     args = parser.parse_args(argv)
 
     job, config = load_job_config(args.config, args.set)
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         trace = profile(
             job, config, args.devices, settings=ProfileSettings(budget_s=args.profile_budget)
         ).trace
+    if args.save_trace:
+        trace.save(args.save_trace)
     auto = plan_from_trace(job, config, trace, args.devices, seed=job.options(config).seed)
     planning_s = time.perf_counter() - started
     entries = {"auto": (auto.chosen.plan, auto.chosen.num_devices)}
@@ -69,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             "median_iteration_s": median_s,
             "env_steps_per_s": env_steps / median_s,
         }
-    rows["auto"]["predicted_iteration_s"] = auto.chosen.predicted_s
+    predicted = {(c.plan, c.num_devices): c.predicted_s for c in auto.candidates}
+    for name, entry in entries.items():
+        rows[name]["predicted_iteration_s"] = predicted.get(entry)
     best_fixed = max(FIXED, key=lambda m: rows[m]["env_steps_per_s"])
     report = {
         "config": {"file": args.config, "set": args.set, "env_steps_per_iteration": env_steps},
@@ -92,7 +97,8 @@ def _table(report: dict) -> str:
     lines = ["| plan | | median iteration | env steps/s |", "| --- | --- | --- | --- |"]
     for name, row in report["plans"].items():
         lines.append(
-            f"| {name} | `{row['plan']}` | {row['median_iteration_s']:.4f} s | {row['env_steps_per_s']:.0f} |"
+            f"| {name} | `{row['plan'].replace(' | ', ', ')}` | {row['median_iteration_s']:.4f} s | "
+            f"{row['env_steps_per_s']:.0f} |"
         )
     lines.append("")
     lines.append(

@@ -38,11 +38,12 @@ from rlinf.runner import cpu_cluster
 from rlinf.timeline import Timeline
 from rlinf.trace import CostSample, Trace
 
-DEFAULT_BUDGET_S = 90.0
+DEFAULT_BUDGET_S = 120.0
 COST_STATISTIC = "mean"
 """How :func:`rlinf.costs.fit` summarises repeated profiled samples of one op. On a machine shared with other
 processes, preemption makes op times right-skewed; an iteration is a sum of many ops, so it adds up their means
-(the median of each op underestimates it: measured here, median errors of 4-7% with medians, 3% with means)."""
+(the median of each op underestimates it: two validate runs recomputed here gave median errors of 4.1% and 6.7%
+with medians, 2.7% and 2.9% with means; docs/plan_then_run.md)."""
 VERSIONED_PACKAGES = ("torch", "numpy", "mujoco", "gymnasium")
 
 

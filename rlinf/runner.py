@@ -190,7 +190,8 @@ class AutoPlan:
 
     chosen: Candidate
     candidates: tuple[Candidate, ...]
-    """Every runnable plan considered, fastest (by simulation) first; ``candidates[0] is chosen``."""
+    """Every runnable plan considered, fastest (by simulation) first, those that need more logical devices than
+    the cluster has after the others; ``candidates[0] is chosen``."""
     predicted: Timeline
     """Simulated timeline of the chosen plan."""
     search_s: float
@@ -207,8 +208,10 @@ def plan_from_trace(
     time_limit_s: float = 10.0,
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
-    job's fixed-mode and probe plans, each simulated from the same trace; keep those the job can run (``with_plan`` then
-    ``check_plan``) and take the fastest. Extrapolation warnings are shown for the chosen plan only."""
+    job's fixed-mode plans (also at each granularity the planner considers) and probe plans, each simulated from
+    the same trace; keep those the job can run (``with_plan`` then ``check_plan``) and take the fastest.
+    Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
+    profiled for another workflow or no candidate can run."""
     import warnings
 
     import planner
@@ -245,6 +248,11 @@ def plan_from_trace(
         except ConfigError:
             continue
         proposals.append((plan, logical, f"fixed {mode}"))
+        # The fixed placement at every granularity the planner considers (e.g. env and rollout apart with the
+        # actor on all devices, which the planner's contiguous groups cannot express, with a pipelined loop).
+        for granularity in _granularities(workflow, num_devices):
+            variant = attrs.evolve(plan, granularity=dict(granularity))
+            proposals.append((variant, logical, f"{mode} placement"))
     proposals += [(plan, logical, "probe") for plan, logical in job.probe_plans(num_devices, config)]
     costs_by_devices = {}
     seen: set[Plan] = set()
@@ -268,7 +276,9 @@ def plan_from_trace(
         raise ConfigError(
             "plan", "auto", "no plan the planner proposed can run this config", "use --mode or --plan"
         )
-    candidates.sort(key=lambda c: (c.predicted_s, c.plan.describe()))
+    # Plans with more logical devices than the cluster has share cores, which the simulator does not model: they
+    # are ranked after every plan that fits (and chosen only when nothing else can run).
+    candidates.sort(key=lambda c: (c.num_devices > num_devices, c.predicted_s, c.plan.describe()))
     chosen = candidates[0]
     program = lower(workflow, chosen.plan, cpu_cluster(chosen.num_devices))
     predicted = simulate(program, costs_by_devices[chosen.num_devices])  # shows its extrapolation warnings
@@ -278,3 +288,18 @@ def plan_from_trace(
         predicted=predicted,
         search_s=time.perf_counter() - started,
     )
+
+
+MAX_GRANULARITY_VARIANTS = 32
+
+
+def _granularities(workflow: Any, num_devices: int) -> list[tuple[tuple[str, int], ...]]:
+    """The planner's granularity choices; when there are more than :data:`MAX_GRANULARITY_VARIANTS`, only those
+    that give every key the same value."""
+    from planner.space import build_space
+
+    space = build_space(workflow, num_devices)
+    choices = list(space.granularity_choices())
+    if len(choices) > MAX_GRANULARITY_VARIANTS:
+        choices = [c for c in choices if len({value for _, value in c}) == 1]
+    return choices

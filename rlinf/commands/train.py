@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto mode: merge the samples of an earlier run's trace.json into the trace (repeatable)",
     )
     parser.add_argument(
-        "--profile-budget", type=float, default=90.0, help="auto mode: profiling seconds (default 90)"
+        "--profile-budget", type=float, default=120.0, help="auto mode: profiling seconds (default 120)"
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")

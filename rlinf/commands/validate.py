@@ -1,10 +1,14 @@
 """Validate the simulator against reality: run K plans for real and in simulation from one profiled trace.
 
-The trace is profiled first (or reused with ``--trace``); the plans are the fastest the auto mode considers
-(planner candidates and the job's fixed modes), with every mode represented; all of them run side by side,
-iterations alternating between plans, and each plan's measured time is the median of its iterations after
-warm-up. A plan that needs more logical devices than there are cores (e.g. disaggregated env, rollout and actor on
-2 cores) is run and reported too, but kept out of the summary: the simulator does not model devices sharing a core.
+A short profile (or ``--trace``) lets the auto mode's planning propose candidates; K of them are chosen, spread
+over their predicted times, every mode represented. All chosen plans then run side by side (every plan's workers
+alive, iterations alternating between plans) and each plan's measured time is the median of its iterations after
+warm-up. Without ``--trace`` the job's probe plans run in the same rotation, and the predictions come from *their*
+samples (written to ``OUT/trace.json``): profile and measurement see the same load from other processes on a
+shared machine. A plan that needs more logical devices than there are cores (disaggregated env, rollout and actor
+on 2 cores) is run and reported too, but kept out of the summary: the simulator does not model devices that share
+a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above
+measured).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations per plan (default 2)")
     parser.add_argument("--devices", type=int, help="devices (CPU cores) to use (default: all usable cores)")
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
-    parser.add_argument("--profile-budget", type=float, default=90.0, help="profiling seconds (default 90)")
+    parser.add_argument("--profile-budget", type=float, default=120.0, help="profiling seconds (default 120)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -133,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
         )
         for c, p, m in zip(chosen, predicted, measured, strict=False)
     ]
+    order = sorted(range(len(rows)), key=lambda i: rows[i].predicted_s)
+    rows, chosen, measured, predicted = (
+        [rows[i] for i in order],
+        [chosen[i] for i in order],
+        [measured[i] for i in order],
+        [predicted[i] for i in order],
+    )
     on_cores = fidelity.report([r for r in rows if not r.oversubscribed])
     every = fidelity.report(rows)
     best = min(range(len(chosen)), key=lambda i: (rows[i].oversubscribed, rows[i].predicted_s))

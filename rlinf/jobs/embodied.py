@@ -133,9 +133,11 @@ def probe_plans(num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, in
     collocated on ``n`` devices (1 stage); env + rollout on ``h``, actor on the rest (1 stage: the most
     environments per replica, the actor alone); env on ``h``, rollout + actor on the rest (the most stages: one
     environment per replica, the smallest loop transfers); env on ``h``, rollout on the rest, actor on all (1
-    stage: the largest loop transfers, the trajectory transfer); env on ``h``, rollout + actor on the rest with a
-    middle stage count; collocated with rollout and actor offloaded (onload/offload costs); collocated with the
-    most stages that split evenly. Plans the config cannot run (uneven splits) are skipped."""
+    stage: the largest loop transfers, the trajectory transfer); env on ``h``, rollout + actor on the rest with
+    stage counts a third and two thirds of the way (a pipelined loop's per-op cost depends on how many stages are
+    in flight, not only on environments per op, so intermediate stage counts are measured, not interpolated);
+    collocated with rollout and actor offloaded (onload/offload costs); collocated with the most stages that
+    split evenly. Plans the config cannot run (uneven splits) are skipped."""
     all_devices = tuple(range(num_devices))
     half = num_devices // 2
     first, rest = tuple(range(half)), tuple(range(half, num_devices))
@@ -149,7 +151,10 @@ def probe_plans(num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, in
             ({"env": first, "rollout": rest, "actor": all_devices}, "fewest", frozenset()),
         ]
     if half >= 1:
-        layouts.append(({"env": first, "rollout": rest, "actor": rest}, "middle", frozenset()))
+        layouts += [
+            ({"env": first, "rollout": rest, "actor": rest}, "third", frozenset()),
+            ({"env": first, "rollout": rest, "actor": rest}, "two-thirds", frozenset()),
+        ]
     layouts += [
         (
             {"env": all_devices, "rollout": all_devices, "actor": all_devices},
@@ -176,7 +181,8 @@ def probe_plans(num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, in
 
 
 def _stages(config: EmbodiedConfig, env_replicas: int, rollout_replicas: int, which: str) -> int:
-    """The fewest (1), most, or a middle number of loop stages whose environments split over the replicas."""
+    """The fewest (1), most, middle, a third or two thirds of the way through the loop stage counts whose
+    environments split over the replicas."""
     replicas = max(env_replicas, rollout_replicas)
     fitting = [
         s
@@ -187,6 +193,10 @@ def _stages(config: EmbodiedConfig, env_replicas: int, rollout_replicas: int, wh
         return fitting[0]
     if which == "most":
         return fitting[-1]
+    if which == "third":
+        return fitting[len(fitting) // 3]
+    if which == "two-thirds":
+        return fitting[2 * len(fitting) // 3]
     return fitting[len(fitting) // 2]
 
 

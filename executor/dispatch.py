@@ -73,6 +73,9 @@ class Backend(Protocol):
     def execute(self, program: Program, workers: Mapping[str, Any]) -> RunResult:
         """Run ``program`` once with ``workers`` (component -> spec)."""
 
+    def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
+        """Call ``method`` (e.g. ``checkpoint``) on replica ``rank`` of ``component`` and return its answer."""
+
 
 def check_workers(layout: Layout, workers: Mapping[str, Any], num_devices: int) -> None:
     """Raise when a component has no worker spec or a replica's device is beyond the backend's devices."""

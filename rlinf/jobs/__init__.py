@@ -84,7 +84,7 @@ class Job(Protocol):
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """One line about the last iteration, printed when training ends."""
 
-    def checkpoint(self, backend: executor.LocalBackend) -> dict[str, Any]:
+    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
         """The workers' state worth saving."""
 
 

@@ -118,7 +118,7 @@ class EmbodiedJob:
             f"episodic return {shown}"
         )
 
-    def checkpoint(self, backend: executor.LocalBackend) -> dict[str, Any]:
+    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
         """The actor's model, optimizer and normalizer state."""
         return {"actor": backend.call("actor", "checkpoint")}
 

@@ -153,7 +153,7 @@ class GrpoArithJob:
             text += f", held-out accuracy {metrics['heldout_accuracy']:.3f}"
         return text
 
-    def checkpoint(self, backend: executor.LocalBackend) -> dict[str, Any]:
+    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
         """The actor's weights, optimizer state and step count."""
         return {"actor": backend.call("actor", "checkpoint")}
 

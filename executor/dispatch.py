@@ -114,6 +114,33 @@ def check_states(layout: Layout, states: Mapping[str, Sequence[Any]]) -> None:
         )
 
 
+class WorkerStateMixin:
+    """``snapshot`` and ``restore`` of every replica, built on a backend's ``call`` (shared by the backends)."""
+
+    _layout: Layout | None
+
+    def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
+        """Call ``method`` on replica ``rank`` of ``component`` (each backend implements it)."""
+        raise NotImplementedError
+
+    def snapshot(self) -> WorkerStates:
+        """``checkpoint()`` of every replica, per component in rank order (between runs)."""
+        assert self._layout is not None, "no workers are running"
+        layout = self._layout
+        return {
+            name: [self.call(name, "checkpoint", rank=r.rank) for r in layout.of(name)]
+            for name in layout.components
+        }
+
+    def restore(self, states: WorkerStates) -> None:
+        """``restore(state)`` on every replica from a :meth:`snapshot` of the same layout."""
+        assert self._layout is not None, "no workers are running: call start() first"
+        check_states(self._layout, states)
+        for name, per_rank in states.items():
+            for rank, state in enumerate(per_rank):
+                self.call(name, "restore", state, rank=rank)
+
+
 def drive(run: RunState, transport: Transport) -> RunResult:
     """Run every op of ``run`` through ``transport`` under the dispatch rule; returns the measured result."""
     program = run.program

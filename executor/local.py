@@ -23,8 +23,7 @@ from executor.dispatch import (
     RunResult,
     RunState,
     WorkerError,
-    WorkerStates,
-    check_states,
+    WorkerStateMixin,
     check_workers,
     drive,
 )
@@ -35,7 +34,7 @@ from rlinf.program import Program
 __all__ = ["LocalBackend", "OpInfo", "RunResult", "WorkerError"]
 
 
-class LocalBackend:
+class LocalBackend(WorkerStateMixin):
     """Runs programs with worker processes on this machine. Use as a context manager."""
 
     def __init__(
@@ -233,23 +232,6 @@ class LocalBackend:
                     self.fail(message[1], method, message[3], message[4])
                 if message[0] == "result" and message[1] == replica.worker:
                     return message[2]
-
-    def snapshot(self) -> WorkerStates:
-        """``checkpoint()`` of every replica, per component in rank order (between runs)."""
-        assert self._layout is not None, "no workers are running"
-        layout = self._layout
-        return {
-            name: [self.call(name, "checkpoint", rank=r.rank) for r in layout.of(name)]
-            for name in layout.components
-        }
-
-    def restore(self, states: WorkerStates) -> None:
-        """``restore(state)`` on every replica from a :meth:`snapshot` of the same layout."""
-        assert self._layout is not None, "no workers are running: call start() first"
-        check_states(self._layout, states)
-        for name, per_rank in states.items():
-            for rank, state in enumerate(per_rank):
-                self.call(name, "restore", state, rank=rank)
 
     def worker_pids(self) -> dict[str, int]:
         """Process id of every worker, keyed ``component[rank]`` (for fault injection and monitoring)."""

@@ -28,8 +28,7 @@ from executor.dispatch import (
     RunResult,
     RunState,
     WorkerError,
-    WorkerStates,
-    check_states,
+    WorkerStateMixin,
     check_workers,
     drive,
 )
@@ -40,7 +39,7 @@ from rlinf.errors import ConfigError
 from rlinf.program import Program
 
 
-class RayBackend:
+class RayBackend(WorkerStateMixin):
     """Runs programs with Ray actors. Use as a context manager.
 
     ``nodes[d]`` is the plan node of logical device ``d`` (default: all on node 0). With ``address=None`` a
@@ -274,23 +273,6 @@ class RayBackend:
         assert self._layout is not None, "no workers are running"
         worker = self._layout.of(component)[rank].worker
         return self._get(self._actors[worker].call.remote(method, args), worker, method)
-
-    def snapshot(self) -> WorkerStates:
-        """``checkpoint()`` of every replica, per component in rank order (between runs)."""
-        assert self._layout is not None, "no workers are running"
-        layout = self._layout
-        return {
-            name: [self.call(name, "checkpoint", rank=r.rank) for r in layout.of(name)]
-            for name in layout.components
-        }
-
-    def restore(self, states: WorkerStates) -> None:
-        """``restore(state)`` on every replica from a :meth:`snapshot` of the same layout."""
-        assert self._layout is not None, "no workers are running: call start() first"
-        check_states(self._layout, states)
-        for name, per_rank in states.items():
-            for rank, state in enumerate(per_rank):
-                self.call(name, "restore", state, rank=rank)
 
     def worker_pids(self) -> dict[str, int]:
         """Process id of every actor, keyed ``component[rank]``."""

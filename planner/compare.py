@@ -19,7 +19,8 @@ from planner.baselines import brute_force, closed_form, fixed_collocated, fixed_
 from planner.search import prepare, search
 from rlinf.costs import fit
 from rlinf.errors import ExtrapolationWarning
-from rlinf.trace import load_trace, write_text_atomic
+from rlinf.files import write_text_atomic
+from rlinf.trace import load_trace
 
 TRACES = ("traces/grpo_1.5b_h100.json", "traces/grpo_7b_h100.json", "traces/grpo_32b_h200.json")
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)

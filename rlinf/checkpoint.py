@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any, BinaryIO
 
 import attrs
 
+from rlinf import files
 from rlinf.errors import ConfigError, RlinfWarning
 
 MANIFEST = "manifest.json"
@@ -77,31 +76,16 @@ class _HashingWriter:
 
 
 def write_atomic(path: Path, writer: Callable[[Any], None]) -> tuple[str, int]:
-    """Call ``writer(stream)`` on a temporary file next to ``path``, make it durable and rename it into place.
+    """Call ``writer(stream)`` through :func:`rlinf.files.write_atomic` (temporary file, fsync, rename, fsync the
+    directory). Returns the SHA-256 and the size of what was written."""
+    hashing: list[_HashingWriter] = []
 
-    Returns the SHA-256 and the size of what was written. On any error the temporary file is removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            hashing = _HashingWriter(stream)
-            writer(hashing)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-    return hashing.digest.hexdigest(), hashing.num_bytes
+    def write(stream: BinaryIO) -> None:
+        hashing.append(_HashingWriter(stream))
+        writer(hashing[0])
 
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    files.write_atomic(path, write)
+    return hashing[0].digest.hexdigest(), hashing[0].num_bytes
 
 
 def read_manifest(directory: Path) -> list[CheckpointEntry]:

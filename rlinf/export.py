@@ -8,17 +8,15 @@ rows named ``src->dst``.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from rlinf.files import write_atomic, write_text_atomic
 from rlinf.plan import format_devices
 from rlinf.timeline import Span, Timeline
-from rlinf.trace import write_text_atomic
 
 MICROSECONDS_PER_S = 1e6
 
@@ -310,15 +308,4 @@ def _new_figure(*, width_in: float, height_in: float) -> Any:
 
 
 def _save_png_atomic(figure: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            figure.savefig(stream, format="png", dpi=110)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes files private; charts are meant to be shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda stream: figure.savefig(stream, format="png", dpi=110))

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import attrs
 
 from rlinf.cluster import Cluster, cluster_from_dict
 from rlinf.errors import ConfigError, non_negative, reject_unknown_keys, require, require_keys, to_tuple
+from rlinf.files import write_text_atomic
 from rlinf.workflow import Workflow, workflow_from_dict
 
 SCHEMA = "rlinf.trace/v1"
@@ -217,19 +216,3 @@ def load_trace(path: str | Path) -> Trace:
             "fix the JSON syntax",
         ) from None
     return trace_from_dict(data, source=path.name)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes files private; outputs are meant to be shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,7 +17,8 @@ from rlinf.capacity.result import CapacityResult
 from rlinf.capacity.sections import build_document
 from rlinf.capacity.sweep import simulate_plan
 from rlinf.export import component_colors, write_gantt_png
-from rlinf.trace import Trace, write_text_atomic
+from rlinf.files import write_bytes_atomic, write_text_atomic
+from rlinf.trace import Trace
 
 
 @attrs.frozen(kw_only=True)
@@ -65,22 +64,6 @@ def write_report(result: CapacityResult, trace: Trace, out_dir: str | Path) -> R
         json=out / "capacity.json",
         images=tuple(written),
     )
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------------- HTML

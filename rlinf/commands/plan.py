@@ -13,7 +13,8 @@ from planner.space import DEFAULT_MAX_GRANULARITY
 from rlinf.cluster import GIB, parse_cluster
 from rlinf.costs import fit
 from rlinf.errors import ConfigError
-from rlinf.trace import load_trace, write_text_atomic
+from rlinf.files import write_text_atomic
+from rlinf.trace import load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

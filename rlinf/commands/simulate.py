@@ -12,10 +12,11 @@ from rlinf.cluster import GIB, Cluster, parse_cluster
 from rlinf.costs import fit
 from rlinf.errors import ConfigError
 from rlinf.export import device_groups, write_chrome_trace, write_gantt_png
+from rlinf.files import write_text_atomic
 from rlinf.lowering import lower
 from rlinf.plan import plan_from_yaml
 from rlinf.timeline import Timeline
-from rlinf.trace import load_trace, write_text_atomic
+from rlinf.trace import load_trace
 from simulator import simulate
 
 CRITICAL_PATH_SHOWN = 6

@@ -282,7 +282,10 @@ def best_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int) -
     solver = cp_model.CpSolver()
     solver.parameters.num_search_workers = 1
     solver.parameters.random_seed = seed
-    solver.parameters.linearization_level = 2
+    # Small one-hot models: presolve and LP relaxations cost more than they save here. Measured on the shipped
+    # traces at 256 devices: the same sequence of surrogate values as with both on, in about half the time.
+    solver.parameters.linearization_level = 0
+    solver.parameters.cp_model_presolve = False
     models = [_Model(tables, p) for p in range(len(tables.space.partitions))]
     queue: list[tuple[int, int, PlanPoint, list]] = []
     # The budget is CP-SAT's deterministic time (about a second of work per unit on one core), not wall time,

@@ -11,7 +11,6 @@ Tensors are emptied and refilled *in place* (``Tensor.set_``), so modules and op
 
 from __future__ import annotations
 
-import os
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -98,13 +97,3 @@ class HostStore:
             self._segment.close()
             self._segment.unlink()
             self._segment = None
-
-
-def resident_rss_bytes() -> int:
-    """Resident set size of the calling process (Linux), 0 where unknown."""
-    try:
-        with open("/proc/self/statm") as stream:
-            pages = int(stream.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")

@@ -18,13 +18,12 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
 
 import attrs
 
 from rlinf.cluster import GIB, Cluster
-from rlinf.errors import ConfigError, InfeasiblePlanError, require
-from rlinf.plan import Plan, format_devices
+from rlinf.errors import InfeasiblePlanError, require
+from rlinf.plan import Plan
 from rlinf.program import Lane, Op, Program
 from rlinf.workflow import Workflow
 
@@ -474,18 +473,3 @@ _COMPUTE_NAMES = {
     "actor": "train",
     "critic": "train",
 }
-
-
-def iter_device_spans(program: Program) -> Iterator[tuple[int, Op]]:
-    """Every (device, op) pair in device order, for display."""
-    for device, order in enumerate(program.device_order):
-        for index in order:
-            yield device, program.ops[index]
-
-
-def describe_devices(devices: tuple[int, ...]) -> str:
-    """Range text for a device tuple ('' for none)."""
-    return format_devices(devices) if devices else ""
-
-
-__all__ = ["ConfigError", "check_memory", "lower", "micro_batch_ranges"]

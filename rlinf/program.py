@@ -148,14 +148,6 @@ class Program:
                 out[index].append(lane_index)
         return tuple(tuple(x) for x in out)
 
-    def successors(self) -> tuple[tuple[int, ...], ...]:
-        """Per op, the ops that depend on it."""
-        out: list[list[int]] = [[] for _ in self.ops]
-        for op in self.ops:
-            for dep in op.deps:
-                out[dep].append(op.index)
-        return tuple(tuple(s) for s in out)
-
     def summary(self) -> dict[str, Any]:
         """Counts per op kind, for display."""
         counts: dict[str, int] = {}

@@ -119,10 +119,6 @@ class Trace:
                 f"use one of {sorted(names)}",
             )
 
-    def with_samples(self, extra: tuple[CostSample, ...]) -> Trace:
-        """This trace plus more samples (e.g. measured by a run)."""
-        return attrs.evolve(self, samples=self.samples + tuple(extra))
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON document."""
         return {

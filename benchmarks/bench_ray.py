@@ -1,18 +1,21 @@
 """Ray backend vs local backend on the Hopper PPO config: time per training iteration, same program, same seed.
 
-    python benchmarks/bench_ray.py [--iterations 10] [--warmup 2] [--devices 2] [--mode collocated] [--json OUT]
+    python benchmarks/bench_ray.py [--iterations 20] [--warmup 2] [--devices 2] [--mode collocated] [--json OUT]
 
 Both backends run the program that ``rlinf train examples/hopper_ppo.yaml --mode <mode> --devices <devices>``
-runs, in the same process, one after the other: the local backend (worker processes and pipes) and the Ray
-backend (a private single-node Ray bound to 127.0.0.1, one actor per replica). Per iteration it measures the
-driver's wall time around ``executor.run`` (dispatch, transport and compute; worker start-up excluded by the
-``--warmup`` iterations, which are dropped). Reported: the median and mean per backend and the ratio ray / local
-(target <= 1.10), plus a check that both backends computed the same losses and returns.
+runs, in the same process: the local backend (worker processes and pipes) and the Ray backend (a private
+single-node Ray bound to 127.0.0.1, one actor per replica). Both are started first, then their iterations
+alternate (local, Ray, local, Ray, ...), so that both see the same machine load; the idle backend's workers
+block on their connections. Per iteration it measures the driver's wall time around ``executor.run``
+(dispatch, transport and compute; worker start-up excluded by the ``--warmup`` iterations, which are dropped).
+Reported: the median and mean per backend and the ratio ray / local (target <= 1.10), plus a check that both
+backends computed the same losses and returns.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -25,30 +28,38 @@ from rlinf.cluster import DEVICE_PRESETS, Cluster
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
 
+KINDS = ("local", "ray")
 
-def measure(kind: str, program: Any, specs: dict, devices: tuple, iterations: int, warmup: int) -> dict:
-    """Seconds per iteration (after ``warmup``) and what each iteration computed."""
-    seconds, outcomes = [], []
-    with executor.open_backend(kind, devices) as backend:
+
+def measure(program: Any, specs: dict, devices: tuple, iterations: int, warmup: int) -> dict[str, dict]:
+    """Seconds per iteration (after ``warmup``) and what each iteration computed, per backend, alternating."""
+    seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    outcomes: dict[str, list] = {kind: [] for kind in KINDS}
+    with contextlib.ExitStack() as stack:
+        backends = {kind: stack.enter_context(executor.open_backend(kind, devices)) for kind in KINDS}
         for index in range(warmup + iterations):
-            started = time.perf_counter()
-            result = executor.run(program, specs, backend=backend)
-            elapsed = time.perf_counter() - started
-            outcomes.append(sorted(json.dumps(dict(i.info), sort_keys=True) for i in result.infos))
-            if index >= warmup:
-                seconds.append(elapsed)
+            for kind, backend in backends.items():
+                started = time.perf_counter()
+                result = executor.run(program, specs, backend=backend)
+                elapsed = time.perf_counter() - started
+                outcomes[kind].append(sorted(json.dumps(dict(i.info), sort_keys=True) for i in result.infos))
+                if index >= warmup:
+                    seconds[kind].append(elapsed)
     return {
-        "seconds": seconds,
-        "median_s": statistics.median(seconds),
-        "mean_s": statistics.mean(seconds),
-        "outcomes": outcomes,
+        kind: {
+            "seconds": seconds[kind],
+            "median_s": statistics.median(seconds[kind]),
+            "mean_s": statistics.mean(seconds[kind]),
+            "outcomes": outcomes[kind],
+        }
+        for kind in KINDS
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="examples/hopper_ppo.yaml")
-    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     parser.add_argument("--mode", default="collocated", choices=("collocated", "disaggregated", "hybrid"))
@@ -62,8 +73,8 @@ def main() -> None:
     program = lower(job.workflow(config), plan, cluster)
     specs = job.worker_specs(config)
     devices = executor.cpu_devices(logical, available_cores()[: args.devices])
-    local = measure("local", program, specs, devices, args.iterations, args.warmup)
-    ray = measure("ray", program, specs, devices, args.iterations, args.warmup)
+    measured = measure(program, specs, devices, args.iterations, args.warmup)
+    local, ray = measured["local"], measured["ray"]
     ratio = ray["median_s"] / local["median_s"]
     same = ray.pop("outcomes") == local.pop("outcomes")
     print(

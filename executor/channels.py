@@ -4,7 +4,9 @@
 * ``shm``: different processes on the same machine. Arrays of at least :data:`SHM_MIN_BYTES` are copied once into
   a shared-memory segment and only a small header travels through the pipe; the receiver copies them out and
   frees the segment. Smaller arrays travel inline in the pipe, where a segment would cost more than it saves.
-* Workers on other nodes need a network transport, which the local backend does not have.
+* ``object_store``: workers on different nodes (Ray backend only): the payload goes to the consumer as the
+  argument of an actor call, which Ray moves through its object store (:class:`RemoteInbox` on the consumer's
+  side). The local backend has no transport between nodes.
 
 Every pipe carries headers and small arrays only; a receiver drains all of its pipes while it waits for the
 message it needs and while it is idle, so a sender never blocks for long on a full pipe.
@@ -12,7 +14,9 @@ message it needs and while it is idle, so a sender never blocks for long on a fu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import threading
+from collections.abc import Callable, Mapping
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -25,7 +29,10 @@ from rlinf.errors import ConfigError
 SHM_MIN_BYTES = 16 * 1024
 """Arrays this large or larger go through shared memory; smaller ones inline."""
 
-TRANSPORTS = ("local", "shm")
+TRANSPORTS = ("local", "shm", "object_store")
+
+RemoteSend = Callable[[int, tuple, dict[str, np.ndarray]], None]
+"""Sends ``(destination worker, key, arrays)`` to a worker on another node (the Ray backend's actor call)."""
 
 
 @attrs.frozen
@@ -38,12 +45,15 @@ class WorkerAddress:
     """Machine it runs on."""
 
 
-def choose_transport(src: WorkerAddress, dst: WorkerAddress) -> str:
-    """``local`` within a process, ``shm`` within a machine; raises across machines."""
+def choose_transport(src: WorkerAddress, dst: WorkerAddress, *, across_nodes: bool = False) -> str:
+    """``local`` within a process, ``shm`` within a machine, ``object_store`` across machines when the backend
+    has one (``across_nodes``); raises across machines otherwise."""
     if src.worker == dst.worker:
         return "local"
     if src.node == dst.node:
         return "shm"
+    if across_nodes:
+        return "object_store"
     raise ConfigError(
         "placement",
         f"worker {src.worker}@node{src.node} -> worker {dst.worker}@node{dst.node}",
@@ -92,8 +102,43 @@ def unpack(packed: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
+class RemoteInbox:
+    """Payloads from workers on other nodes, handed in by another thread (the actor call that carried them).
+
+    The receiving thread waits on :meth:`fileno` alongside its pipes; :meth:`put` stores the payload, then
+    writes a byte to wake it."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        self._lock = threading.Lock()
+        self._arrived: dict[tuple, dict[str, np.ndarray]] = {}
+
+    def fileno(self) -> int:
+        """Readable when payloads arrived since the last :meth:`take`."""
+        return self._read
+
+    def put(self, key: tuple, payload: Mapping[str, np.ndarray]) -> None:
+        """Store ``payload`` (called by the delivering thread) and wake the receiver."""
+        with self._lock:
+            self._arrived[key] = {name: np.array(value) for name, value in payload.items()}  # writable copies
+        os.write(self._write, b"\0")
+
+    def take(self) -> dict[tuple, dict[str, np.ndarray]]:
+        """Everything that arrived since the last call."""
+        os.read(self._read, 65536)
+        with self._lock:
+            out, self._arrived = self._arrived, {}
+        return out
+
+    def close(self) -> None:
+        """Close the wake-up pipe."""
+        os.close(self._read)
+        os.close(self._write)
+
+
 class Mailbox:
-    """One worker's ends of its channels: a pipe to every other worker and one from each."""
+    """One worker's ends of its channels: a pipe to every other worker on its node and one from each, plus,
+    in the Ray backend, the object-store path to and from workers on other nodes."""
 
     def __init__(
         self,
@@ -101,19 +146,32 @@ class Mailbox:
         outbound: Mapping[int, Connection],
         inbound: list[Connection],
         nodes: Mapping[int, int],
+        *,
+        remote_send: RemoteSend | None = None,
+        remote_inbox: RemoteInbox | None = None,
     ) -> None:
         self.me = me
         self._outbound = dict(outbound)
-        self._inbound = list(inbound)
+        self._inbound: list[Any] = list(inbound) + ([remote_inbox] if remote_inbox is not None else [])
         self._nodes = dict(nodes)
+        self._remote_send = remote_send
         self._arrived: dict[tuple, dict[str, np.ndarray]] = {}
 
     def send(self, dst: int, key: tuple, payload: Mapping[str, np.ndarray]) -> int:
         """Deliver ``payload`` under ``key`` to worker ``dst``; returns the bytes carried."""
-        transport = choose_transport(self.me, WorkerAddress(worker=dst, node=self._nodes.get(dst, 0)))
+        transport = choose_transport(
+            self.me,
+            WorkerAddress(worker=dst, node=self._nodes.get(dst, self.me.node)),
+            across_nodes=self._remote_send is not None,
+        )
         if transport == "local":
             self._arrived[key] = dict(payload)
             return 0
+        if transport == "object_store":
+            assert self._remote_send is not None
+            arrays = {name: np.ascontiguousarray(value) for name, value in payload.items()}
+            self._remote_send(dst, key, arrays)
+            return sum(a.nbytes for a in arrays.values())
         packed, num_bytes = pack(payload)
         self._outbound[dst].send((key, packed))
         return num_bytes
@@ -122,19 +180,26 @@ class Mailbox:
         """The payload sent under ``key``, waiting for it if needed (messages for other keys are kept)."""
         while key not in self._arrived:
             assert self._inbound, f"message {key} can only come from this worker, which never sent it"
-            for connection in wait(self._inbound):
-                assert isinstance(connection, Connection)
-                self.take(connection)
+            for source in wait(self._inbound):
+                self.take(source)
         return self._arrived[key]
 
     @property
-    def inbound(self) -> list[Connection]:
-        """The pipes other workers send on."""
+    def inbound(self) -> list[Any]:
+        """What other workers send on: pipes, and the inbox of payloads from other nodes."""
         return list(self._inbound)
 
-    def take(self, connection: Connection) -> None:
-        """Read one message from ``connection`` into the mailbox."""
-        key, packed = connection.recv()
+    def take(self, source: Any) -> None:
+        """Read what ``source`` (one of :attr:`inbound`) holds into the mailbox; raises ``EOFError`` when a
+        pipe's sender has gone, after which the pipe is no longer waited on."""
+        if isinstance(source, RemoteInbox):
+            self._arrived.update(source.take())
+            return
+        try:
+            key, packed = source.recv()
+        except EOFError:
+            self._inbound.remove(source)
+            raise
         self._arrived[key] = unpack(packed)
 
     def clear(self) -> None:

@@ -51,6 +51,7 @@ class RunResult:
     timeline: Timeline
     samples: tuple[CostSample, ...]
     infos: tuple[OpInfo, ...]
+    """In program order (op, component, rank), whichever order the replies arrived in."""
 
 
 class Transport(Protocol):
@@ -275,5 +276,6 @@ class RunState:
         return RunResult(
             timeline=build_timeline(self.program, records, self.memory.peak_bytes),
             samples=cost_samples(self.program, records),
-            infos=tuple(self.infos),
+            # in program order, not arrival order: sums over infos then do not depend on timing
+            infos=tuple(sorted(self.infos, key=lambda i: (i.op_index, i.component, i.rank))),
         )

@@ -50,7 +50,10 @@ class Worker(Protocol):
         """Take weights received by a weight sync."""
 
     def checkpoint(self) -> dict[str, Any]:
-        """Everything needed to resume this replica."""
+        """Everything needed to resume this replica (called between iterations)."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica, as if never stopped."""
 
 
 def num_rows(payload: Payload) -> int:

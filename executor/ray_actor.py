@@ -1,89 +1,112 @@
-"""The worker side of the Ray backend: one actor per component replica, and its mailbox on the object store.
+"""The worker side of the Ray backend: one actor per component replica, talking to the driver and its peers
+over direct connections.
 
-An actor runs the same :class:`executor.runtime.CommandRunner` as a local worker process. What differs is how
-payloads travel (the transport follows the placement):
+Ray places the actor, starts its process, moves payloads between nodes and notices its death; the per-op
+traffic does not go through Ray's task submission (about a millisecond per call), but over connections the
+actor opens at start-up:
 
-* ``local``: the consumer is this same actor, so the payload object is handed over;
-* ``inline``: payloads under :data:`INLINE_MAX_BYTES` ride back to the driver with the reply and on to the
-  consumer with its next batch (cheaper than an object-store round trip for a few observations);
-* ``object_store``: larger payloads are put into the Ray object store; the consumer gets the reference and
-  reads it: shared memory when it is on the same node, a transfer by Ray between the nodes' stores otherwise.
+* **control**: a TCP connection to the driver, on which the actor runs :func:`executor.runtime.serve`, the local
+  backend's worker loop: batches of commands in, one reply per op out;
+* **same node**: a Unix-socket connection to every other actor of its node, carrying
+  :mod:`executor.channels` messages (arrays of 16 KiB or more through shared memory, as in the local backend);
+* **other nodes**: the producer calls the consumer actor's :meth:`RayWorker.deliver` with the arrays; Ray
+  carries them (through its object store when they are large) and a second thread of the consumer actor hands
+  them to its mailbox (:class:`executor.channels.RemoteInbox`).
 
-Ops finish on wall-clock time (``time.time``), the one clock the nodes of a cluster share (through NTP).
-Data-parallel replicas join a ``torch.distributed`` group (gloo on CPUs, NCCL on GPUs) at rank 0's node address.
+Every connection starts with a hello: the run's random token and the sender's worker id; a connection without
+the token is closed. Ops finish on wall-clock time (``time.time``), the one clock the nodes of a cluster share
+(through NTP). Data-parallel replicas join a ``torch.distributed`` group (gloo on CPUs, NCCL on GPUs) at rank
+0's node address.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
+import pickle
+import shutil
 import socket
+import struct
+import tempfile
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
 from typing import Any
 
 import attrs
 import numpy as np
 import ray
 
+from executor.channels import Mailbox, RemoteInbox, WorkerAddress
 from executor.devices import Device
 from executor.routing import Replica
-from executor.runtime import CommandRunner, WorkerSpec
+from executor.runtime import CommandRunner, WorkerSpec, serve
 
-INLINE_MAX_BYTES = 64 * 1024
-"""Payloads smaller than this travel with the reply instead of through the object store."""
+HELLO = struct.Struct("!32si")
+"""A connection's first message: the run's token and the sender's worker id."""
+HELLO_TIMEOUT_S = 30.0
+"""How long an accepted connection may take to say hello."""
 
 
-class RayMailbox:
-    """One actor's channels: payloads it received, and the ones it produced for other workers this batch."""
+def hello(token: bytes, worker: int) -> bytes:
+    """The first message on every connection of a run."""
+    return HELLO.pack(token, worker)
 
-    def __init__(self, me: int) -> None:
-        self.me = me
-        self._arrived: dict[tuple, Any] = {}
-        self._outbox: list[tuple[int, tuple, Any]] = []
 
-    def send(self, dst: int, key: tuple, payload: Mapping[str, np.ndarray]) -> int:
-        """Address ``payload`` to worker ``dst``; returns the bytes carried (0 within this actor)."""
-        if dst == self.me:
-            self._arrived[key] = dict(payload)
-            return 0
-        arrays = {name: np.ascontiguousarray(value) for name, value in payload.items()}
-        num_bytes = sum(a.nbytes for a in arrays.values())
-        value: Any = arrays if num_bytes < INLINE_MAX_BYTES else ray.put(arrays)
-        self._outbox.append((dst, key, value))
-        return num_bytes
+def read_hello(connection: Connection, token: bytes, timeout_s: float = HELLO_TIMEOUT_S) -> int | None:
+    """The worker id from ``connection``'s hello, or ``None`` (connection closed) when it has none or the
+    token is wrong. Reads raw bytes: nothing from an unauthenticated peer is unpickled."""
+    try:
+        if not connection.poll(timeout_s):
+            raise OSError("no hello")
+        sent, worker = HELLO.unpack(connection.recv_bytes(maxlength=HELLO.size))
+    except (OSError, EOFError, struct.error):
+        connection.close()
+        return None
+    if not hmac.compare_digest(sent, token):
+        connection.close()
+        return None
+    return int(worker)
 
-    def receive(self, key: tuple) -> dict[str, np.ndarray]:
-        """The payload sent under ``key`` (the driver delivered it with this batch)."""
-        assert key in self._arrived, f"payload {key} was not delivered before the op that reads it"
-        value = self._arrived[key]
-        if isinstance(value, ray.ObjectRef):
-            value = {name: np.array(array) for name, array in ray.get(value).items()}  # writable copies
-            self._arrived[key] = value
-        return value
 
-    def deliver(self, entries: Sequence[tuple[tuple, Any]]) -> None:
-        """Take payloads (or object references) the driver forwarded."""
-        self._arrived.update(entries)
+class PlainConnection(Connection):
+    """A connection that pickles with plain :mod:`pickle`: tensors travel as bytes. (``Connection.send`` uses
+    multiprocessing's pickler, for which torch passes a tensor's shared-memory file descriptor instead, which only
+    works between processes of one ``multiprocessing`` family on one machine.)"""
 
-    def take_outbox(self) -> list[tuple[int, tuple, Any]]:
-        """Payloads produced since the last call, as ``(destination worker, key, payload or reference)``."""
-        out, self._outbox = self._outbox, []
-        return out
+    def send(self, obj: Any) -> None:
+        """Pickle ``obj`` and send it."""
+        self.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def clear(self) -> None:
-        """Drop every received payload (end of an iteration)."""
-        self._arrived.clear()
+    def recv(self) -> Any:
+        """Receive and unpickle one object."""
+        return pickle.loads(self.recv_bytes())
+
+
+def socket_connection(sock: socket.socket) -> Connection:
+    """A blocking :class:`PlainConnection` over ``sock`` (which it takes over)."""
+    sock.setblocking(True)
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return PlainConnection(sock.detach())
 
 
 class RayWorker:
-    """Actor body: builds the worker on its device and runs batches of commands for the driver."""
+    """Actor body (run with ``max_concurrency`` >= 2: :meth:`serve` occupies one thread for the actor's life,
+    :meth:`deliver` and :meth:`describe` use the others)."""
 
-    def __init__(self, replica: Replica, device: Device, spec: WorkerSpec) -> None:
+    def __init__(self, replica: Replica, device: Device, spec: WorkerSpec, token: bytes) -> None:
         self.replica = replica
-        self.device = device
+        self.device = attrs.evolve(device, core=0) if device.kind == "cuda" else device
+        # Ray exposes the GPU it assigned as the only visible one
         self.spec = spec
+        self.token = token
         self.runner: CommandRunner | None = None
+        self.inbox = RemoteInbox()
+        self.mailbox: Mailbox | None = None
+        self._directory = tempfile.mkdtemp(prefix="rlinf-peers-")  # mode 0700: only this user can connect
+        self._listener: socket.socket | None = None
 
     def describe(self) -> tuple[int, str, str, tuple[int, ...]]:
         """(pid, Ray node id, node IP, GPU ids Ray gave this actor)."""
@@ -98,58 +121,81 @@ class RayWorker:
             probe.bind((host, 0))
             return f"tcp://{host}:{probe.getsockname()[1]}"
 
+    def listen(self, num_peers: int) -> str:
+        """Open this actor's Unix socket for its ``num_peers`` same-node peers; returns its path."""
+        path = os.path.join(self._directory, "peers.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(path)
+        self._listener.listen(max(1, num_peers))  # the backlog holds every peer's connect until accept
+        return path
+
+    def connect(self, peers: Mapping[int, str], remote: Mapping[int, Any], nodes: Mapping[int, int]) -> None:
+        """Connect to same-node ``peers`` (worker -> socket path), accept theirs, and build the mailbox;
+        ``remote`` maps the workers on other nodes to their actor handles."""
+        me = self.replica.worker
+        outbound = {}
+        for worker, path in peers.items():
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            outbound[worker] = socket_connection(sock)
+            outbound[worker].send_bytes(hello(self.token, me))
+        inbound: list[Connection] = []
+        assert self._listener is not None, "listen() comes first"
+        self._listener.settimeout(HELLO_TIMEOUT_S)
+        while len(inbound) < len(peers):
+            sock, _ = self._listener.accept()
+            connection = socket_connection(sock)
+            if read_hello(connection, self.token) in peers:
+                inbound.append(connection)
+        self._listener.close()
+        handles = dict(remote)
+
+        def send_remote(destination: int, key: tuple, arrays: dict[str, np.ndarray]) -> None:
+            handles[destination].deliver.remote(key, arrays)  # fire and forget; the consumer waits for it
+
+        self.mailbox = Mailbox(
+            WorkerAddress(worker=me, node=nodes[me]),
+            outbound,
+            inbound,
+            nodes,
+            remote_send=send_remote if handles else None,
+            remote_inbox=self.inbox if handles else None,
+        )
+
     def setup(self, collective_address: str) -> tuple:
         """Bind the device, join the collective group, build the worker; ``("ready", ...)`` or ``("error", ...)``."""
         replica = self.replica
         try:
-            device = self.device
-            if device.kind == "cuda":  # Ray exposes the GPU it assigned as the only visible one
-                device = attrs.evolve(device, core=0)
-            device.bind()
+            assert self.mailbox is not None, "connect() comes first"
+            self.device.bind()
             if replica.world > 1:
                 import torch.distributed as dist
 
                 dist.init_process_group(
-                    device.collective_backend,
+                    self.device.collective_backend,
                     init_method=collective_address,
                     rank=replica.rank,
                     world_size=replica.world,
                 )
             worker = self.spec.factory()
-            worker.setup(self.spec.config, replica.rank, replica.world, device)
-            self.runner = CommandRunner(worker, replica, device, RayMailbox(replica.worker), clock=time.time)
+            worker.setup(self.spec.config, replica.rank, replica.world, self.device)
+            self.runner = CommandRunner(worker, replica, self.device, self.mailbox, clock=time.time)
             return ("ready", replica.worker, self.runner.resident_bytes())
         except BaseException as error:
             return ("error", replica.worker, -1, f"{type(error).__name__}: {error}", traceback.format_exc())
 
-    def prepare(self, offloaded: bool) -> tuple:
-        """Offload or onload before an iteration (untimed)."""
-        assert self.runner is not None
-        self.runner.prepare(offloaded)
-        return ("ready", self.replica.worker, self.runner.resident_bytes())
+    def serve(self, driver: tuple[str, int]) -> None:
+        """Connect to the driver and run its commands until it says shutdown or goes away."""
+        assert self.runner is not None, "setup() comes first"
+        self.device.bind()  # this thread runs the ops: pin it too (CPU affinity and CUDA device are per thread)
+        connection = socket_connection(socket.create_connection(driver, timeout=HELLO_TIMEOUT_S))
+        connection.send_bytes(hello(self.token, self.replica.worker))
+        try:
+            serve(connection, self.runner)
+        finally:
+            connection.close()
+            shutil.rmtree(self._directory, ignore_errors=True)
 
-    def run(self, run_id: int, commands: list[tuple], deliveries: list[tuple[tuple, Any]]) -> tuple:
-        """Run a batch; returns (replies, outbox). Stops at the first failing command."""
-        runner = self.runner
-        assert runner is not None
-        mailbox = runner.mailbox
-        assert isinstance(mailbox, RayMailbox)
-        runner.run_id = run_id
-        mailbox.deliver(deliveries)
-        replies = []
-        for command in commands:
-            reply = runner.execute(command)
-            replies.append(reply)
-            if reply[0] == "error":
-                break
-        return replies, mailbox.take_outbox()
-
-    def end_run(self) -> None:
-        """Forget the iteration's outputs and payloads."""
-        assert self.runner is not None
-        self.runner.end_run()
-
-    def call(self, method: str, args: tuple) -> Any:
-        """A worker method between runs (``checkpoint``, ``restore``)."""
-        assert self.runner is not None
-        return self.runner.call(method, args)
+    def deliver(self, key: tuple, arrays: dict[str, np.ndarray]) -> None:
+        """A payload from a worker on another node (runs on a second thread while :meth:`serve` runs)."""
+        self.inbox.put(key, arrays)

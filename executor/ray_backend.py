@@ -3,43 +3,46 @@
 Each component replica becomes one actor (:class:`executor.ray_actor.RayWorker`) on the Ray node that hosts its
 logical device (plan node ``i`` is the Ray node carrying the custom resource ``node{i}``, else the ``i``-th
 alive node, head first). Each actor asks for its share of its device: ``1/k`` CPU (or GPU) when ``k`` replicas
-share the device. The driver runs :func:`executor.dispatch.drive`, so the op order is the local backend's; this
-class is only the transport: one actor call per command (so replies stream back one op at a time), payload
-references forwarded with the consumer's command (a command is held until the payloads it reads exist, e.g. a
-weight sync's receivers wait for the sender's reply). An actor runs its calls in the order they were made, so
-its commands keep their order.
+share the device. Ray starts, places, watches and stops the actors and carries payloads between nodes; the
+driver talks to each actor over a direct TCP connection (:class:`executor.control.ControlDriver`, shared with the
+local backend), so an op costs what it costs in the local backend rather than an actor call, and the op order is
+the local backend's (:func:`executor.dispatch.drive`).
 
-A dead actor (killed, OOM, node lost) fails its pending call with ``RayActorError``; the run stops with a
-:class:`executor.dispatch.WorkerError` naming the worker and the op it was running.
+A dead actor (killed, OOM) closes its connection; one whose node vanished is noticed through its ``serve`` call,
+which Ray fails with ``RayActorError``. Either way the run stops with a :class:`executor.dispatch.WorkerError`
+naming the worker and the op it was running.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
+import socket
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from executor import ray_session
+from executor.control import ControlDriver
 from executor.devices import Device
-from executor.dispatch import (
-    RunResult,
-    RunState,
-    WorkerError,
-    WorkerStateMixin,
-    check_workers,
-    drive,
-)
-from executor.ray_actor import RayWorker
-from executor.routing import Layout, layout_of, routes_of
+from executor.ray_actor import HELLO_TIMEOUT_S, RayWorker, read_hello, socket_connection
+from executor.routing import Layout
 from executor.runtime import WorkerSpec
 from rlinf.errors import ConfigError
-from rlinf.program import Program
+
+ACTOR_THREADS = 3
+"""Threads per actor: ``serve`` (the ops), ``deliver`` (payloads from other nodes) and ``describe``."""
+DEATH_REPORT_WAIT_S = 1.0
+"""After an actor's connection closed, how long to wait for Ray's account of its death (for the message)."""
+START_TIMEOUT_S = 120.0
+"""How long the actors may take to connect back to the driver once set up."""
 
 
-class RayBackend(WorkerStateMixin):
+class RayBackend(ControlDriver):
     """Runs programs with Ray actors. Use as a context manager.
 
     ``nodes[d]`` is the plan node of logical device ``d`` (default: all on node 0). With ``address=None`` a
@@ -55,7 +58,7 @@ class RayBackend(WorkerStateMixin):
         address: str | None = None,
         stall_timeout_s: float = 600.0,
     ) -> None:
-        self.devices = tuple(devices)
+        super().__init__(devices, stall_timeout_s=stall_timeout_s)
         self.nodes = tuple(nodes) if nodes is not None else (0,) * len(self.devices)
         if len(self.nodes) != len(self.devices):
             raise ConfigError(
@@ -65,43 +68,15 @@ class RayBackend(WorkerStateMixin):
                 "list a node per device",
             )
         self.address = address
-        self._stall_timeout_s = stall_timeout_s
         self._owns_ray = False
-        self._layout: Layout | None = None
-        self._specs_key: tuple = ()
         self._actors: list[Any] = []
-        self._resident: list[int] = []
-        self._run_id = 0
-        self._pending: dict[Any, int] = {}
-        self._held: dict[int, list[tuple]] = {}
-        self._deliveries: dict[int, dict[tuple, Any]] = {}
-
-    def __enter__(self) -> RayBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._serving: list[Any] = []
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, program: Program, workers: Mapping[str, WorkerSpec]) -> None:
-        """Start (or keep) the actors ``program`` needs, e.g. to restore a checkpoint before the first run."""
-        self._ensure_started(program, workers)
-
-    def _ensure_started(self, program: Program, workers: Mapping[str, WorkerSpec]) -> Layout:
-        layout = layout_of(program)
-        check_workers(layout, workers, len(self.devices))
-        specs_key = tuple((name, workers[name]) for name in layout.components)
-        if self._layout is not None and self._layout.key() == layout.key() and self._specs_key == specs_key:
-            return self._layout
-        self._stop_actors()
+    def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
         if not ray.is_initialized():
             gpus = sum(1 for d in self.devices if d.kind == "cuda")
             self._owns_ray = ray_session.connect(self.address, num_cpus=len(self.devices), num_gpus=gpus)
-        self._start(layout, workers)
-        self._specs_key = specs_key
-        return layout
-
-    def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
         node_ids = _ray_nodes()
         needed = max(self.nodes) + 1
         if needed > len(node_ids):
@@ -111,23 +86,25 @@ class RayBackend(WorkerStateMixin):
                 f"the plan uses {needed} nodes and the Ray cluster has {len(node_ids)}",
                 "add Ray nodes or use a plan on fewer nodes",
             )
+        self._check_capacity(node_ids)
+        token = secrets.token_bytes(32)
         sharing = [sum(1 for r in layout.replicas if r.device == d) for d in range(len(self.devices))]
         actor_class = ray.remote(max_restarts=0, max_task_retries=0)(RayWorker)
-        self._layout = layout
         for replica in layout.replicas:
             device = self.devices[replica.device]
             share = 1.0 / sharing[replica.device]
             options: dict[str, Any] = {
                 "num_cpus": share if device.kind == "cpu" else 0,
                 "num_gpus": share if device.kind == "cuda" else 0,
+                "max_concurrency": ACTOR_THREADS,
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(
                     node_id=node_ids[self.nodes[replica.device]], soft=False
                 ),
-                "name": None,
             }
-            actor = actor_class.options(**options).remote(replica, device, workers[replica.component])
-            self._actors.append(actor)
-        self._resident = [0] * len(layout.replicas)
+            self._actors.append(
+                actor_class.options(**options).remote(replica, device, workers[replica.component], token)
+            )
+        self._connect_peers(layout)
         addresses = {}
         for name in layout.components:
             first = layout.of(name)[0]
@@ -138,8 +115,75 @@ class RayBackend(WorkerStateMixin):
         replies = [
             self._actors[r.worker].setup.remote(addresses.get(r.component, "")) for r in layout.replicas
         ]
-        self._await_ready(replies, "setup")
+        for worker, ref in enumerate(replies):
+            message = self._get(ref, worker)
+            if message[0] == "error":
+                self.fail(worker, "setup", message[3], message[4])
+            self._resident[worker] = message[2]
+        self._connect_driver(token)
         self._check_gpus(layout)
+
+    def _check_capacity(self, node_ids: Sequence[str]) -> None:
+        """Each Ray node must have a CPU (or GPU) per logical device the plan puts on it; Ray would otherwise
+        wait forever to place the actors."""
+        totals = {n["NodeID"]: n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")}
+        for node in sorted(set(self.nodes)):
+            for kind, resource in (("cpu", "CPU"), ("cuda", "GPU")):
+                wanted = sum(
+                    1 for d, n in zip(self.devices, self.nodes, strict=True) if n == node and d.kind == kind
+                )
+                has = totals[node_ids[node]].get(resource, 0.0)
+                if wanted > has:
+                    raise ConfigError(
+                        "devices",
+                        wanted,
+                        f"the plan puts {wanted} {kind} devices on Ray node {node}, which has {has:g} {resource}s",
+                        f"start that node with --num-{resource.lower()}s {wanted} or more, or use fewer devices",
+                    )
+
+    def _connect_peers(self, layout: Layout) -> None:
+        """Unix sockets between the actors of each node; actor handles for the ones on other nodes."""
+        node_of = {r.worker: self.nodes[r.device] for r in layout.replicas}
+        same = {w: [p for p in node_of if p != w and node_of[p] == node_of[w]] for w in node_of}
+        paths = [self._get(self._actors[w].listen.remote(len(same[w])), w) for w in node_of]
+        pending = []
+        for worker in node_of:
+            peers = {p: paths[p] for p in same[worker]}
+            remote = {p: self._actors[p] for p in node_of if node_of[p] != node_of[worker]}
+            pending.append(self._actors[worker].connect.remote(peers, remote, node_of))
+        for worker, ref in enumerate(pending):
+            self._get(ref, worker)
+
+    def _connect_driver(self, token: bytes) -> None:
+        """Every actor connects back to the driver and starts serving."""
+        host = ray_session.LOOPBACK if self._owns_ray else ray.util.get_node_ip_address()
+        count = len(self._actors)
+        with socket.create_server((host, 0), backlog=count) as server:
+            server.settimeout(1.0)
+            self._serving = [actor.serve.remote(server.getsockname()[:2]) for actor in self._actors]
+            connections: dict[int, Any] = {}
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while len(connections) < count:
+                for worker in self._stopped():
+                    self.fail(worker, "connect", self._death(worker), "")
+                if time.monotonic() > deadline:
+                    missing = [self._name(w) for w in range(count) if w not in connections]
+                    self.fail(
+                        min(w for w in range(count) if w not in connections),
+                        "connect",
+                        f"{missing} did not connect to the driver at {host} within {START_TIMEOUT_S:.0f} s "
+                        "(fix: let the nodes reach the driver's address)",
+                        "",
+                    )
+                try:
+                    sock, _ = server.accept()
+                except TimeoutError:
+                    continue
+                connection = socket_connection(sock)
+                sender = read_hello(connection, token, HELLO_TIMEOUT_S)
+                if sender is not None and 0 <= sender < count and sender not in connections:
+                    connections[sender] = connection
+        self._connections = [connections[w] for w in range(count)]
 
     def _check_gpus(self, layout: Layout) -> None:
         """Replicas of one logical GPU device must have been given the same physical GPU."""
@@ -158,94 +202,48 @@ class RayBackend(WorkerStateMixin):
                     "give each Ray node exactly the GPUs the plan uses on it",
                 )
 
-    def _await_ready(self, refs: Sequence[Any], phase: str) -> None:
-        workers = dict(zip(refs, range(len(refs)), strict=True))
-        for ref, worker in workers.items():
-            message = self._get(ref, worker, phase)
-            if message[0] == "error":
-                self.fail(worker, phase, message[3], message[4])
-            self._resident[worker] = message[2]
-
     def close(self) -> None:
-        """Kill every actor; stop Ray when this backend started it."""
-        self._stop_actors()
+        """Stop every actor; stop Ray when this backend started it."""
+        self._shutdown_workers()
         if self._owns_ray:
             ray_session.shutdown()
             self._owns_ray = False
 
-    def _stop_actors(self) -> None:
+    def _shutdown_workers(self) -> None:
+        for connection in self._connections:
+            with contextlib.suppress(OSError, ValueError):
+                connection.send(("shutdown",))
+        if self._serving:
+            ray.wait(self._serving, num_returns=len(self._serving), timeout=5.0)
+        self._terminate()
+
+    def _terminate(self) -> None:
         for actor in self._actors:
             ray.kill(actor, no_restart=True)
-        self._actors, self._layout, self._specs_key = [], None, ()
-        self._pending, self._held, self._deliveries = {}, {}, {}
+        for connection in self._connections:
+            connection.close()
+        self._actors, self._serving, self._connections, self._layout = [], [], [], None
 
-    # ------------------------------------------------------------------ running
-    def execute(self, program: Program, workers: Mapping[str, WorkerSpec]) -> RunResult:
-        """Run ``program`` once and return its measured timeline, cost samples and infos."""
-        layout = self._ensure_started(program, workers)
-        onloaded = {op.component for op in program.ops if op.kind == "onload"}
-        self._await_ready(
-            [self._actors[r.worker].prepare.remote(r.component in onloaded) for r in layout.replicas],
-            "prepare",
-        )
-        self._run_id += 1
-        run = RunState(program, layout, routes_of(program), self._resident)
-        result = drive(run, self)
-        for actor in self._actors:
-            actor.end_run.remote()
-        self._deliveries = {}
-        self._resident = list(run.resident)
-        return result
+    # ------------------------------------------------------------------ faults
+    def _stopped(self) -> list[int]:
+        if not self._serving:
+            return []
+        done, _ = ray.wait(self._serving, num_returns=len(self._serving), timeout=0)
+        finished = {id(ref) for ref in done}
+        return [w for w, ref in enumerate(self._serving) if id(ref) in finished]
 
-    def send(self, worker: int, commands: list[tuple]) -> None:
-        """Queue a batch for ``worker``; it goes out once the payloads it reads have been produced."""
-        self._held.setdefault(worker, []).extend(commands)
-        self._flush(worker)
-
-    def _flush(self, worker: int) -> None:
-        held = self._held.get(worker, [])
-        if not held:
-            return
-        available = self._deliveries.get(worker, {})
-        ready = 0
-        while ready < len(held) and all(key in available for key in self._reads(worker, held[ready])):
-            ready += 1
-        if ready == 0:
-            return
-        batch, self._held[worker] = held[:ready], held[ready:]
-        for command in batch:  # one call per command: replies stream back as in the local backend
-            deliveries = [(key, available.pop(key)) for key in self._reads(worker, command)]
-            self._pending[self._actors[worker].run.remote(self._run_id, [command], deliveries)] = worker
-
-    def _reads(self, worker: int, command: tuple) -> list[tuple]:
-        """Keys of the payloads a command reads from other workers."""
-        if command[0] == "compute":
-            return [(self._run_id, producer, source) for producer, source in command[5] if source != worker]
-        if command[0] == "sync_recv" and command[2] != worker:
-            return [(self._run_id, command[1], command[2])]
-        return []
-
-    def receive(self, running: Mapping[int, str]) -> list[tuple]:
-        """Replies of the batches that finished (waiting for at least one)."""
-        assert self._pending, "nothing is running but the program is unfinished"
-        done, _ = ray.wait(list(self._pending), num_returns=1, timeout=self._stall_timeout_s)
-        if not done:
-            labels = ", ".join(f"{self._name(w)}: {label}" for w, label in sorted(running.items())) or "none"
-            self._stop_actors()
-            raise WorkerError(
-                f"no worker finished an op for {self._stall_timeout_s:.0f} s (running: {labels}); fix: look for a stuck worker"
-            )
-        done, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
-        messages: list[tuple] = []
-        for ref in done:
-            worker = self._pending.pop(ref)
-            replies, outbox = self._get(ref, worker, running.get(worker, "no op"))
-            for destination, key, value in outbox:
-                self._deliveries.setdefault(destination, {})[key] = value
-            messages.extend(replies)
-        for worker in list(self._held):
-            self._flush(worker)
-        return messages
+    def _death(self, worker: int) -> str:
+        if worker >= len(self._serving):
+            return "actor died"
+        try:
+            ray.get(self._serving[worker], timeout=DEATH_REPORT_WAIT_S)
+        except GetTimeoutError:  # Ray has not noticed yet; the connection closing is proof enough
+            return "actor died (its process closed the connection to the driver)"
+        except RayActorError as error:
+            return f"actor died ({_first_line(error)})"
+        except RayError as error:
+            return _first_line(error)
+        return "actor stopped serving (its control connection closed)"
 
     def _get(self, ref: Any, worker: int, op_label: str = "setup") -> Any:
         try:
@@ -255,25 +253,7 @@ class RayBackend(WorkerStateMixin):
         except RayError as error:
             self.fail(worker, op_label, _first_line(error), str(error))
 
-    def fail(self, worker: int, op_label: str, message: str, remote_traceback: str) -> NoReturn:
-        """Kill every actor and raise naming the failed one (part of :class:`executor.dispatch.Transport`)."""
-        name = self._name(worker)
-        self._stop_actors()
-        raise WorkerError(f"worker {name} failed while running {op_label}: {message}", remote_traceback)
-
-    def _name(self, worker: int) -> str:
-        if self._layout is None or worker >= len(self._layout.replicas):
-            return f"#{worker}"
-        replica = self._layout.replicas[worker]
-        return f"{replica.component}[{replica.rank}]"
-
-    # ------------------------------------------------------------------ between runs
-    def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
-        """Call a worker method (e.g. ``checkpoint``) between runs and return its result."""
-        assert self._layout is not None, "no workers are running"
-        worker = self._layout.of(component)[rank].worker
-        return self._get(self._actors[worker].call.remote(method, args), worker, method)
-
+    # ------------------------------------------------------------------ inspection
     def worker_pids(self) -> dict[str, int]:
         """Process id of every actor, keyed ``component[rank]``."""
         return {

@@ -56,6 +56,18 @@ def connect(address: str | None, *, num_cpus: int, num_gpus: int = 0) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def session(address: str | None, *, num_cpus: int, num_gpus: int = 0) -> Iterator[None]:
+    """Ray for the duration of a command (e.g. profiling several plans, then training): the backends opened
+    inside use it instead of starting their own; stopped on exit when it was started here."""
+    owned = connect(address, num_cpus=num_cpus, num_gpus=num_gpus)
+    try:
+        yield
+    finally:
+        if owned:
+            shutdown()
+
+
 def shutdown() -> None:
     """Stop the driver's connection (and the instance, when it was started by :func:`connect`)."""
     import ray

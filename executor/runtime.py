@@ -1,14 +1,14 @@
-"""The worker side of the backends: :class:`CommandRunner` executes commands, and the local backend's loop.
+"""The worker side of the backends: :class:`CommandRunner` executes commands, :func:`serve` is the worker loop.
 
 A worker process binds itself to its device, joins the component's collective group, builds the worker, then
-executes the batches of commands the driver sends, one op at a time under its device lock, replying after each
-op with measured start/end times, the bytes moved and the state bytes it now holds. A failing op is reported
-with its traceback and ends the process. :class:`CommandRunner` is shared with the Ray backend's actors, which
-give it their own mailbox (the object store) and clock.
-"""
+executes the batches of commands the driver sends, one op at a time (under its device lock in the local backend),
+replying after each op with measured start/end times, the bytes moved and the state bytes it now holds. A failing
+op is reported with its traceback and ends the loop. The Ray backend's actors run the same loop over a socket,
+with a mailbox that also reaches other nodes and wall-clock time as their clock."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -72,7 +72,7 @@ def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
     except BaseException as error:  # report anything, including KeyboardInterrupt, then end
         connection.send(("error", replica.worker, -1, _describe(error), traceback.format_exc()))
         return
-    _serve(wiring, runner)
+    serve(connection, runner)
 
 
 def _describe(error: BaseException) -> str:
@@ -218,23 +218,19 @@ class CommandRunner:
         return 0, {}
 
 
-def _serve(wiring: Wiring, runner: CommandRunner) -> None:
-    """Answer driver messages until shutdown (or the driver goes away)."""
-    connection = wiring.connection
+def serve(connection: Connection, runner: CommandRunner) -> None:
+    """Answer the driver's messages on ``connection`` until shutdown (or the driver goes away); both backends'
+    workers run this loop."""
     mailbox = runner.mailbox
     assert isinstance(mailbox, Mailbox)
-    inbound = mailbox.inbound
     while True:
         # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
         try:
-            ready = wait([connection, *inbound])
-            for data in ready:
-                if data is not connection:
-                    assert isinstance(data, Connection)
-                    try:
-                        mailbox.take(data)
-                    except EOFError:  # that peer has exited; the driver deals with it
-                        inbound.remove(data)
+            ready = wait([connection, *mailbox.inbound])
+            for source in ready:
+                if source is not connection:
+                    with contextlib.suppress(EOFError):  # that peer has exited; the driver deals with it
+                        mailbox.take(source)
             if connection not in ready:
                 continue
             message = connection.recv()

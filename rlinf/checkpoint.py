@@ -222,12 +222,30 @@ def restore_driver_rng(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+RESUME_MAY_CHANGE = frozenset({"iterations", "num_iterations", "checkpoint_every"})
+"""Config keys (at any depth) that may differ between a run and its resumption."""
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def check_resumable(state: Mapping[str, Any], *, workload: str, config: Mapping[str, Any], plan: Any) -> None:
     """Raise unless the checkpoint was written by the same workload, config (iteration count and checkpoint
-    interval aside) and plan, and holds every worker's state."""
-    ignored = {"iterations", "checkpoint_every"}
-    saved_config = {k: v for k, v in state.get("config", {}).items() if k not in ignored}
-    now_config = {k: v for k, v in config.items() if k not in ignored}
+    interval aside, :data:`RESUME_MAY_CHANGE`) and plan, and holds every worker's state."""
+
+    def relevant(flat: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in flat.items() if k.rsplit(".", 1)[-1] not in RESUME_MAY_CHANGE}
+
+    saved_config = relevant(_flatten(state.get("config", {})))
+    now_config = relevant(_flatten(config))
     fix = "resume with the config the run was started with"
     if state.get("workload") != workload:
         raise ConfigError(

@@ -192,6 +192,15 @@ def _devices(num_logical: int, num_cores: int | None) -> tuple[executor.Device, 
     return cpu_devices(num_logical, cores[: num_cores or len(cores)])
 
 
+BackendFactory = Callable[[int], Any]
+"""Opens a backend (a context manager) for a plan on the given number of logical devices."""
+
+
+def local_backends(num_cores: int | None = None) -> BackendFactory:
+    """Local backends over this process's first ``num_cores`` cores (all by default)."""
+    return lambda logical: executor.LocalBackend(_devices(logical, num_cores))
+
+
 def _program(job: Job, config: Any, plan: Plan, num_devices: int) -> tuple[Program, Any]:
     config = job.with_plan(config, plan)
     job.check_plan(plan, config)
@@ -205,6 +214,7 @@ def profile(
     *,
     settings: ProfileSettings = ProfileSettings(),
     num_cores: int | None = None,
+    backends: BackendFactory | None = None,
     progress: bool = True,
     command: str = "rlinf.profiling.profile",
     clock: Callable[[], float] = time.monotonic,
@@ -236,7 +246,7 @@ def profile(
             continue
         bar.set_description(f"profile {plan.describe()}")
         count = 0
-        with executor.LocalBackend(_devices(logical, num_cores)) as backend:
+        with (backends or local_backends(num_cores))(logical) as backend:
             specs = job.worker_specs(plan_config)
             for index in range(settings.warmup_iterations + settings.iterations_per_plan):
                 tick = clock()
@@ -295,6 +305,7 @@ def measure_plans(
     iterations: int,
     warmup_iterations: int = 2,
     num_cores: int | None = None,
+    backends: BackendFactory | None = None,
     progress: bool = True,
 ) -> list[MeasuredPlan]:
     """Run each (plan, logical devices) for ``warmup_iterations + iterations`` iterations, with every plan's
@@ -312,17 +323,15 @@ def measure_plans(
         contextlib.ExitStack() as stack,
         tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar,
     ):
-        backends = [
-            stack.enter_context(executor.LocalBackend(_devices(logical, num_cores)))
-            for _, logical, _, _ in prepared
-        ]
+        open_backend = backends or local_backends(num_cores)
+        opened = [stack.enter_context(open_backend(logical)) for _, logical, _, _ in prepared]
         for index in range(iterations + warmup_iterations):
             # Each round starts with another plan, so that no plan always follows the same one.
             for offset in range(len(prepared)):
                 position = (index + offset) % len(prepared)
                 plan, _, program, plan_config = prepared[position]
                 bar.set_description(f"measure {plan.describe()}")
-                result = executor.run(program, job.worker_specs(plan_config), backend=backends[position])
+                result = executor.run(program, job.worker_specs(plan_config), backend=opened[position])
                 if index >= warmup_iterations:
                     times[position].append(result.timeline.iteration_s)
                     samples[position].extend(dispatch_inclusive_samples(result.timeline))

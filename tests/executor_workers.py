@@ -74,3 +74,6 @@ class ChainWorker:
 
     def checkpoint(self) -> dict[str, Any]:
         return {"calls": self.calls, "received_rows": list(self.received_rows)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.calls, self.received_rows = state["calls"], list(state["received_rows"])

@@ -108,6 +108,10 @@ def test_transport_follows_placement() -> None:
     assert choose_transport(WorkerAddress(worker=1), WorkerAddress(worker=2)) == "shm"
     with pytest.raises(ConfigError, match="no transport between machines"):
         choose_transport(WorkerAddress(worker=1, node=0), WorkerAddress(worker=2, node=1))
+    across = choose_transport(
+        WorkerAddress(worker=1, node=0), WorkerAddress(worker=2, node=1), across_nodes=True
+    )
+    assert across == "object_store"
 
 
 def test_pack_moves_large_arrays_through_shared_memory() -> None:

@@ -153,16 +153,12 @@ def test_corrupt_newest_checkpoint_of_a_killed_run_falls_back(tmp_path: Path) ->
     assert loaded.iteration == 1
 
 
-TRAIN = [
+SMALL_TRAIN = [
     sys.executable,
     "-m",
     "rlinf",
     "train",
     "examples/hopper_ppo.yaml",
-    "--mode",
-    "collocated",
-    "--devices",
-    "1",
     "--no-progress",
     "--set",
     "num_steps=8",
@@ -171,6 +167,8 @@ TRAIN = [
     "--set",
     "checkpoint_every=2",
 ]
+"""``rlinf train`` of a small Hopper config that checkpoints every 2 iterations."""
+TRAIN = [*SMALL_TRAIN, "--mode", "collocated", "--devices", "1"]
 TIMING = {"iteration_s", "env_steps_per_s", "rollout_env_steps_per_s", "wall_s", "predicted_iteration_s"}
 
 

@@ -173,3 +173,31 @@ def test_probe_plans_run_and_the_shipped_trace_matches_the_example() -> None:
         assert logical == 2
         JOB.check_plan(plan, JOB.with_plan(config, plan))
     assert load_trace("traces/grpo_arith_cpu2.json").workflow == JOB.workflow(config)
+
+
+def _computed(run_dir: Path) -> list[dict]:
+    """Per iteration, every metric that does not measure time (durations and rates end in ``_s``)."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
+
+
+def test_resume_continues_exactly(tmp_path: Path) -> None:
+    """Hybrid (rollout alone on one device, weight syncs every iteration): 2 iterations with a checkpoint, then
+    ``--resume`` to 4 compute what an uninterrupted 4-iteration run computes (rewards, losses, accuracy)."""
+    learned = [
+        "task.min_digits=1",
+        "task.max_digits=1",
+        "warm_start.num_steps=150",
+        "execution.checkpoint_every=2",
+        "execution.heldout_eval=false",
+    ]
+    sets = [*tiny_sets(tmp_path / "cache"), *(f for v in learned for f in ("--set", v)), "--no-progress"]
+    base = ["train", CONFIG, "--mode", "hybrid", "--devices", "2", *sets]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main([*base, "--iterations", "4", "--out", str(straight)]) == 0
+    assert main([*base, "--iterations", "2", "--out", str(resumed)]) == 0
+    assert main([*base, "--iterations", "4", "--resume", str(resumed)]) == 0
+    assert [m["iteration"] for m in _computed(resumed)] == [1, 2, 3, 4]
+    assert _computed(resumed) == _computed(straight)
+    assert _computed(straight)[2] != _computed(straight)[3]
+    assert any(m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in _computed(straight)[2:])  # teeth

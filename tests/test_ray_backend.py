@@ -17,14 +17,15 @@ from test_executor import HYBRID, assert_follows_program, chain_program, device_
 
 import executor  # noqa: E402
 from executor import ray_session  # noqa: E402
-from executor.ray_actor import INLINE_MAX_BYTES  # noqa: E402
+from executor.channels import SHM_MIN_BYTES  # noqa: E402
 from executor.ray_backend import RayBackend  # noqa: E402
 from rlinf.errors import ConfigError  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
-BIG_ROWS = 256
-"""Rows per chain op: 256 x 96 float32 = 96 KiB per payload, above the inline limit, so payloads between
-workers go through the object store (across the two nodes for reward -> actor)."""
+BIG_ROWS = 512
+"""Rows per chain op: 512 x 96 float32 = 192 KiB per payload: through shared memory between actors of one node,
+and through Ray's object store between the nodes (Ray stores call arguments over 100 KiB there)."""
+RAY_INLINE_ARGUMENT_BYTES = 100 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def two_nodes() -> Iterator[str]:
 
 def test_same_op_order_and_data_as_the_local_backend(two_nodes: str) -> None:
     """HYBRID: rollout on device 0 (node 0), reward on device 1 (node 1), actor on both."""
-    assert BIG_ROWS * 96 * 4 > INLINE_MAX_BYTES
+    assert max(SHM_MIN_BYTES, RAY_INLINE_ARGUMENT_BYTES) < BIG_ROWS * 96 * 4
     program = chain_program(HYBRID)
     workers = specs(**{name: {"rows": BIG_ROWS} for name in ("rollout", "reward", "actor")})
     with executor.LocalBackend(executor.cpu_devices(2)) as backend:

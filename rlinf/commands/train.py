@@ -9,8 +9,10 @@ reporting each iteration's measured and predicted time. The run directory also g
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+RAY_CPUS_PER_CORE = 4
+"""A private Ray gets this many CPUs per core: plans may use more logical devices than cores (each actor pins
+itself to its core; Ray's CPU count only gates placement)."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
-    from executor.devices import available_cores, cpu_devices, is_oversubscribed
+    from executor.devices import available_cores
     from rlinf.jobs import load_job_config
-    from rlinf.runner import train
 
     job, config = load_job_config(args.config, args.set)
     if args.iterations is not None:
@@ -95,6 +101,34 @@ def run(args: argparse.Namespace) -> int:
         f"this machine lets rlinf use {len(cores)} CPU cores",
         f"use --devices {len(cores)} or fewer",
     )
+    with _backend_session(args, num_devices):
+        return _plan_and_train(job, config, args, cores, num_devices)
+
+
+@contextlib.contextmanager
+def _backend_session(args: argparse.Namespace, num_devices: int) -> Iterator[None]:
+    """With ``--backend ray``: one Ray session for profiling and training (started on 127.0.0.1 unless
+    ``--address``); its CPU count leaves room for plans with more logical devices than cores."""
+    if args.backend != "ray":
+        yield
+        return
+    try:
+        from executor import ray_session
+    except ImportError as error:
+        raise ConfigError(
+            "--backend", "ray", f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
+        ) from None
+    with ray_session.session(args.address, num_cpus=RAY_CPUS_PER_CORE * num_devices):
+        yield
+
+
+def _plan_and_train(
+    job: Any, config: Any, args: argparse.Namespace, cores: tuple[int, ...], num_devices: int
+) -> int:
+    """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
+    from executor.devices import cpu_devices, is_oversubscribed
+    from rlinf.runner import train
+
     predicted = None
     resume = _resume(args)
     if args.plan:
@@ -177,6 +211,22 @@ def _nodes(args: argparse.Namespace, logical: int) -> list[int] | None:
     return None if args.nodes == 1 else [d * args.nodes // logical for d in range(logical)]
 
 
+def _backends(args: argparse.Namespace, num_devices: int) -> Any:
+    """Opens the ``--backend`` (with ``--address`` and ``--nodes``) for a plan on ``logical`` devices."""
+    import executor
+    from executor.devices import available_cores, cpu_devices
+
+    cores = available_cores()[:num_devices]
+
+    def open_backend(logical: int) -> Any:
+        nodes = _nodes(args, logical) if args.nodes <= logical else None
+        return executor.open_backend(
+            args.backend, cpu_devices(logical, cores), address=args.address, nodes=nodes
+        )
+
+    return open_backend
+
+
 def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
     """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
     from rlinf.profiling import ProfileSettings, merge_traces, profile
@@ -202,6 +252,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             settings=settings,
             progress=not args.no_progress,
             command=" ".join(["rlinf", *sys.argv[1:]]),
+            backends=_backends(args, num_devices),
         )
         trace = profiled.trace
         print(

@@ -152,11 +152,25 @@ class RolloutWorker:
         self.backend.load_weights(to_tensors(payload))
 
     def checkpoint(self) -> dict[str, Any]:
-        return {}
+        """The iteration count (prompts and sampling seeds follow from it) and the synced weights."""
+        return {"iteration": self.iteration, "weights": _copy_weights(getattr(self.backend, "model", None))}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.iteration = int(state["iteration"])
+        if state["weights"] is not None:
+            self.backend.load_weights(state["weights"])
 
 
 def _renumber(rollout: Any, index: int) -> Any:
     return attrs.evolve(rollout, group_index=index)
+
+
+def _copy_weights(model: torch.nn.Module | None) -> dict[str, torch.Tensor] | None:
+    """A host copy of ``model``'s state (``None`` for a backend without a torch model, e.g. vLLM)."""
+    if model is None:
+        return None
+    return {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
 
 
 class RewardWorker:
@@ -189,7 +203,11 @@ class RewardWorker:
         raise AssertionError("reward workers receive no weights")
 
     def checkpoint(self) -> dict[str, Any]:
+        """Nothing: the verifier is stateless."""
         return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
 
 
 class InferenceWorker:
@@ -239,7 +257,12 @@ class InferenceWorker:
         self.policy.load_state_dict(to_tensors(payload))
 
     def checkpoint(self) -> dict[str, Any]:
-        return {}
+        """The synced old policy (the reference is the warm start, rebuilt by ``setup``)."""
+        return {"policy": _copy_weights(self.policy)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.policy.load_state_dict({k: v.to(self.device) for k, v in state["policy"].items()})
 
 
 class ActorWorker:
@@ -351,4 +374,16 @@ class ActorWorker:
         raise AssertionError("the actor is the source of weights")
 
     def checkpoint(self) -> dict[str, Any]:
-        return {"actor": self.backend.state_dict(), "iteration": self.iteration - 1}
+        """Weights, optimizer state and step count, the completed iterations and torch's RNG (taken between
+        iterations, when no mini-batch is half accumulated)."""
+        return {
+            "actor": self.backend.state_dict(),
+            "iteration": self.iteration - 1,
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.backend.load_state_dict(state["actor"])
+        self.iteration, self.seen, self.mini_batch = int(state["iteration"]) + 1, 0, 0
+        torch.set_rng_state(state["torch_rng"])

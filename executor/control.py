@@ -1,0 +1,192 @@
+"""The driver's side of the control connections, shared by the local and the Ray backend.
+
+Each worker (a process, or a Ray actor) holds one duplex connection to the driver and runs
+:func:`executor.runtime.serve` on it: batches of commands go out, one reply per op comes back. :class:`ControlDriver`
+keeps those connections and implements everything above them: starting the workers a program needs (or keeping
+them), the untimed prepare step, the run itself (:func:`executor.dispatch.drive`), calls between runs, and
+turning a closed connection or a silent worker into a :class:`executor.dispatch.WorkerError` that names the worker
+and the op it was running. A backend says only how workers start and stop and how a dead one is described.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any, NoReturn
+
+from executor.devices import Device
+from executor.dispatch import RunResult, RunState, WorkerError, WorkerStateMixin, check_workers, drive
+from executor.routing import Layout, layout_of, routes_of
+from executor.runtime import WorkerSpec
+from rlinf.program import Program
+
+CHECK_EVERY_S = 1.0
+"""While no reply arrives, how often the backend is asked whether a worker stopped without closing its
+connection (e.g. a Ray node that vanished from the network)."""
+
+
+class ControlDriver(WorkerStateMixin):
+    """Drives workers over one connection each. Subclasses implement :meth:`_start`, :meth:`_terminate` and
+    :meth:`_death`; use a backend as a context manager."""
+
+    def __init__(self, devices: Sequence[Device], *, stall_timeout_s: float = 600.0) -> None:
+        self.devices = tuple(devices)
+        self._stall_timeout_s = stall_timeout_s
+        self._layout: Layout | None = None
+        self._specs_key: tuple = ()
+        self._connections: list[Connection] = []
+        self._resident: list[int] = []
+        self._run_id = 0
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ what a backend provides
+    def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
+        """Start one worker per replica of ``layout``; fill ``self._connections`` in worker order."""
+        raise NotImplementedError
+
+    def _terminate(self) -> None:
+        """Stop every worker at once and forget them (``self._connections`` and ``self._layout`` emptied)."""
+        raise NotImplementedError
+
+    def _death(self, worker: int) -> str:
+        """Why ``worker``'s connection closed (e.g. its exit code)."""
+        raise NotImplementedError
+
+    def _watched(self) -> dict[Any, int]:
+        """Extra objects to wait on that become ready when a worker dies (e.g. process sentinels)."""
+        return {}
+
+    def _stopped(self) -> list[int]:
+        """Workers known to have stopped although their connection looks open (checked while waiting)."""
+        return []
+
+    def _shutdown_workers(self) -> None:
+        """Ask every worker to stop, then stop them (the default: at once)."""
+        self._terminate()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, program: Program, workers: Mapping[str, WorkerSpec]) -> None:
+        """Start (or keep) the workers ``program`` needs, e.g. to restore a checkpoint before the first run."""
+        self._ensure_started(program, workers)
+
+    def _ensure_started(self, program: Program, workers: Mapping[str, WorkerSpec]) -> Layout:
+        layout = layout_of(program)
+        check_workers(layout, workers, len(self.devices))
+        specs_key = tuple((name, workers[name]) for name in layout.components)
+        if self._layout is not None and self._layout.key() == layout.key() and self._specs_key == specs_key:
+            return self._layout
+        self._shutdown_workers()
+        self._layout = layout
+        self._resident = [0] * len(layout.replicas)
+        self._start(layout, workers)
+        self._specs_key = specs_key
+        return layout
+
+    def close(self) -> None:
+        """Ask every worker to shut down, then stop them."""
+        self._shutdown_workers()
+
+    def _await_ready(self, workers: Sequence[int], phase: str) -> None:
+        waiting = set(workers)
+        while waiting:
+            for message in self._receive(running={w: phase for w in waiting}):
+                kind, worker = message[0], message[1]
+                if kind == "ready":
+                    self._resident[worker] = message[2]
+                    waiting.discard(worker)
+                elif kind == "error":
+                    self.fail(worker, phase, message[3], message[4])
+
+    # ------------------------------------------------------------------ running
+    def execute(self, program: Program, workers: Mapping[str, WorkerSpec]) -> RunResult:
+        """Run ``program`` once and return its measured timeline, cost samples and infos."""
+        layout = self._ensure_started(program, workers)
+        self._prepare(program, layout)
+        self._run_id += 1
+        run = RunState(program, layout, routes_of(program), self._resident)
+        result = drive(run, self)
+        for connection in self._connections:
+            connection.send(("end", self._run_id))
+        self._resident = list(run.resident)
+        return result
+
+    def _prepare(self, program: Program, layout: Layout) -> None:
+        """Offload the components the program onloads, onload the others (before the clock starts)."""
+        onloaded = {op.component for op in program.ops if op.kind == "onload"}
+        for replica in layout.replicas:
+            self._connections[replica.worker].send(("prepare", replica.component in onloaded))
+        self._await_ready([r.worker for r in layout.replicas], "prepare")
+
+    def send(self, worker: int, commands: list[tuple]) -> None:
+        """Send a batch of commands to ``worker`` (part of :class:`executor.dispatch.Transport`)."""
+        self._connections[worker].send(("run", self._run_id, commands))
+
+    def receive(self, running: Mapping[int, str]) -> list[tuple]:
+        """Replies that arrived (part of :class:`executor.dispatch.Transport`)."""
+        return self._receive(running)
+
+    def _receive(self, running: Mapping[int, str]) -> list[tuple]:
+        """Messages that arrived (waiting for at least one); raises if a worker died or nothing happens."""
+        watched = self._watched()
+        owners = {id(c): w for w, c in enumerate(self._connections)}
+        deadline = time.monotonic() + self._stall_timeout_s
+        ready: list[Any] = []
+        while not ready and time.monotonic() < deadline:
+            slice_s = min(CHECK_EVERY_S, max(0.0, deadline - time.monotonic()))
+            ready = wait(list(self._connections) + list(watched), timeout=slice_s)
+            if not ready:
+                for worker in self._stopped():
+                    self.fail(worker, running.get(worker, "no op"), self._death(worker), "")
+        if not ready:
+            labels = ", ".join(f"{self._name(w)}: {label}" for w, label in sorted(running.items())) or "none"
+            self._terminate()
+            raise WorkerError(
+                f"no worker finished an op for {self._stall_timeout_s:.0f} s (running: {labels}); fix: look for a stuck worker"
+            )
+        messages: list[tuple] = []
+        dead: list[int] = []
+        for item in ready:
+            if item in watched:
+                dead.append(watched[item])
+                continue
+            assert isinstance(item, Connection)
+            try:
+                while item.poll():
+                    messages.append(item.recv())
+            except (EOFError, OSError):
+                dead.append(owners[id(item)])
+        if messages:  # a failing worker's error reply comes before its connection closes: report that first
+            return messages
+        for worker in sorted(set(dead)):
+            self.fail(worker, running.get(worker, "no op"), self._death(worker), "")
+        return messages
+
+    def fail(self, worker: int, op_label: str, message: str, remote_traceback: str) -> NoReturn:
+        """Stop every worker and raise naming the failed one (part of :class:`executor.dispatch.Transport`)."""
+        name = self._name(worker)
+        self._terminate()
+        raise WorkerError(f"worker {name} failed while running {op_label}: {message}", remote_traceback)
+
+    def _name(self, worker: int) -> str:
+        if self._layout is None or worker >= len(self._layout.replicas):
+            return f"#{worker}"
+        replica = self._layout.replicas[worker]
+        return f"{replica.component}[{replica.rank}]"
+
+    def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
+        """Call a worker method (e.g. ``checkpoint``) between runs and return its result."""
+        assert self._layout is not None, "no workers are running"
+        replica = self._layout.of(component)[rank]
+        self._connections[replica.worker].send(("call", method, args))
+        while True:
+            for message in self._receive(running={replica.worker: method}):
+                if message[0] == "error":
+                    self.fail(message[1], method, message[3], message[4])
+                if message[0] == "result" and message[1] == replica.worker:
+                    return message[2]

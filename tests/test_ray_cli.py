@@ -1,0 +1,64 @@
+"""``rlinf train --backend ray`` end to end: the command starts a private Ray on 127.0.0.1 (one session for
+profiling and training), trains, checkpoints and resumes exactly. Kept apart from ``test_ray_backend.py`` so that
+its emulated two-node cluster is gone before these commands start their own Ray."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from test_fault_injection import SMALL_TRAIN, computed  # noqa: E402
+
+
+def test_cli_trains_on_ray_and_resumes_exactly_like_an_uninterrupted_local_run(tmp_path: Path) -> None:
+    """``rlinf train --backend ray`` (a private Ray on 127.0.0.1, started and stopped by the command): 2
+    iterations with a checkpoint, then ``--resume`` to 4 on Ray again. All 4 iterations compute bit for bit what
+    an uninterrupted 4-iteration local run computes (only timings differ)."""
+    straight, resumed = tmp_path / "local", tmp_path / "ray"
+    fixed = ["--mode", "collocated", "--devices", "2"]
+    subprocess.run(
+        [*SMALL_TRAIN, *fixed, "--iterations", "4", "--out", str(straight)], check=True, timeout=300
+    )
+    first = subprocess.run(
+        [*SMALL_TRAIN, *fixed, "--backend", "ray", "--iterations", "2", "--out", str(resumed)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    assert "2 iterations" in first.stdout
+    subprocess.run(
+        [*SMALL_TRAIN, "--backend", "ray", "--iterations", "4", "--resume", str(resumed)],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    assert [m["iteration"] for m in computed(resumed)] == [1, 2, 3, 4]
+    assert computed(resumed) == computed(straight)
+
+
+def test_cli_auto_mode_on_ray_plans_and_trains(tmp_path: Path) -> None:
+    """Auto mode on Ray: plan from the shipped trace (profiling skipped), then train on the chosen plan."""
+    done = subprocess.run(
+        [
+            *SMALL_TRAIN[:6],  # the shipped trace was profiled with the config's own sizes
+            "--backend",
+            "ray",
+            "--iterations",
+            "2",
+            "--trace",
+            "traces/hopper_ppo_cpu2.json",
+            "--out",
+            str(tmp_path / "auto"),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    assert "auto: chose" in done.stdout and "iteration 2: measured" in done.stdout
+    assert len(computed(tmp_path / "auto")) == 2

@@ -68,6 +68,16 @@ def session(address: str | None, *, num_cpus: int, num_gpus: int = 0) -> Iterato
             shutdown()
 
 
+def describe_cluster() -> str:
+    """``"2 nodes, 2 CPUs, 0 GPUs"`` for the alive nodes of the connected cluster."""
+    import ray
+
+    alive = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    cpus = sum(resources.get("CPU", 0.0) for resources in alive)
+    gpus = sum(resources.get("GPU", 0.0) for resources in alive)
+    return f"{len(alive)} node{'s' if len(alive) != 1 else ''}, {cpus:g} CPUs, {gpus:g} GPUs"
+
+
 def shutdown() -> None:
     """Stop the driver's connection (and the instance, when it was started by :func:`connect`)."""
     import ray

@@ -183,7 +183,6 @@ def worker_pids_of(pid: int) -> list[int]:
     return [int(p) for p in children.read_text().split()] if children.exists() else []
 
 
-@pytest.mark.slow
 def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     """Run A trains 4 iterations. Run B (asked for 50) loses a worker to SIGKILL right after its checkpoint of
     iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3

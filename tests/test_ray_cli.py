@@ -31,6 +31,7 @@ def test_cli_trains_on_ray_and_resumes_exactly_like_an_uninterrupted_local_run(t
         text=True,
     )
     assert "2 iterations" in first.stdout
+    assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in first.stdout
     subprocess.run(
         [*SMALL_TRAIN, "--backend", "ray", "--iterations", "4", "--resume", str(resumed)],
         check=True,
@@ -62,3 +63,26 @@ def test_cli_auto_mode_on_ray_plans_and_trains(tmp_path: Path) -> None:
     )
     assert "auto: chose" in done.stdout and "iteration 2: measured" in done.stdout
     assert len(computed(tmp_path / "auto")) == 2
+
+
+def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> None:
+    """``--address`` joins a running cluster (two Ray nodes emulated on this machine, started by this test as an
+    operator would with ``ray start``); ``--nodes 2`` puts logical device 0 on node 0 and device 1 on node 1, so
+    the hybrid plan's env -> rollout traffic crosses nodes and the actor's two replicas all-reduce across them.
+    The run computes what the same plan computes on the local backend."""
+    from executor import ray_session
+
+    hybrid = ["--mode", "hybrid", "--devices", "2", "--iterations", "2"]
+    local = tmp_path / "local"
+    subprocess.run([*SMALL_TRAIN, *hybrid, "--out", str(local)], check=True, timeout=300)
+    with ray_session.emulated_cluster([1, 1]) as address:
+        joined = subprocess.run(
+            [*SMALL_TRAIN, *hybrid, "--backend", "ray", "--address", address, "--nodes", "2"]
+            + ["--out", str(tmp_path / "ray")],
+            timeout=300,
+            capture_output=True,
+            text=True,
+        )
+    assert joined.returncode == 0, joined.stderr[-3000:]
+    assert f"ray: joined the Ray cluster at {address} (2 nodes, 2 CPUs, 0 GPUs)" in joined.stdout
+    assert computed(tmp_path / "ray") == computed(local)

@@ -88,6 +88,12 @@ def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: P
             "do not split over 2 env replicas",
         ),
         (["--set", "stages=3"], "stages=3: does not divide num_envs=8"),
+        (["--devices", "2", "--nodes", "2"], "--nodes=2: only the ray backend spans nodes"),
+        (
+            ["--devices", "2", "--nodes", "3", "--backend", "ray"],
+            "--nodes=3: must be between 1 and the 2 devices",
+        ),
+        (["--devices", "64", "--nodes", "2", "--backend", "ray"], "and 2 nodes are assumed to have as many"),
     ],
 )
 def test_impossible_device_counts(

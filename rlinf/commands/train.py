@@ -94,12 +94,15 @@ def run(args: argparse.Namespace) -> int:
     cores = available_cores()
     num_devices = len(cores) if args.devices is None else args.devices
     require(num_devices >= 1, "--devices", num_devices, "must be >= 1", "use at least one device")
+    _check_nodes(args, num_devices)
+    per_node = -(-num_devices // args.nodes)
     require(
-        num_devices <= len(cores),
+        per_node <= len(cores),
         "--devices",
         num_devices,
-        f"this machine lets rlinf use {len(cores)} CPU cores",
-        f"use --devices {len(cores)} or fewer",
+        f"this machine lets rlinf use {len(cores)} CPU cores"
+        + (f" and {args.nodes} nodes are assumed to have as many" if args.nodes > 1 else ""),
+        f"use --devices {len(cores) * args.nodes} or fewer",
     )
     with _backend_session(args, num_devices):
         return _plan_and_train(job, config, args, cores, num_devices)
@@ -119,6 +122,12 @@ def _backend_session(args: argparse.Namespace, num_devices: int) -> Iterator[Non
             "--backend", "ray", f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
         ) from None
     with ray_session.session(args.address, num_cpus=RAY_CPUS_PER_CORE * num_devices):
+        where = (
+            f"joined the Ray cluster at {args.address}"
+            if args.address
+            else "started a private Ray on 127.0.0.1"
+        )
+        print(f"ray: {where} ({ray_session.describe_cluster()})")
         yield
 
 
@@ -126,7 +135,7 @@ def _plan_and_train(
     job: Any, config: Any, args: argparse.Namespace, cores: tuple[int, ...], num_devices: int
 ) -> int:
     """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
-    from executor.devices import cpu_devices, is_oversubscribed
+    from executor.devices import is_oversubscribed
     from rlinf.runner import train
 
     predicted = None
@@ -149,8 +158,11 @@ def _plan_and_train(
     else:
         plan, logical = job.plan_for_mode(args.mode or job.options(config).mode, num_devices, config)
     job.check_plan(plan, config)
-    devices = cpu_devices(logical, cores[:num_devices])
-    if is_oversubscribed(devices):
+    devices, nodes = _placement(args, logical, num_devices)
+    if any(
+        is_oversubscribed(tuple(d for d, n in zip(devices, nodes, strict=True) if n == node))
+        for node in set(nodes)
+    ):
         print(
             f"rlinf: warning: {logical} logical devices share {num_devices} CPU core(s); devices are oversubscribed",
             file=sys.stderr,
@@ -167,7 +179,7 @@ def _plan_and_train(
         on_iteration=None if predicted is None else functools.partial(_report_iteration, job),
         backend=args.backend,
         address=args.address,
-        nodes=_nodes(args, logical),
+        nodes=nodes if args.nodes > 1 else None,
         resume=resume,
     )
     iterations = job.options(config).iterations
@@ -192,14 +204,14 @@ def _resume(args: argparse.Namespace) -> Any:
     return load_latest(run_dir / "checkpoints")
 
 
-def _nodes(args: argparse.Namespace, logical: int) -> list[int] | None:
-    """Plan node of each logical device: contiguous blocks over ``--nodes`` Ray nodes."""
+def _check_nodes(args: argparse.Namespace, num_devices: int) -> None:
+    """``--nodes`` spans Ray nodes only, each with at least one device."""
     require(
-        1 <= args.nodes <= logical,
+        1 <= args.nodes <= num_devices,
         "--nodes",
         args.nodes,
-        f"must be between 1 and {logical}",
-        "use fewer nodes",
+        f"must be between 1 and the {num_devices} devices",
+        "use fewer nodes or more --devices",
     )
     require(
         args.nodes == 1 or args.backend == "ray",
@@ -208,20 +220,34 @@ def _nodes(args: argparse.Namespace, logical: int) -> list[int] | None:
         "only the ray backend spans nodes",
         "add --backend ray",
     )
-    return None if args.nodes == 1 else [d * args.nodes // logical for d in range(logical)]
+
+
+def _placement(args: argparse.Namespace, logical: int, num_devices: int) -> tuple[tuple[Any, ...], list[int]]:
+    """The devices of a plan on ``logical`` logical devices and the node of each. On one node they go round-robin
+    over this process's first ``num_devices`` cores; over ``--nodes N`` the devices split into ``N`` contiguous
+    blocks and each block takes cores 0, 1, ... of its node (the nodes are assumed to have this machine's core
+    ids). A plan on fewer logical devices than nodes stays on node 0."""
+    from executor.devices import Device, available_cores, cpu_devices
+
+    cores = available_cores()
+    if args.nodes == 1 or logical < args.nodes:
+        return cpu_devices(logical, cores[:num_devices]), [0] * logical
+    nodes = [d * args.nodes // logical for d in range(logical)]  # contiguous blocks
+    devices, taken = [], dict.fromkeys(range(args.nodes), 0)
+    for index, node in enumerate(nodes):
+        devices.append(Device(index=index, kind="cpu", core=cores[taken[node] % len(cores)]))
+        taken[node] += 1
+    return tuple(devices), nodes
 
 
 def _backends(args: argparse.Namespace, num_devices: int) -> Any:
     """Opens the ``--backend`` (with ``--address`` and ``--nodes``) for a plan on ``logical`` devices."""
     import executor
-    from executor.devices import available_cores, cpu_devices
-
-    cores = available_cores()[:num_devices]
 
     def open_backend(logical: int) -> Any:
-        nodes = _nodes(args, logical) if args.nodes <= logical else None
+        devices, nodes = _placement(args, logical, num_devices)
         return executor.open_backend(
-            args.backend, cpu_devices(logical, cores), address=args.address, nodes=nodes
+            args.backend, devices, address=args.address, nodes=nodes if any(nodes) else None
         )
 
     return open_backend

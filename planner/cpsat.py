@@ -76,11 +76,16 @@ class _Model:
         for s in self.parts:
             for name in space.offloadable(space.group_names(s)):
                 self.offload[name] = m.new_bool_var(f"offload[{name}]")
-        self.phased = m.new_bool_var("phased")
-        for flag in self.offload.values():
-            m.add_implication(flag, self.phased)
-        if not self.offload:
-            m.add(self.phased == 0)
+        # A group is phased when a component of it or of an earlier group is switched (see the surrogate).
+        self.phased: dict[int, cp_model.IntVar] = {}
+        upstream: list[cp_model.IntVar] = []
+        for s in self.parts:
+            upstream += [self.offload[n] for n in space.offloadable(space.group_names(s))]
+            self.phased[s] = m.new_bool_var(f"phased[{s}]")
+            for flag in upstream:
+                m.add_implication(flag, self.phased[s])
+            if not upstream:
+                m.add(self.phased[s] == 0)
 
     def _micro_batches(self) -> None:
         """A one-hot micro-batch count per component; a count is realizable when an edge can carry it (a
@@ -157,7 +162,7 @@ class _Model:
                 fill_var = m.new_int_var(0, _HIGH, f"f[{s}]")
                 m.add(fill_var >= sum(first[n] for n in names))
                 m.add(fill_var >= total - busy[last] - switch[last] + first[last]).only_enforce_if(
-                    self.phased
+                    self.phased[s]
                 )
                 fill = fill_var
             self.busy[s] = total

@@ -7,10 +7,12 @@ micro-batch counts ``m_c`` and offload set ``O``:
 * ``busy_c``, ``first_c``: the component's compute seconds over the whole batch and for its first micro-batch
   (for the loop's env and policy: all steps of all stages, and one step of one stage);
 * group time ``S_g = sum(busy_c + switch_c [c in O])`` (switch = onload + offload of the state);
-* group fill ``f_g``: time to the group's first output micro-batch: ``sum(first_c)`` when the program is
-  interleaved; when anything offloads (the lowering then phases every device's order) the group's components
-  before its last run whole: ``S_g - busy_last - switch_last + first_last``; groups that hold the loop emit at
-  its end: ``S_g`` minus the loop components' busy time when the loop is cut;
+* group fill ``f_g``: time to the group's first output micro-batch: ``sum(first_c)`` when the group is
+  interleaved; when a component of the group or of an earlier group offloads, the group is *phased*: the
+  lowering runs a switched component's ops together once its whole input is there, and everything downstream
+  of it inherits that (its ops need the whole batch too), so the group's components before its last run whole:
+  ``S_g - busy_last - switch_last + first_last``; groups that hold the loop emit at its end: ``S_g`` minus the
+  loop components' busy time when the loop is cut;
 * consecutive groups pipeline when the next group's first component has only stream inputs (or the cut splits
   the loop); a *phase* is a maximal pipelined run taking ``max_g(S_g + sum_{h != g} f_h)`` (the flow-shop
   bound: the bottleneck group's whole batch plus the others' fill; for ``m`` equal stages of ``t`` it is RLinf's
@@ -273,10 +275,11 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     counts = tables.counts(point.granularity)
     loop = workflow.loop
     loop_names = (loop.env, loop.policy) if loop is not None else ()
-    phased = bool(point.offload)
+    phased = False  # a component of this group or an earlier one offloads
     busy, fill, peaks = [], [], []
     first = {}
     for group, size in zip(point.groups, point.sizes, strict=True):
+        phased = phased or any(n in point.offload for n in group)
         profiles = {n: tables.profile(n, size, counts[n]) for n in group}
         first.update({n: profiles[n].first_s for n in group})
         switch = {n: tables.switch_s[n] if n in point.offload else 0.0 for n in group}

@@ -29,8 +29,6 @@ from rlinf.errors import ConfigError
 SHM_MIN_BYTES = 16 * 1024
 """Arrays this large or larger go through shared memory; smaller ones inline."""
 
-TRANSPORTS = ("local", "shm", "object_store")
-
 RemoteSend = Callable[[int, tuple, dict[str, np.ndarray]], None]
 """Sends ``(destination worker, key, arrays)`` to a worker on another node (the Ray backend's actor call)."""
 

@@ -52,7 +52,3 @@ class Interpreter:
     def finished(self) -> bool:
         """Whether every op is done."""
         return self._num_done == len(self._done)
-
-    def unfinished(self) -> list[int]:
-        """Ops not done yet, for error messages."""
-        return [i for i, done in enumerate(self._done) if not done]

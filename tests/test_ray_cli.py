@@ -4,7 +4,11 @@ its emulated two-node cluster is gone before these commands start their own Ray.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,33 +17,62 @@ pytest.importorskip("ray")
 
 from test_fault_injection import SMALL_TRAIN, computed  # noqa: E402
 
+from rlinf.checkpoint import read_manifest  # noqa: E402
 
-def test_cli_trains_on_ray_and_resumes_exactly_like_an_uninterrupted_local_run(tmp_path: Path) -> None:
-    """``rlinf train --backend ray`` (a private Ray on 127.0.0.1, started and stopped by the command): 2
-    iterations with a checkpoint, then ``--resume`` to 4 on Ray again. All 4 iterations compute bit for bit what
+
+def ray_worker_pids() -> list[int]:
+    """Processes of rlinf's Ray actors (Ray titles them ``ray::RayWorker.<method>``)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(b"ray::RayWorker"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_cli_on_ray_worker_killed_then_resume_matches_an_uninterrupted_local_run(tmp_path: Path) -> None:
+    """``rlinf train --backend ray`` (a private Ray on 127.0.0.1, started and stopped by the command) loses an
+    actor to SIGKILL right after its checkpoint of iteration 2: it stops with exit code 2 and an error naming the
+    worker and the op. ``--resume`` on Ray continues to iteration 4, and all 4 iterations compute bit for bit what
     an uninterrupted 4-iteration local run computes (only timings differ)."""
-    straight, resumed = tmp_path / "local", tmp_path / "ray"
-    fixed = ["--mode", "collocated", "--devices", "2"]
-    subprocess.run(
-        [*SMALL_TRAIN, *fixed, "--iterations", "4", "--out", str(straight)], check=True, timeout=300
-    )
-    first = subprocess.run(
-        [*SMALL_TRAIN, *fixed, "--backend", "ray", "--iterations", "2", "--out", str(resumed)],
-        check=True,
-        timeout=300,
-        capture_output=True,
+    straight, broken = tmp_path / "local", tmp_path / "ray"
+    command = [*SMALL_TRAIN, "--set", "num_steps=32", "--mode", "collocated", "--devices", "2"]
+    subprocess.run([*command, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
+    run = subprocess.Popen(
+        [*command, "--backend", "ray", "--iterations", "50", "--out", str(broken)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    assert "2 iterations" in first.stdout
-    assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in first.stdout
+    try:
+        deadline = time.monotonic() + 180
+        victims: list[int] = []
+        while time.monotonic() < deadline and run.poll() is None:
+            victims = victims or ray_worker_pids()  # found while iteration 1 runs, killed without a search
+            checkpoints = broken / "checkpoints"
+            if victims and checkpoints.is_dir() and read_manifest(checkpoints):
+                break
+            time.sleep(0.01)
+        assert victims, "the training run has no Ray actors"
+        os.kill(victims[-1], signal.SIGKILL)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in out
+    assert run.returncode == 2 and re.search(r"worker \w+\[\d\] failed while running .*actor died", err), err
+    assert [e.iteration for e in read_manifest(broken / "checkpoints")] == [2]
     subprocess.run(
-        [*SMALL_TRAIN, "--backend", "ray", "--iterations", "4", "--resume", str(resumed)],
+        [*command, "--backend", "ray", "--iterations", "4", "--resume", str(broken)],
         check=True,
         timeout=300,
         capture_output=True,
     )
-    assert [m["iteration"] for m in computed(resumed)] == [1, 2, 3, 4]
-    assert computed(resumed) == computed(straight)
+    assert [m["iteration"] for m in computed(broken)] == [1, 2, 3, 4]
+    assert computed(broken) == computed(straight)
 
 
 def test_cli_auto_mode_on_ray_plans_and_trains(tmp_path: Path) -> None:

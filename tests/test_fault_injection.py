@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,27 @@ def computed(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
 
 
+def kill_after_first_checkpoint(
+    run: subprocess.Popen, run_dir: Path, victims: Callable[[], list[int]]
+) -> tuple[str, str]:
+    """Wait until ``run`` wrote its first checkpoint into ``run_dir``, SIGKILL the last of ``victims()`` and return
+    ``run``'s output."""
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and run.poll() is None:
+            checkpoints = run_dir / "checkpoints"
+            if checkpoints.is_dir() and read_manifest(checkpoints):
+                break
+            time.sleep(0.01)
+        found = victims()
+        assert found, "the training run has no workers to kill"
+        os.kill(found[-1], signal.SIGKILL)
+        return run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+
+
 def worker_pids_of(pid: int) -> list[int]:
     children = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in children.read_text().split()] if children.exists() else []
@@ -193,20 +215,9 @@ def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp
     run = subprocess.Popen(
         [*TRAIN, "--iterations", "50", "--out", str(broken)], stderr=subprocess.PIPE, text=True
     )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and run.poll() is None:
-            entries = read_manifest(broken / "checkpoints") if (broken / "checkpoints").is_dir() else []
-            if entries:
-                break
-            time.sleep(0.01)
-        victims = [pid for pid in worker_pids_of(run.pid) if Path(f"/proc/{pid}/cmdline").exists()]
-        assert victims, "the training run has no worker processes"
-        os.kill(victims[-1], signal.SIGKILL)
-        _, err = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
+    _, err = kill_after_first_checkpoint(
+        run, broken, lambda: [p for p in worker_pids_of(run.pid) if Path(f"/proc/{p}/cmdline").exists()]
+    )
     assert run.returncode == 2 and "failed while running" in err and "exited with code -9" in err, err
     assert [e.iteration for e in read_manifest(broken / "checkpoints")] == [2]
     subprocess.run(

@@ -4,18 +4,15 @@ its emulated two-node cluster is gone before these commands start their own Ray.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 
-from test_fault_injection import SMALL_TRAIN, computed  # noqa: E402
+from test_fault_injection import SMALL_TRAIN, computed, kill_after_first_checkpoint  # noqa: E402
 
 from rlinf.checkpoint import read_manifest  # noqa: E402
 
@@ -47,21 +44,7 @@ def test_cli_on_ray_worker_killed_then_resume_matches_an_uninterrupted_local_run
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 180
-        victims: list[int] = []
-        while time.monotonic() < deadline and run.poll() is None:
-            victims = victims or ray_worker_pids()  # found while iteration 1 runs, killed without a search
-            checkpoints = broken / "checkpoints"
-            if victims and checkpoints.is_dir() and read_manifest(checkpoints):
-                break
-            time.sleep(0.01)
-        assert victims, "the training run has no Ray actors"
-        os.kill(victims[-1], signal.SIGKILL)
-        out, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
+    out, err = kill_after_first_checkpoint(run, broken, ray_worker_pids)
     assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in out
     assert run.returncode == 2 and re.search(r"worker \w+\[\d\] failed while running .*actor died", err), err
     assert [e.iteration for e in read_manifest(broken / "checkpoints")] == [2]

@@ -39,7 +39,7 @@ ACTOR_THREADS = 3
 DEATH_REPORT_WAIT_S = 1.0
 """After an actor's connection closed, how long to wait for Ray's account of its death (for the message)."""
 START_TIMEOUT_S = 120.0
-"""How long the actors may take to connect back to the driver once set up."""
+"""How long Ray may take to place and start an actor, and the actors to connect back to the driver."""
 
 
 class RayBackend(ControlDriver):
@@ -57,8 +57,10 @@ class RayBackend(ControlDriver):
         nodes: Sequence[int] | None = None,
         address: str | None = None,
         stall_timeout_s: float = 600.0,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         super().__init__(devices, stall_timeout_s=stall_timeout_s)
+        self._start_timeout_s = start_timeout_s
         self.nodes = tuple(nodes) if nodes is not None else (0,) * len(self.devices)
         if len(self.nodes) != len(self.devices):
             raise ConfigError(
@@ -145,7 +147,8 @@ class RayBackend(ControlDriver):
         """Unix sockets between the actors of each node; actor handles for the ones on other nodes."""
         node_of = {r.worker: self.nodes[r.device] for r in layout.replicas}
         same = {w: [p for p in node_of if p != w and node_of[p] == node_of[w]] for w in node_of}
-        paths = [self._get(self._actors[w].listen.remote(len(same[w])), w) for w in node_of]
+        listening = [self._actors[w].listen.remote(len(same[w])) for w in node_of]
+        paths = [self._placed(ref, w) for w, ref in enumerate(listening)]
         pending = []
         for worker in node_of:
             peers = {p: paths[p] for p in same[worker]}
@@ -162,7 +165,7 @@ class RayBackend(ControlDriver):
             server.settimeout(1.0)
             self._serving = [actor.serve.remote(server.getsockname()[:2]) for actor in self._actors]
             connections: dict[int, Any] = {}
-            deadline = time.monotonic() + START_TIMEOUT_S
+            deadline = time.monotonic() + self._start_timeout_s
             while len(connections) < count:
                 for worker in self._stopped():
                     self.fail(worker, "connect", self._death(worker), "")
@@ -171,7 +174,7 @@ class RayBackend(ControlDriver):
                     self.fail(
                         min(w for w in range(count) if w not in connections),
                         "connect",
-                        f"{missing} did not connect to the driver at {host} within {START_TIMEOUT_S:.0f} s "
+                        f"{missing} did not connect to the driver at {host} within {self._start_timeout_s:.0f} s "
                         "(fix: let the nodes reach the driver's address)",
                         "",
                     )
@@ -244,6 +247,20 @@ class RayBackend(ControlDriver):
         except RayError as error:
             return _first_line(error)
         return "actor stopped serving (its control connection closed)"
+
+    def _placed(self, ref: Any, worker: int) -> Any:
+        """The result of an actor's first call, which returns once Ray has placed and started the actor."""
+        ready, _ = ray.wait([ref], timeout=self._start_timeout_s)
+        if not ready:
+            node = self.nodes[self._layout.replicas[worker].device] if self._layout else 0
+            self.fail(
+                worker,
+                "start",
+                f"Ray did not place and start it within {self._start_timeout_s:.0f} s: plan node {node} has no "
+                "free CPU (or GPU) for it (fix: see `ray status`; free the node's resources or use fewer devices)",
+                "",
+            )
+        return self._get(ref, worker)
 
     def _get(self, ref: Any, worker: int, op_label: str = "setup") -> Any:
         try:

@@ -102,3 +102,26 @@ def test_plan_on_more_nodes_than_the_cluster_has(two_nodes: str) -> None:
 def test_nodes_must_cover_every_device() -> None:
     with pytest.raises(ConfigError, match="needs one node per device"):
         RayBackend(executor.cpu_devices(2), nodes=[0])
+
+
+def test_an_actor_ray_cannot_place_is_reported_not_waited_for(two_nodes: str) -> None:
+    """Another job holds node 1's only CPU (a placement group): the backend stops after its start timeout with an
+    error naming the worker and the node, instead of waiting forever for Ray to place the actor."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    hog = placement_group([{"CPU": 1, "node1": 1}])
+    ray.get(hog.ready(), timeout=60)
+    try:
+        with (
+            RayBackend(executor.cpu_devices(2), nodes=[0, 1], start_timeout_s=3) as backend,
+            pytest.raises(
+                executor.WorkerError,
+                match=r"did not place and start it within 3 s: plan node 1 has no free CPU",
+            ),
+        ):
+            executor.run(chain_program(HYBRID), specs(), backend=backend)
+    finally:
+        remove_placement_group(hog)
+    with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:  # the cluster is usable again
+        assert len(executor.run(chain_program(HYBRID), specs(), backend=backend).samples) > 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,10 @@ from rlinf.checkpoint import (
     LoadedCheckpoint,
     check_resumable,
     driver_rng_state,
+    load_latest,
     metrics_until,
+    read_manifest,
+    restore_driver_rng,
     resume_workers,
     save_checkpoint,
 )
@@ -71,11 +75,15 @@ def train(
     address: str | None = None,
     nodes: Sequence[int] | None = None,
     resume: LoadedCheckpoint | None = None,
+    max_restarts: int = 0,
 ) -> TrainResult:
     """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
     ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration.
     ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
-    continues from a checkpoint of ``run_dir`` (:func:`rlinf.checkpoint.load_latest`) as if never stopped."""
+    continues from a checkpoint of ``run_dir`` (:func:`rlinf.checkpoint.load_latest`) as if never stopped. When a
+    worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
+    checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
+    reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
     import torch
 
     from rlinf.profiling import dispatch_inclusive_samples
@@ -101,17 +109,38 @@ def train(
     samples: list = []
     last: RunResult | None = None
     started = time.perf_counter()
+    initial_rng = driver_rng_state()
+    restarts_left = max_restarts
     try:
         with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             bar = tqdm(
-                range(first, options.iterations + 1),
+                total=options.iterations,
+                initial=first - 1,
                 desc=f"train {plan.mode}",
                 unit="it",
                 disable=not progress,
             )
-            for iteration in bar:
-                last = executor.run(program, specs, backend=workers)
+            iteration = first
+            while iteration <= options.iterations:
+                due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
+                try:
+                    last = executor.run(program, specs, backend=workers)
+                    saved = {**job.checkpoint(workers), "workers": workers.snapshot()} if due else None
+                except executor.WorkerError as error:
+                    if restarts_left == 0:
+                        raise
+                    restarts_left -= 1
+                    iteration = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
+                    history = metrics_until(metrics_path, iteration - 1)
+                    bar.n = iteration - 1
+                    bar.refresh()
+                    tqdm.write(
+                        f"rlinf: {error}; restarted the workers at iteration {iteration} "
+                        f"({restarts_left} restarts left)",
+                        file=sys.stderr,
+                    )
+                    continue
                 metrics = job.iteration_metrics(last, config, iteration)
                 metrics["wall_s"] = time.perf_counter() - started
                 if predicted is not None:
@@ -125,6 +154,7 @@ def train(
                     if isinstance(value, (int, float)) and key != "iteration":
                         writer.add_scalar(key, value, iteration)
                 writer.flush()
+                bar.update(1)
                 bar.set_postfix(
                     {**job.progress(metrics), **_time_fields(metrics)}
                     if predicted is not None
@@ -132,17 +162,18 @@ def train(
                 )
                 if on_iteration is not None:
                     on_iteration(metrics)
-                if iteration % options.checkpoint_every == 0 or iteration == options.iterations:
+                if saved is not None:
                     state = {
                         "iteration": iteration,
                         "workload": job.name,
                         "config": attrs.asdict(config),
                         "plan": plan.to_dict(),
-                        **job.checkpoint(workers),
-                        "workers": workers.snapshot(),
+                        **saved,
                         "driver_rng": driver_rng_state(),
                     }
                     save_checkpoint(run_dir / "checkpoints", iteration, state)
+                iteration += 1
+            bar.close()
     finally:
         writer.close()
     assert last is not None
@@ -164,6 +195,18 @@ def train(
         write_gantt_png(predicted, run_dir / "gantt_predicted.png")
         write_timeline_pair_png(predicted, last.timeline, run_dir / "timeline_pair.png")
     return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program)
+
+
+def _restart(
+    workers: Any, program: Program, specs: Any, checkpoints: Path, initial_rng: dict[str, Any]
+) -> int:
+    """Restart the workers after a failure: from the newest valid checkpoint, else from scratch; returns the
+    iteration to run next."""
+    if checkpoints.is_dir() and read_manifest(checkpoints):
+        return resume_workers(workers, program, specs, load_latest(checkpoints))
+    workers.start(program, specs)  # fresh workers are in their iteration-1 state
+    restore_driver_rng(initial_rng)
+    return 1
 
 
 def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:

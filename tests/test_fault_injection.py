@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,50 +180,78 @@ def computed(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
 
 
-def kill_after_first_checkpoint(
-    run: subprocess.Popen, run_dir: Path, victims: Callable[[], list[int]]
+def has_checkpoint(run_dir: Path) -> Callable[[], bool]:
+    """Whether the run in ``run_dir`` wrote a checkpoint yet."""
+    return lambda: (run_dir / "checkpoints").is_dir() and bool(read_manifest(run_dir / "checkpoints"))
+
+
+def has_metrics(run_dir: Path) -> Callable[[], bool]:
+    """Whether the run in ``run_dir`` finished an iteration yet."""
+    return lambda: (run_dir / "metrics.jsonl").is_file() and bool((run_dir / "metrics.jsonl").read_text())
+
+
+def kill_when(
+    run: subprocess.Popen, ready: Callable[[], bool], victims: Callable[[], list[int]]
 ) -> tuple[str, str]:
-    """Wait until ``run`` wrote its first checkpoint into ``run_dir``, SIGKILL the last of ``victims()`` and return
-    ``run``'s output."""
+    """Wait until ``ready()``, SIGKILL the last of ``victims()`` and return ``run``'s output."""
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and run.poll() is None:
-            checkpoints = run_dir / "checkpoints"
-            if checkpoints.is_dir() and read_manifest(checkpoints):
-                break
+        while time.monotonic() < deadline and run.poll() is None and not ready():
             time.sleep(0.01)
         found = victims()
         assert found, "the training run has no workers to kill"
         os.kill(found[-1], signal.SIGKILL)
-        return run.communicate(timeout=120)
+        return run.communicate(timeout=180)
     finally:
         if run.poll() is None:
             run.kill()
 
 
-def worker_pids_of(pid: int) -> list[int]:
+def local_workers(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (a local-backend run's workers)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in children.read_text().split()] if children.exists() else []
+    pids = [int(p) for p in children.read_text().split()] if children.exists() else []
+    return [p for p in pids if Path(f"/proc/{p}/cmdline").exists()]
 
 
 def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    """Run A trains 4 iterations. Run B (asked for 50) loses a worker to SIGKILL right after its checkpoint of
-    iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3
+    """Run A trains 4 iterations. Run B (asked for 50, no automatic restarts) loses a worker to SIGKILL right after
+    its checkpoint of iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3
     and 4 of B compute exactly what A computed (bitwise: CPU, one torch thread per worker, every RNG and MuJoCo
     state restored; only timings differ)."""
     straight, broken = tmp_path / "straight", tmp_path / "broken"
-    subprocess.run([*TRAIN, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
+    command = [*TRAIN, "--set", "num_steps=32"]  # iterations long enough to kill between checkpoints 2 and 4
+    subprocess.run([*command, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
     run = subprocess.Popen(
-        [*TRAIN, "--iterations", "50", "--out", str(broken)], stderr=subprocess.PIPE, text=True
+        [*command, "--iterations", "50", "--max-restarts", "0", "--out", str(broken)],
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    _, err = kill_after_first_checkpoint(
-        run, broken, lambda: [p for p in worker_pids_of(run.pid) if Path(f"/proc/{p}/cmdline").exists()]
-    )
+    _, err = kill_when(run, has_checkpoint(broken), lambda: local_workers(run.pid))
     assert run.returncode == 2 and "failed while running" in err and "exited with code -9" in err, err
     assert [e.iteration for e in read_manifest(broken / "checkpoints")] == [2]
     subprocess.run(
-        [*TRAIN, "--iterations", "4", "--resume", str(broken)], check=True, timeout=300, capture_output=True
+        [*command, "--iterations", "4", "--resume", str(broken)], check=True, timeout=300, capture_output=True
     )
     assert [m["iteration"] for m in computed(broken)] == [1, 2, 3, 4]
     assert computed(broken) == computed(straight)
     assert computed(straight)[2] != computed(straight)[1]
+
+
+def test_a_worker_killed_before_the_first_checkpoint_costs_a_restart_not_the_run(tmp_path: Path) -> None:
+    """No checkpoint yet (``checkpoint_every`` 100): a worker killed after iteration 1 makes the run restart its
+    workers from scratch and go on by itself; it finishes with exit code 0, says what happened on stderr, and
+    computes what an undisturbed run computes."""
+    straight, survived = tmp_path / "straight", tmp_path / "survived"
+    command = [*TRAIN, "--set", "checkpoint_every=100", "--set", "num_steps=32", "--iterations", "6"]
+    subprocess.run([*command, "--out", str(straight)], check=True, timeout=300)
+    run = subprocess.Popen(
+        [*command, "--out", str(survived)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    _, err = kill_when(run, has_metrics(survived), lambda: local_workers(run.pid))
+    assert run.returncode == 0, err
+    assert re.search(r"exited with code -9; restarted the workers at iteration 1 \(2 restarts left\)", err), (
+        err
+    )
+    assert [m["iteration"] for m in computed(survived)] == [1, 2, 3, 4, 5, 6]
+    assert computed(survived) == computed(straight)

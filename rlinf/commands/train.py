@@ -4,6 +4,9 @@
 the samples of earlier runs (``--merge-trace RUN_DIR/trace.json``), lets the planner choose from the trace
 (:func:`rlinf.runner.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
 reporting each iteration's measured and predicted time. The run directory also gets ``profile_trace.json``.
+``--backend ray`` runs workers as Ray actors (one Ray session for profiling and training); a failing worker makes
+the run restart its workers from the newest checkpoint, up to ``--max-restarts`` times; ``--resume RUN_DIR``
+continues a stopped run.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import Any
 
 from rlinf.errors import ConfigError, require
 from rlinf.plan import plan_from_yaml
+
+DEFAULT_MAX_RESTARTS = 3
+"""Worker failures a run survives by restarting from its newest checkpoint."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest valid checkpoint"
     )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=DEFAULT_MAX_RESTARTS,
+        help="when a worker fails, restart the workers from the newest checkpoint and go on, up to this many "
+        f"times (default {DEFAULT_MAX_RESTARTS}; 0: stop at the first failure)",
+    )
 
 
 RAY_CPUS_PER_CORE = 4
@@ -89,6 +102,13 @@ def run(args: argparse.Namespace) -> int:
             "must be >= 1",
             "train at least one iteration",
         )
+    require(
+        args.max_restarts >= 0,
+        "--max-restarts",
+        args.max_restarts,
+        "must be >= 0",
+        "use 0 to stop at a failure",
+    )
     config = job.with_options(config, iterations=args.iterations, seed=args.seed)
     job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
     cores = available_cores()
@@ -181,6 +201,7 @@ def _plan_and_train(
         address=args.address,
         nodes=nodes if args.nodes > 1 else None,
         resume=resume,
+        max_restarts=args.max_restarts,
     )
     iterations = job.options(config).iterations
     print(

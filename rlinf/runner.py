@@ -126,7 +126,7 @@ def train(
                 due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
                 try:
                     last = executor.run(program, specs, backend=workers)
-                    saved = {**job.checkpoint(workers), "workers": workers.snapshot()} if due else None
+                    saved = {"workers": workers.snapshot()} if due else None
                 except executor.WorkerError as error:
                     if restarts_left == 0:
                         raise

@@ -64,7 +64,7 @@ def test_train_each_mode(mode: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     names = {event.get("name", "") for event in spans}
     assert any("generate" in n for n in names) and any("sync_weights" in n for n in names)
     state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
-    assert state["workload"] == "grpo_arith" and "model" in state["actor"]["actor"]
+    assert state["workload"] == "grpo_arith" and "model" in state["workers"]["actor"][0]["actor"]
 
 
 def _rollout(config: ArithGrpoConfig, rank: int = 0, world: int = 1) -> RolloutWorker:

@@ -56,7 +56,7 @@ def test_train_writes_every_artifact(mode: str, tmp_path: Path, capsys: pytest.C
     checkpoints = sorted(p.name for p in (out / "checkpoints").glob("iter_*.pt"))
     assert checkpoints == ["iter_000001.pt", "iter_000002.pt"]
     state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
-    assert state["iteration"] == 2 and "model" in state["actor"]
+    assert state["iteration"] == 2 and "model" in state["workers"]["actor"][0]
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

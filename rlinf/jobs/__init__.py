@@ -84,9 +84,6 @@ class Job(Protocol):
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """One line about the last iteration, printed when training ends."""
 
-    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
-        """The workers' state worth saving."""
-
 
 def get_job(name: str) -> Job:
     """The adapter registered as ``name``; raises listing the registered names."""

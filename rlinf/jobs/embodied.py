@@ -118,10 +118,6 @@ class EmbodiedJob:
             f"episodic return {shown}"
         )
 
-    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
-        """The actor's model, optimizer and normalizer state."""
-        return {"actor": backend.call("actor", "checkpoint")}
-
 
 def probe_plans(num_devices: int, config: EmbodiedConfig) -> list[tuple[Plan, int]]:
     """Probe plans for the profiling phase, most informative first; each one's logical devices = ``num_devices``.

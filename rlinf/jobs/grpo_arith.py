@@ -153,10 +153,6 @@ class GrpoArithJob:
             text += f", held-out accuracy {metrics['heldout_accuracy']:.3f}"
         return text
 
-    def checkpoint(self, backend: executor.Backend) -> dict[str, Any]:
-        """The actor's weights, optimizer state and step count."""
-        return {"actor": backend.call("actor", "checkpoint")}
-
 
 def probe_plans(num_devices: int, config: ArithGrpoConfig) -> list[tuple[Plan, int]]:
     """Probe plans for the profiling phase, most informative first; each uses ``num_devices`` logical devices.

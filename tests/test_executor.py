@@ -237,6 +237,16 @@ def test_worker_that_dies_stops_the_run() -> None:
         executor.run(program, specs(actor={"die_on": ("train", 0, 0)}), backend=backend)
 
 
+def test_worker_that_fails_to_set_up_is_named() -> None:
+    with (
+        executor.LocalBackend(executor.cpu_devices(2)) as backend,
+        pytest.raises(
+            executor.WorkerError, match=r"worker reward\[0\] failed while running setup: RuntimeError"
+        ),
+    ):
+        executor.run(chain_program(HYBRID), specs(reward={"hidden": -1}), backend=backend)
+
+
 def test_backend_rejects_programs_with_more_devices() -> None:
     program = chain_program(HYBRID)
     with (

@@ -91,6 +91,25 @@ def test_worker_error_names_the_worker_and_the_op(two_nodes: str) -> None:
     assert "Traceback" in caught.value.remote_traceback
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"hidden": -1}, r"worker reward\[0\] failed while running setup: RuntimeError"),
+        (
+            {"die_on": ("reward", 1, 0)},
+            r"worker reward\[0\] failed while running reward\.reward\[1\]: actor died",
+        ),
+    ],
+    ids=["setup raises", "process exits mid-op"],
+)
+def test_failures_name_the_worker(two_nodes: str, config: dict, message: str) -> None:
+    with (
+        RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend,
+        pytest.raises(executor.WorkerError, match=message),
+    ):
+        executor.run(chain_program(HYBRID), specs(reward=config), backend=backend)
+
+
 def test_plan_on_more_nodes_than_the_cluster_has(two_nodes: str) -> None:
     with (
         RayBackend(executor.cpu_devices(2), nodes=[0, 2]) as backend,

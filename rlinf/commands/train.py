@@ -48,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
     parser.add_argument(
-        "--devices", type=int, help="devices (CPU cores) to use (default: every core this process may use)"
+        "--devices",
+        type=int,
+        help="devices (CPU cores) to use, over all --nodes (default: every core this process may use)",
     )
     parser.add_argument("--seed", type=int, help="random seed (default: the config's)")
     parser.add_argument(

@@ -175,7 +175,7 @@ def test_probe_plans_run_and_the_shipped_trace_matches_the_example() -> None:
     assert load_trace("traces/grpo_arith_cpu2.json").workflow == JOB.workflow(config)
 
 
-def _computed(run_dir: Path) -> list[dict]:
+def grpo_computed(run_dir: Path) -> list[dict]:
     """Per iteration, every metric that does not measure time (durations and rates end in ``_s``)."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
@@ -197,7 +197,7 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     assert main([*base, "--iterations", "4", "--out", str(straight)]) == 0
     assert main([*base, "--iterations", "2", "--out", str(resumed)]) == 0
     assert main([*base, "--iterations", "4", "--resume", str(resumed)]) == 0
-    assert [m["iteration"] for m in _computed(resumed)] == [1, 2, 3, 4]
-    assert _computed(resumed) == _computed(straight)
-    assert _computed(straight)[2] != _computed(straight)[3]
-    assert any(m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in _computed(straight)[2:])  # teeth
+    assert [m["iteration"] for m in grpo_computed(resumed)] == [1, 2, 3, 4]
+    assert grpo_computed(resumed) == grpo_computed(straight)
+    assert grpo_computed(straight)[2] != grpo_computed(straight)[3]
+    assert any(m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in grpo_computed(straight)[2:])  # teeth

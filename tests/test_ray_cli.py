@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 pytest.importorskip("ray")
 
 from test_fault_injection import SMALL_TRAIN, computed, has_checkpoint, kill_when  # noqa: E402
+from test_grpo_job import CONFIG as GRPO_CONFIG  # noqa: E402
+from test_grpo_job import grpo_computed, tiny_sets  # noqa: E402
 
 
 def ray_worker_pids() -> list[int]:
@@ -96,3 +99,28 @@ def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> No
     assert joined.returncode == 0, joined.stderr[-3000:]
     assert f"ray: joined the Ray cluster at {address} (2 nodes, 2 CPUs, 0 GPUs)" in joined.stdout
     assert computed(tmp_path / "ray") == computed(local)
+
+
+def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path) -> None:
+    """The GRPO job (streamed generation, weight syncs to rollout and inference) on Ray, hybrid plan: rewards,
+    losses and token counts equal the local backend's, bit for bit."""
+    learned = [
+        "task.min_digits=1",
+        "task.max_digits=1",
+        "warm_start.num_steps=150",
+        "execution.heldout_eval=false",
+    ]
+    command = [sys.executable, "-m", "rlinf", "train", GRPO_CONFIG, "--no-progress", "--mode", "hybrid"]
+    command += ["--devices", "2", "--iterations", "3", *tiny_sets(tmp_path / "cache")]
+    command += [flag for value in learned for flag in ("--set", value)]
+    subprocess.run([*command, "--out", str(tmp_path / "local")], check=True, timeout=300)
+    subprocess.run(
+        [*command, "--backend", "ray", "--out", str(tmp_path / "ray")],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    local, ray = grpo_computed(tmp_path / "local"), grpo_computed(tmp_path / "ray")
+    assert [m["iteration"] for m in ray] == [1, 2, 3]
+    assert ray == local
+    assert any(m["mean_reward"] > 0 for m in local)

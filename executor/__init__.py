@@ -34,14 +34,21 @@ def open_backend(
             raise ConfigError("--address", address, "only the ray backend spans nodes", "add --backend ray")
         return LocalBackend(devices)
     if kind == "ray":
-        try:
-            from executor.ray_backend import RayBackend
-        except ImportError as error:
-            raise ConfigError(
-                "--backend", kind, f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
-            ) from None
+        require_ray()
+        from executor.ray_backend import RayBackend
+
         return RayBackend(devices, address=address, nodes=nodes)
     raise ConfigError("--backend", kind, "unknown backend", f"use one of {list(BACKENDS)}")
+
+
+def require_ray() -> None:
+    """Raise a :class:`ConfigError` with the install command when Ray cannot be imported."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(
+            "--backend", "ray", f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
+        ) from None
 
 
 def run(program: Program, workers: Mapping[str, WorkerSpec], *, backend: Backend) -> RunResult:
@@ -63,5 +70,6 @@ __all__ = [
     "cuda_devices",
     "is_oversubscribed",
     "open_backend",
+    "require_ray",
     "run",
 ]

@@ -128,11 +128,6 @@ class RemoteInbox:
             out, self._arrived = self._arrived, {}
         return out
 
-    def close(self) -> None:
-        """Close the wake-up pipe."""
-        os.close(self._read)
-        os.close(self._write)
-
 
 class Mailbox:
     """One worker's ends of its channels: a pipe to every other worker on its node and one from each, plus,

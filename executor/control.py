@@ -95,7 +95,7 @@ class ControlDriver(WorkerStateMixin):
     def _await_ready(self, workers: Sequence[int], phase: str) -> None:
         waiting = set(workers)
         while waiting:
-            for message in self._receive(running={w: phase for w in waiting}):
+            for message in self.receive(running={w: phase for w in waiting}):
                 kind, worker = message[0], message[1]
                 if kind == "ready":
                     self._resident[worker] = message[2]
@@ -128,11 +128,8 @@ class ControlDriver(WorkerStateMixin):
         self._connections[worker].send(("run", self._run_id, commands))
 
     def receive(self, running: Mapping[int, str]) -> list[tuple]:
-        """Replies that arrived (part of :class:`executor.dispatch.Transport`)."""
-        return self._receive(running)
-
-    def _receive(self, running: Mapping[int, str]) -> list[tuple]:
-        """Messages that arrived (waiting for at least one); raises if a worker died or nothing happens."""
+        """Messages that arrived (waiting for at least one); raises if a worker died or nothing happens (part of
+        :class:`executor.dispatch.Transport`)."""
         watched = self._watched()
         owners = {id(c): w for w, c in enumerate(self._connections)}
         deadline = time.monotonic() + self._stall_timeout_s
@@ -185,7 +182,7 @@ class ControlDriver(WorkerStateMixin):
         replica = self._layout.of(component)[rank]
         self._connections[replica.worker].send(("call", method, args))
         while True:
-            for message in self._receive(running={replica.worker: method}):
+            for message in self.receive(running={replica.worker: method}):
                 if message[0] == "error":
                     self.fail(message[1], method, message[3], message[4])
                 if message[0] == "result" and message[1] == replica.worker:

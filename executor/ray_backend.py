@@ -273,17 +273,16 @@ class RayBackend(ControlDriver):
     # ------------------------------------------------------------------ inspection
     def worker_pids(self) -> dict[str, int]:
         """Process id of every actor, keyed ``component[rank]``."""
-        return {
-            self._name(w): int(self._get(actor.describe.remote(), w, "describe")[0])
-            for w, actor in enumerate(self._actors)
-        }
+        return {name: int(described[0]) for name, described in self._describe_all().items()}
 
     def worker_nodes(self) -> dict[str, str]:
         """Ray node id of every actor, keyed ``component[rank]`` (to check the placement)."""
-        return {
-            self._name(w): str(self._get(a.describe.remote(), w, "describe")[1])
-            for w, a in enumerate(self._actors)
-        }
+        return {name: str(described[1]) for name, described in self._describe_all().items()}
+
+    def _describe_all(self) -> dict[str, tuple]:
+        """:meth:`executor.ray_actor.RayWorker.describe` of every actor, keyed ``component[rank]``."""
+        refs = [actor.describe.remote() for actor in self._actors]
+        return {self._name(w): self._get(ref, w, "describe") for w, ref in enumerate(refs)}
 
 
 def _ray_nodes() -> list[str]:

@@ -13,7 +13,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection, wait
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -79,16 +79,6 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-class MailboxLike(Protocol):
-    """What :class:`CommandRunner` needs from a worker's channels."""
-
-    def send(self, dst: int, key: tuple, payload: Mapping[str, Any]) -> int: ...
-
-    def receive(self, key: tuple) -> Mapping[str, Any]: ...
-
-    def clear(self) -> None: ...
-
-
 class CommandRunner:
     """Executes commands for one worker and returns a reply per command (``done`` or ``error``)."""
 
@@ -97,7 +87,7 @@ class CommandRunner:
         worker: Any,
         replica: Replica,
         device: Device,
-        mailbox: MailboxLike,
+        mailbox: Mailbox,
         locks: DeviceLocks | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -222,7 +212,6 @@ def serve(connection: Connection, runner: CommandRunner) -> None:
     """Answer the driver's messages on ``connection`` until shutdown (or the driver goes away); both backends'
     workers run this loop."""
     mailbox = runner.mailbox
-    assert isinstance(mailbox, Mailbox)
     while True:
         # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
         try:

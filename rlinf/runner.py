@@ -126,7 +126,7 @@ def train(
                 due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
                 try:
                     last = executor.run(program, specs, backend=workers)
-                    saved = {"workers": workers.snapshot()} if due else None
+                    snapshot = workers.snapshot() if due else None
                 except executor.WorkerError as error:
                     if restarts_left == 0:
                         raise
@@ -162,13 +162,13 @@ def train(
                 )
                 if on_iteration is not None:
                     on_iteration(metrics)
-                if saved is not None:
+                if snapshot is not None:
                     state = {
                         "iteration": iteration,
                         "workload": job.name,
                         "config": attrs.asdict(config),
                         "plan": plan.to_dict(),
-                        **saved,
+                        "workers": snapshot,
                         "driver_rng": driver_rng_state(),
                     }
                     save_checkpoint(run_dir / "checkpoints", iteration, state)

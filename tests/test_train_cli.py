@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,13 @@ def test_plan_granularity_reaches_the_workers(tmp_path: Path, capsys: pytest.Cap
     )
     assert code == 0, capsys.readouterr().err
     assert "loop=2" in capsys.readouterr().out
+
+
+def test_ray_backend_without_ray_installed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    code, err = run_cli(["--backend", "ray", "--mode", "collocated", "--out", str(tmp_path)], capsys)
+    assert (
+        code == 2 and "--backend='ray': Ray is not installed" in err and 'pip install "ray[default]' in err
+    ), err

@@ -137,12 +137,11 @@ def _backend_session(args: argparse.Namespace, num_devices: int) -> Iterator[Non
     if args.backend != "ray":
         yield
         return
-    try:
-        from executor import ray_session
-    except ImportError as error:
-        raise ConfigError(
-            "--backend", "ray", f"Ray is not installed ({error})", 'pip install "ray[default]==2.60.0"'
-        ) from None
+    import executor
+
+    executor.require_ray()
+    from executor import ray_session
+
     with ray_session.session(args.address, num_cpus=RAY_CPUS_PER_CORE * num_devices):
         where = (
             f"joined the Ray cluster at {args.address}"

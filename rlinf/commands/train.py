@@ -180,9 +180,10 @@ def _plan_and_train(
         plan, logical = job.plan_for_mode(args.mode or job.options(config).mode, num_devices, config)
     job.check_plan(plan, config)
     devices, nodes = _placement(args, logical, num_devices)
+    node_of = nodes or [0] * logical
     if any(
-        is_oversubscribed(tuple(d for d, n in zip(devices, nodes, strict=True) if n == node))
-        for node in set(nodes)
+        is_oversubscribed(tuple(d for d, n in zip(devices, node_of, strict=True) if n == node))
+        for node in set(node_of)
     ):
         print(
             f"rlinf: warning: {logical} logical devices share {num_devices} CPU core(s); devices are oversubscribed",
@@ -200,7 +201,7 @@ def _plan_and_train(
         on_iteration=None if predicted is None else functools.partial(_report_iteration, job),
         backend=args.backend,
         address=args.address,
-        nodes=nodes if args.nodes > 1 else None,
+        nodes=nodes,
         resume=resume,
         max_restarts=args.max_restarts,
     )
@@ -244,16 +245,18 @@ def _check_nodes(args: argparse.Namespace, num_devices: int) -> None:
     )
 
 
-def _placement(args: argparse.Namespace, logical: int, num_devices: int) -> tuple[tuple[Any, ...], list[int]]:
+def _placement(
+    args: argparse.Namespace, logical: int, num_devices: int
+) -> tuple[tuple[Any, ...], list[int] | None]:
     """The devices of a plan on ``logical`` logical devices and the node of each. On one node they go round-robin
     over this process's first ``num_devices`` cores; over ``--nodes N`` the devices split into ``N`` contiguous
     blocks and each block takes cores 0, 1, ... of its node (the nodes are assumed to have this machine's core
-    ids). A plan on fewer logical devices than nodes stays on node 0."""
+    ids). The nodes are ``None`` when every device is on node 0 (as is a plan on fewer devices than nodes)."""
     from executor.devices import Device, available_cores, cpu_devices
 
     cores = available_cores()
     if args.nodes == 1 or logical < args.nodes:
-        return cpu_devices(logical, cores[:num_devices]), [0] * logical
+        return cpu_devices(logical, cores[:num_devices]), None
     nodes = [d * args.nodes // logical for d in range(logical)]  # contiguous blocks
     devices, taken = [], dict.fromkeys(range(args.nodes), 0)
     for index, node in enumerate(nodes):
@@ -268,9 +271,7 @@ def _backends(args: argparse.Namespace, num_devices: int) -> Any:
 
     def open_backend(logical: int) -> Any:
         devices, nodes = _placement(args, logical, num_devices)
-        return executor.open_backend(
-            args.backend, devices, address=args.address, nodes=nodes if any(nodes) else None
-        )
+        return executor.open_backend(args.backend, devices, address=args.address, nodes=nodes)
 
     return open_backend
 

@@ -12,7 +12,6 @@ and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.p
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
@@ -23,13 +22,11 @@ from typing import Any
 import attrs
 
 import executor
-from executor.local import RunResult
 from rlinf.checkpoint import (
     LoadedCheckpoint,
     check_resumable,
     driver_rng_state,
     load_latest,
-    metrics_until,
     read_manifest,
     restore_driver_rng,
     resume_workers,
@@ -37,10 +34,12 @@ from rlinf.checkpoint import (
 )
 from rlinf.cluster import DEVICE_PRESETS, Cluster
 from rlinf.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
+from rlinf.files import write_text_atomic
 from rlinf.jobs import Job
 from rlinf.lowering import lower
 from rlinf.plan import Plan
 from rlinf.program import Program
+from rlinf.run_dir import append_metrics, metrics_until, remove_temporaries, require_fresh
 from rlinf.timeline import Timeline
 from rlinf.trace import Trace
 
@@ -52,6 +51,10 @@ class TrainResult:
     run_dir: Path
     metrics: tuple[dict[str, Any], ...]
     program: Program
+    complete_before: bool = False
+    """``--resume`` of a run that had already trained every iteration: only missing final files were written."""
+    written: tuple[str, ...] = ()
+    """Final files written (with ``complete_before``: the ones that were missing)."""
 
 
 def cpu_cluster(num_devices: int) -> Cluster:
@@ -84,30 +87,78 @@ def train(
     worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
     checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
     reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
-    import torch
-
-    from rlinf.profiling import dispatch_inclusive_samples
-
     options = job.options(config)
     job.check_plan(plan, config)
     workflow = job.workflow(config)
     cluster = cpu_cluster(num_devices)
     program = lower(workflow, plan, cluster)
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "plan.yaml").write_text(plan.to_yaml())
-    devices = devices or executor.cpu_devices(num_devices)
-    specs = job.worker_specs(config)
-    metrics_path = run_dir / "metrics.jsonl"
-    if resume is not None:
+    if resume is None:
+        require_fresh(run_dir)
+    else:
         check_resumable(resume.state, workload=job.name, config=attrs.asdict(config), plan=plan.to_dict())
+        remove_temporaries(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "plan.yaml", plan.to_yaml())
+    devices = devices or executor.cpu_devices(num_devices)
+    metrics_path = run_dir / "metrics.jsonl"
     history: list[dict[str, Any]] = metrics_until(metrics_path, resume.iteration if resume else 0)
+    measured = [] if resume is None else _measured_from(resume.state, program)
+    if resume is not None and resume.iteration >= options.iterations:
+        written = _write_outputs(
+            job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
+            only_missing=True,
+        )  # fmt: skip
+        return TrainResult(
+            run_dir=run_dir, metrics=tuple(history), program=program, complete_before=True, written=written
+        )
+    measured = _train_loop(
+        job, config, plan, program, run_dir, history, measured,
+        devices=devices, progress=progress, on_iteration=on_iteration, predicted=predicted,
+        backend=backend, address=address, nodes=nodes, resume=resume, max_restarts=max_restarts,
+    )  # fmt: skip
+    written = _write_outputs(
+        job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir
+    )
+    return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program, written=written)
+
+
+@attrs.frozen(kw_only=True)
+class MeasuredIteration:
+    """An iteration's measured timeline, and whether its ops count as cost samples (not a warm-up)."""
+
+    iteration: int
+    timeline: Timeline
+    counted: bool
+
+
+def _train_loop(
+    job: Job,
+    config: Any,
+    plan: Plan,
+    program: Program,
+    run_dir: Path,
+    history: list[dict[str, Any]],
+    measured: list[MeasuredIteration],
+    *,
+    devices: tuple[executor.Device, ...],
+    progress: bool,
+    on_iteration: Callable[[dict[str, Any]], None] | None,
+    predicted: Timeline | None,
+    backend: str,
+    address: str | None,
+    nodes: Sequence[int] | None,
+    resume: LoadedCheckpoint | None,
+    max_restarts: int,
+) -> list[MeasuredIteration]:
+    """Run the iterations left, appending to ``history`` (the metrics) and ``measured``; returns ``measured``."""
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
+    options = job.options(config)
+    specs = job.worker_specs(config)
+    metrics_path = run_dir / "metrics.jsonl"
     writer = SummaryWriter(str(run_dir / "tensorboard"))
-    samples: list = []
-    last: RunResult | None = None
     started = time.perf_counter()
     initial_rng = driver_rng_state()
     restarts_left = max_restarts
@@ -131,8 +182,10 @@ def train(
                     if restarts_left == 0:
                         raise
                     restarts_left -= 1
-                    iteration = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
-                    history = metrics_until(metrics_path, iteration - 1)
+                    restarted = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
+                    first = iteration = 1 if restarted is None else restarted.iteration + 1
+                    measured[:] = [] if restarted is None else _measured_from(restarted.state, program)
+                    history[:] = metrics_until(metrics_path, iteration - 1)
                     bar.n = iteration - 1
                     bar.refresh()
                     tqdm.write(
@@ -145,11 +198,12 @@ def train(
                 metrics["wall_s"] = time.perf_counter() - started
                 if predicted is not None:
                     metrics["predicted_iteration_s"] = predicted.iteration_s
-                if iteration > first or options.iterations == first:
-                    samples.extend(dispatch_inclusive_samples(last.timeline))
+                counted = iteration > first or options.iterations == first
+                measured.append(
+                    MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted)
+                )
                 history.append(metrics)
-                with metrics_path.open("a") as stream:
-                    stream.write(json.dumps(metrics) + "\n")
+                append_metrics(metrics_path, metrics)
                 for key, value in metrics.items():
                     if isinstance(value, (int, float)) and key != "iteration":
                         writer.add_scalar(key, value, iteration)
@@ -170,43 +224,132 @@ def train(
                         "plan": plan.to_dict(),
                         "workers": snapshot,
                         "driver_rng": driver_rng_state(),
+                        "measured": _measured_state(measured),
                     }
                     save_checkpoint(run_dir / "checkpoints", iteration, state)
                 iteration += 1
             bar.close()
     finally:
         writer.close()
-    assert last is not None
-    provenance = {
-        "kind": "profiled",
-        "machine": platform.node(),
-        "processor": platform.processor() or platform.machine(),
-        "devices": [f"{d.kind}:{d.core}" for d in devices],
-        "torch": torch.__version__,
-        "source": f"rlinf train ({job.name}, {plan.describe()}, {options.iterations} iterations)",
+    return measured
+
+
+def _measured_state(measured: Sequence[MeasuredIteration]) -> dict[str, Any]:
+    """What a checkpoint keeps of the measured iterations: the counted ones and the last (tensors)."""
+    import torch
+
+    kept = [m for m in measured if m.counted]
+    if measured and not measured[-1].counted:
+        kept.append(measured[-1])
+    return {
+        "iteration": [m.iteration for m in kept],
+        "counted": [m.counted for m in kept],
+        "start_s": torch.tensor([m.timeline.start_s for m in kept], dtype=torch.float64),
+        "end_s": torch.tensor([m.timeline.end_s for m in kept], dtype=torch.float64),
+        "peak_memory_bytes": [list(m.timeline.peak_memory_bytes) for m in kept],
     }
-    Trace(workflow=workflow, cluster=cluster, provenance=provenance, samples=samples).save(
-        run_dir / "trace.json"
-    )
-    write_chrome_trace(last.timeline, run_dir / "timeline.json")
-    write_gantt_png(last.timeline, run_dir / "gantt.png")
+
+
+def _measured_from(state: dict[str, Any], program: Program) -> list[MeasuredIteration]:
+    """The measured iterations a checkpoint kept (none for a checkpoint without them)."""
+    from rlinf.errors import ConfigError
+
+    kept: Any = state.get("measured")
+    try:
+        return [
+            MeasuredIteration(
+                iteration=int(iteration),
+                counted=bool(counted),
+                timeline=Timeline(
+                    program=program,
+                    start_s=[float(x) for x in start],
+                    end_s=[float(x) for x in end],
+                    peak_memory_bytes=[int(x) for x in peak],
+                    source="measured",
+                ),
+            )
+            for iteration, counted, start, end, peak in zip(
+                kept["iteration"],
+                kept["counted"],
+                kept["start_s"].tolist(),
+                kept["end_s"].tolist(),
+                kept["peak_memory_bytes"],
+                strict=True,
+            )
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as error:
+        raise ConfigError(
+            "checkpoint measured timelines",
+            type(error).__name__,
+            "do not match the program",
+            "resume with the plan and config the run was started with",
+        ) from None
+
+
+def _write_outputs(
+    job: Job,
+    plan: Plan,
+    num_iterations: int,
+    workflow: Any,
+    cluster: Cluster,
+    devices: Sequence[executor.Device],
+    measured: Sequence[MeasuredIteration],
+    predicted: Timeline | None,
+    run_dir: Path,
+    *,
+    only_missing: bool = False,
+) -> tuple[str, ...]:
+    """The run's final files: the measured trace (every counted iteration's ops as cost samples), the last
+    iteration's timeline and Gantt chart, and with a prediction its timeline and the pair chart. Returns the
+    names written (with ``only_missing``, just those that did not exist)."""
+    import torch
+
+    from rlinf.profiling import dispatch_inclusive_samples
+
+    assert measured, "a run measures at least one iteration"
+    last = measured[-1].timeline
+
+    def trace(path: Path) -> None:
+        samples = [s for m in measured if m.counted for s in dispatch_inclusive_samples(m.timeline)]
+        provenance = {
+            "kind": "profiled",
+            "machine": platform.node(),
+            "processor": platform.processor() or platform.machine(),
+            "devices": [f"{d.kind}:{d.core}" for d in devices],
+            "torch": torch.__version__,
+            "source": f"rlinf train ({job.name}, {plan.describe()}, {num_iterations} iterations)",
+        }
+        Trace(workflow=workflow, cluster=cluster, provenance=provenance, samples=samples).save(path)
+
+    outputs: dict[str, Callable[[Path], None]] = {
+        "trace.json": trace,
+        "timeline.json": lambda path: write_chrome_trace(last, path),
+        "gantt.png": lambda path: write_gantt_png(last, path),
+    }
     if predicted is not None:
-        write_chrome_trace(predicted, run_dir / "timeline_predicted.json")
-        write_gantt_png(predicted, run_dir / "gantt_predicted.png")
-        write_timeline_pair_png(predicted, last.timeline, run_dir / "timeline_pair.png")
-    return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program)
+        outputs["timeline_predicted.json"] = lambda path: write_chrome_trace(predicted, path)
+        outputs["gantt_predicted.png"] = lambda path: write_gantt_png(predicted, path)
+        outputs["timeline_pair.png"] = lambda path: write_timeline_pair_png(predicted, last, path)
+    written = []
+    for name, write in outputs.items():
+        if not (only_missing and (run_dir / name).exists()):
+            write(run_dir / name)
+            written.append(name)
+    return tuple(written)
 
 
 def _restart(
     workers: Any, program: Program, specs: Any, checkpoints: Path, initial_rng: dict[str, Any]
-) -> int:
-    """Restart the workers after a failure: from the newest valid checkpoint, else from scratch; returns the
-    iteration to run next."""
+) -> LoadedCheckpoint | None:
+    """Restart the workers after a failure: from the newest valid checkpoint (returned; loaded as ``--resume``
+    loads one), else from scratch (``None``)."""
     if checkpoints.is_dir() and read_manifest(checkpoints):
-        return resume_workers(workers, program, specs, load_latest(checkpoints))
+        loaded = load_latest(checkpoints)
+        resume_workers(workers, program, specs, loaded)
+        return loaded
     workers.start(program, specs)  # fresh workers are in their iteration-1 state
     restore_driver_rng(initial_rng)
-    return 1
+    return None
 
 
 def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:

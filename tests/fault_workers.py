@@ -1,13 +1,11 @@
 """Real workers and objects for the fault-injection tests: a worker that stops at a chosen op and says where
-(so a test can kill it there with SIGKILL), and a state entry whose pickling takes long (so a test can kill the
-driver in the middle of a checkpoint write)."""
+(so a test can kill it there with SIGKILL)."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from executor_workers import ChainWorker
 
@@ -21,17 +19,3 @@ class HangWorker(ChainWorker):
             Path(self.config["marker"]).write_text(str(os.getpid()))
             time.sleep(float(self.config.get("hang_s", 60.0)))
         return super().compute(op_name, micro_batch, step, inputs)
-
-
-class SlowToPickle:
-    """Pickles as an empty dict, but first writes ``marker`` and sleeps ``seconds``: a checkpoint entry whose
-    write is slow enough for a test to kill the writing process in the middle of it."""
-
-    def __init__(self, marker: str, seconds: float) -> None:
-        self.marker = marker
-        self.seconds = seconds
-
-    def __reduce__(self) -> tuple[Any, tuple]:
-        Path(self.marker).write_text("writing")
-        time.sleep(self.seconds)
-        return (dict, ())

@@ -29,7 +29,7 @@ def test_save_and_load_the_newest(tmp_path: Path) -> None:
     for iteration in (1, 2, 3):
         save_checkpoint(tmp_path, iteration, state(iteration))
     loaded = load_latest(tmp_path)
-    assert loaded.iteration == 3 and loaded.path.name == "iter_000003.pt"
+    assert loaded.iteration == 3 and loaded.path.name == "iter_000003.safetensors"
     assert torch.equal(loaded.state["weights"], torch.full((64,), 3.0)) and loaded.state["rng"] == [3, 3, 3]
     entries = read_manifest(tmp_path)
     assert [e.iteration for e in entries] == [1, 2, 3]
@@ -40,8 +40,8 @@ def test_save_and_load_the_newest(tmp_path: Path) -> None:
 def test_keeps_only_the_last_n(tmp_path: Path) -> None:
     for iteration in range(1, 6):
         save_checkpoint(tmp_path, iteration, state(iteration), keep=2)
-    assert sorted(p.name for p in tmp_path.glob("iter_*.pt")) == ["iter_000004.pt", "iter_000005.pt"]
-    assert [e.file for e in read_manifest(tmp_path)] == ["iter_000004.pt", "iter_000005.pt"]
+    assert sorted(p.name for p in tmp_path.glob("iter_*.safetensors")) == ["iter_000004.safetensors", "iter_000005.safetensors"]
+    assert [e.file for e in read_manifest(tmp_path)] == ["iter_000004.safetensors", "iter_000005.safetensors"]
 
 
 @pytest.mark.parametrize(
@@ -58,9 +58,9 @@ def test_keeps_only_the_last_n(tmp_path: Path) -> None:
 def test_a_corrupt_newest_checkpoint_falls_back_with_a_warning(tmp_path: Path, damage, problem: str) -> None:
     for iteration in (1, 2):
         save_checkpoint(tmp_path, iteration, state(iteration))
-    damage(tmp_path / "iter_000002.pt")
+    damage(tmp_path / "iter_000002.safetensors")
     with pytest.warns(
-        RlinfWarning, match=rf"iter_000002\.pt is corrupt \(.*{problem}.*falling back to iter_000001\.pt"
+        RlinfWarning, match=rf"iter_000002\.safetensors is corrupt \(.*{problem}.*falling back to iter_000001\.safetensors"
     ):
         loaded = load_latest(tmp_path)
     assert loaded.iteration == 1 and loaded.state["rng"] == [1, 1, 1]
@@ -68,7 +68,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_with_a_warning(tmp_path: Path, d
 
 def test_no_valid_checkpoint_is_an_error(tmp_path: Path) -> None:
     save_checkpoint(tmp_path, 1, state(1))
-    (tmp_path / "iter_000001.pt").write_bytes(b"garbage")
+    (tmp_path / "iter_000001.safetensors").write_bytes(b"garbage")
     with (
         pytest.warns(RlinfWarning, match="falling back to nothing"),
         pytest.raises(ConfigError, match="holds no valid checkpoint"),
@@ -97,7 +97,7 @@ def test_an_unlisted_newer_file_is_reported_and_ignored(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / MANIFEST).read_text())
     manifest["checkpoints"] = manifest["checkpoints"][:1]
     (tmp_path / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.warns(RlinfWarning, match=r"ignoring .*iter_000002\.pt: its write was interrupted"):
+    with pytest.warns(RlinfWarning, match=r"ignoring .*iter_000002\.safetensors: its write was interrupted"):
         loaded = load_latest(tmp_path)
     assert loaded.iteration == 1
 

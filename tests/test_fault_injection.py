@@ -93,14 +93,24 @@ def test_ray_worker_killed_mid_op_is_reported_within_5s(
 
 WRITER = textwrap.dedent(
     """
-    import sys, torch
-    sys.path.insert(0, {tests!r})
-    from fault_workers import SlowToPickle
+    import pathlib, sys, time, torch
+    from rlinf import checkpoint, files
     from rlinf.checkpoint import save_checkpoint
     directory, marker = sys.argv[1], sys.argv[2]
     for iteration in (1, 2):
-        save_checkpoint(directory, iteration, {{"iteration": iteration, "weights": torch.randn(1 << 18)}})
-    save_checkpoint(directory, 3, {{"iteration": 3, "weights": torch.randn(1 << 18), "slow": SlowToPickle(marker, 60)}})
+        save_checkpoint(directory, iteration, {"iteration": iteration, "weights": torch.randn(1 << 18)})
+
+    def slow_write(path, data):  # write half the checkpoint, say so, then stall until killed
+        def writer(stream):
+            stream.write(data[: len(data) // 2])
+            stream.flush()
+            pathlib.Path(marker).write_text("writing")
+            time.sleep(60)
+            stream.write(data[len(data) // 2 :])
+        files.write_atomic(path, writer)
+
+    checkpoint.files.write_bytes_atomic = slow_write
+    save_checkpoint(directory, 3, {"iteration": 3, "weights": torch.randn(1 << 18)})
     """
 )
 
@@ -108,25 +118,23 @@ WRITER = textwrap.dedent(
 def test_driver_killed_during_a_checkpoint_write_leaves_the_previous_one(tmp_path: Path) -> None:
     """SIGKILL the writing process in the middle of writing checkpoint 3: 1 and 2 stay valid, 3 never appears."""
     directory, marker = tmp_path / "checkpoints", tmp_path / "writing"
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER.format(tests=str(TESTS)), str(directory), str(marker)]
-    )
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(directory), str(marker)])
     try:
         deadline = time.monotonic() + 60
         while not marker.exists() and writer.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert marker.exists(), "the writer never reached checkpoint 3"
-        # torch.save buffers its archive, so the temporary file exists but may not hold bytes yet
-        assert list(directory.glob(".iter_000003.pt.*.tmp")), "checkpoint 3 is not being written"
+        partial = list(directory.glob(".iter_000003.safetensors.*.tmp"))
+        assert partial and partial[0].stat().st_size > 0, "checkpoint 3 is not being written"
         os.kill(writer.pid, signal.SIGKILL)
     finally:
         writer.wait(timeout=30)
     assert writer.returncode == -signal.SIGKILL
-    assert not (directory / "iter_000003.pt").exists()
+    assert not (directory / "iter_000003.safetensors").exists()
     assert [e.iteration for e in read_manifest(directory)] == [1, 2]
     assert all(verify(directory, e) == "" for e in read_manifest(directory))
     with pytest.warns(
-        RlinfWarning, match=r"removing .*\.iter_000003\.pt\..*\.tmp: a checkpoint write that never"
+        RlinfWarning, match=r"removing .*\.iter_000003\.safetensors\..*\.tmp: a checkpoint write that never"
     ):
         loaded = load_latest(directory)
     assert loaded.iteration == 2 and loaded.state["weights"].numel() == 1 << 18
@@ -146,11 +154,13 @@ def test_corrupt_newest_checkpoint_of_a_killed_run_falls_back(tmp_path: Path) ->
         """
     )
     subprocess.run([sys.executable, "-c", script, str(directory)], check=True, timeout=120)
-    newest = directory / "iter_000002.pt"
+    newest = directory / "iter_000002.safetensors"
     data = bytearray(newest.read_bytes())
     data[len(data) // 2] ^= 0xFF
     newest.write_bytes(bytes(data))
-    with pytest.warns(RlinfWarning, match=r"iter_000002\.pt is corrupt \(the checksum does not match"):
+    with pytest.warns(
+        RlinfWarning, match=r"iter_000002\.safetensors is corrupt \(the checksum does not match"
+    ):
         loaded = load_latest(directory)
     assert loaded.iteration == 1
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlinf.checkpoint import load_latest
 from rlinf.cli import main
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
@@ -63,7 +64,7 @@ def test_train_each_mode(mode: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     spans = json.loads((out / "timeline.json").read_text())["traceEvents"]
     names = {event.get("name", "") for event in spans}
     assert any("generate" in n for n in names) and any("sync_weights" in n for n in names)
-    state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
+    state = load_latest(out / "checkpoints").state
     assert state["workload"] == "grpo_arith" and "model" in state["workers"]["actor"][0]["actor"]
 
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
+from rlinf.checkpoint import load_latest
 from rlinf.cli import main
 from rlinf.trace import load_trace
 
@@ -54,9 +54,9 @@ def test_train_writes_every_artifact(mode: str, tmp_path: Path, capsys: pytest.C
     assert {s.op for s in trace.samples} >= {"act", "env_step", "train", "sync_weights"}
     chrome = json.loads((out / "timeline.json").read_text())
     assert chrome["traceEvents"]
-    checkpoints = sorted(p.name for p in (out / "checkpoints").glob("iter_*.pt"))
-    assert checkpoints == ["iter_000001.pt", "iter_000002.pt"]
-    state = torch.load(out / "checkpoints" / "iter_000002.pt", weights_only=False)
+    checkpoints = sorted(p.name for p in (out / "checkpoints").glob("iter_*"))
+    assert checkpoints == ["iter_000001.safetensors", "iter_000002.safetensors"]
+    state = load_latest(out / "checkpoints").state
     assert state["iteration"] == 2 and "model" in state["workers"]["actor"][0]
 
 

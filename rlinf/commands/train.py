@@ -56,7 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
-    parser.add_argument("--out", default="runs/train", help="run directory (default: runs/train)")
+    parser.add_argument(
+        "--out",
+        help="run directory, new or without a run in it (default: a new runs/<workload>-<YYYYmmdd-HHMMSS>)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
         "--backend",
@@ -126,8 +129,28 @@ def run(args: argparse.Namespace) -> int:
         + (f" and {args.nodes} nodes are assumed to have as many" if args.nodes > 1 else ""),
         f"use --devices {len(cores) * args.nodes} or fewer",
     )
+    _choose_out(args, job.name)
     with _backend_session(args, num_devices):
         return _plan_and_train(job, config, args, cores, num_devices)
+
+
+def _choose_out(args: argparse.Namespace, workload: str) -> None:
+    """Settle the run directory before any work: ``--resume``'s, a fresh ``--out`` (refused when it holds a
+    run), or a new default one; say which."""
+    from rlinf.run_dir import default_out, require_fresh
+
+    if args.resume is not None:
+        run_dir = Path(args.resume)
+        require(
+            run_dir.is_dir(), "--resume", str(run_dir), "is not a run directory", "pass the --out of a run"
+        )
+        args.out = str(run_dir)
+        return
+    if args.out is None:
+        args.out = str(default_out(workload))
+    else:
+        require_fresh(Path(args.out))
+    print(f"rlinf: writing the run to {args.out}")
 
 
 @contextlib.contextmanager
@@ -206,6 +229,10 @@ def _plan_and_train(
         max_restarts=args.max_restarts,
     )
     iterations = job.options(config).iterations
+    if result.complete_before:
+        missing = ", ".join(result.written) or "nothing was missing"
+        print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
+        return 0
     print(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
@@ -220,8 +247,6 @@ def _resume(args: argparse.Namespace) -> Any:
     from rlinf.checkpoint import load_latest
 
     run_dir = Path(args.resume)
-    require(run_dir.is_dir(), "--resume", str(run_dir), "is not a run directory", "pass the --out of a run")
-    args.out = str(run_dir)
     if args.plan is None and args.mode is None:
         args.plan = str(run_dir / "plan.yaml")
     return load_latest(run_dir / "checkpoints")

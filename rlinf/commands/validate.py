@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.errors import require
+from rlinf.files import write_text_atomic
 from rlinf.plan import Plan
 
 DEFAULT_PLANS = 6
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
     }
-    (out / "validate.json").write_text(json.dumps(result, indent=1, default=_json_number) + "\n")
+    write_text_atomic(out / "validate.json", json.dumps(result, indent=1, default=_json_number) + "\n")
     if args.json:
         print(json.dumps(result, default=_json_number))
     else:

@@ -80,6 +80,19 @@ def require_fresh(run_dir: Path, *, flag: str = "--out") -> None:
         )
 
 
+def require_no_links(run_dir: Path) -> None:
+    """Raise when a file or folder of the run in ``run_dir`` is a symbolic link (which would make rlinf read or
+    write outside the run directory)."""
+    for name in (*RUN_FILES, "checkpoints", "tensorboard"):
+        if (Path(run_dir) / name).is_symlink():
+            raise ConfigError(
+                f"--resume {run_dir}",
+                name,
+                "is a symbolic link",
+                "resume a run directory rlinf wrote",
+            )
+
+
 def read_metrics(path: Path, *, quiet: bool = False) -> list[dict[str, Any]]:
     """The iterations' metrics in ``path`` (JSON lines). A torn last line (a crash while it was written) is
     dropped with a warning (none when ``quiet``); any other unreadable line is a :class:`ConfigError`."""
@@ -121,7 +134,7 @@ def append_metrics(path: Path, metrics: dict[str, Any]) -> None:
     """Append one iteration's line with a single ``write`` and ``fsync`` it: after a crash the file ends with
     the whole line, or without it, or (a torn write) with a prefix that :func:`read_metrics` drops."""
     line = (json.dumps(metrics) + "\n").encode("utf-8")
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         written = os.write(descriptor, line)
         while written < len(line):

@@ -140,6 +140,18 @@ def test_symlinked_checkpoints_are_not_followed(run: Path, tmp_path: Path) -> No
     assert outside.is_file()
 
 
+def test_a_symlinked_run_file_is_refused_on_resume(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("precious\n")
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").symlink_to(outside)
+    assert main(["train", CONFIG, *TINY, "--iterations", "3", "--resume", str(run)]) == 2
+    assert f"--resume {run}='metrics.jsonl': is a symbolic link" in one_line_error(capsys)
+    assert outside.read_text() == "precious\n"
+
+
 def test_a_second_run_into_a_used_out_stops_before_training(
     run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -137,13 +137,14 @@ def run(args: argparse.Namespace) -> int:
 def _choose_out(args: argparse.Namespace, workload: str) -> None:
     """Settle the run directory before any work: ``--resume``'s, a fresh ``--out`` (refused when it holds a
     run), or a new default one; say which."""
-    from rlinf.run_dir import default_out, require_fresh
+    from rlinf.run_dir import default_out, require_fresh, require_no_links
 
     if args.resume is not None:
         run_dir = Path(args.resume)
         require(
             run_dir.is_dir(), "--resume", str(run_dir), "is not a run directory", "pass the --out of a run"
         )
+        require_no_links(run_dir)
         args.out = str(run_dir)
         return
     if args.out is None:

@@ -23,7 +23,16 @@ from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLe
 from rlinf.trace import CostSample, Trace
 from rlinf.workflow import Component, Edge, WeightSync, Workflow
 
-__all__ = ["MODEL_PRESETS", "LLMWorkload", "ModelSpec", "ResponseLengths", "model_preset", "synthesize"]
+__all__ = [
+    "MODEL_PRESETS",
+    "OP_OF_ROLE",
+    "LLMWorkload",
+    "ModelSpec",
+    "Physics",
+    "ResponseLengths",
+    "model_preset",
+    "synthesize",
+]
 
 TOKEN_ID_BYTES = 4
 """int32 token ids; log-probs, values and advantages are fp32 (4 bytes) per token."""
@@ -41,15 +50,15 @@ def synthesize(
         "must be >= 1024",
         "sample at least up to 1024 devices",
     )
-    physics = _Physics.of(workload, cluster, seed)
+    physics = Physics.of(workload, cluster, seed)
     workflow = _workflow(workload, physics)
     samples: list[CostSample] = []
     for component in workflow.components:
-        op = _OPS[component.role]
+        op = OP_OF_ROLE[component.role]
         for devices in _device_counts(component.model_parallel_size, max_devices):
             replicas = devices // component.model_parallel_size
             for batch in _batch_sizes(replicas, workload.batch_size, workload.group_size):
-                seconds = workload.op_overhead_s + physics.seconds(component.role, batch, replicas)
+                seconds = workload.overhead_s(op) + physics.seconds(component.role, batch, replicas)
                 tokens = int(round(batch * (workload.prompt_tokens + physics.mean_response_tokens)))
                 samples.append(
                     CostSample(
@@ -71,12 +80,21 @@ def synthesize(
     )
 
 
-_OPS = {"rollout": "generate", "reward": "reward", "inference": "infer", "actor": "train", "critic": "train"}
+OP_OF_ROLE = {
+    "rollout": "generate",
+    "reward": "reward",
+    "inference": "infer",
+    "actor": "train",
+    "critic": "train",
+}
+"""The op the analytic model costs for each component role."""
 
 
 @attrs.frozen(kw_only=True)
-class _Physics:
-    """Derived quantities of one workload on one device type, and the seconds of each role's op."""
+class Physics:
+    """Derived quantities of one workload on one device type, and the seconds of each role's op.
+
+    Built by :meth:`of`, which checks that each component's state fits its devices."""
 
     workload: LLMWorkload
     cluster: Cluster
@@ -87,7 +105,7 @@ class _Physics:
     max_concurrent: int
 
     @classmethod
-    def of(cls, workload: LLMWorkload, cluster: Cluster, seed: int) -> _Physics:
+    def of(cls, workload: LLMWorkload, cluster: Cluster, seed: int) -> Physics:
         model, device = workload.model, cluster.device
         lengths = workload.response.draw(workload.num_stored_lengths, np.random.default_rng(seed))
         weight_bytes = model.num_params * workload.weight_bytes_per_param
@@ -142,32 +160,44 @@ class _Physics:
     def seconds(self, role: str, samples: int, replicas: int) -> float:
         """Seconds of ``role``'s op for ``samples`` spread over ``replicas`` (overhead excluded): the time of the
         busiest replica, which holds ``ceil(samples / replicas)`` samples."""
+        w = self.workload
+        return self.op_time(role, samples, replicas).seconds(
+            prefill_mfu=w.prefill_mfu,
+            train_mfu=w.train_mfu,
+            decode_mbu=w.decode_mbu,
+            reward_seconds_per_sample=w.reward_seconds_per_sample,
+        )
+
+    def op_time(self, role: str, samples: int, replicas: int) -> roofline.OpTime:
+        """:meth:`seconds` split by the efficiency each part scales with (see :class:`roofline.OpTime`)."""
         w, device = self.workload, self.cluster.device
         per_replica = math.ceil(samples / replicas)
         tokens = per_replica * self.tokens_per_sample
         n = w.model.num_params
         if role == "rollout":
-            return self.generate_seconds(samples, replicas)
+            return self.generate_time(samples, replicas)
         if role == "reward":
-            return per_replica * w.reward_seconds_per_sample
+            return roofline.OpTime(reward_samples=per_replica)
         if role == "inference":
             one = roofline.forward_seconds(
                 tokens,
                 num_params=n,
                 num_devices=w.inference_model_parallel,
                 peak_flops=device.peak_flops,
-                mfu=w.prefill_mfu,
+                mfu=1.0,
             )
-            return w.num_reference_forwards * one
-        return roofline.train_seconds(
-            tokens,
-            num_params=n,
-            num_devices=w.actor_model_parallel,
-            peak_flops=device.peak_flops,
-            mfu=w.train_mfu,
+            return roofline.OpTime(forward_s=w.num_reference_forwards * one)
+        return roofline.OpTime(
+            train_s=roofline.train_seconds(
+                tokens,
+                num_params=n,
+                num_devices=w.actor_model_parallel,
+                peak_flops=device.peak_flops,
+                mfu=1.0,
+            )
         )
 
-    def generate_seconds(self, samples: int, replicas: int) -> float:
+    def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
         """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica.
 
         The batch gets the distribution's mid-quantile lengths, dealt round-robin from the longest down, so the
@@ -184,9 +214,9 @@ class _Physics:
             num_params=w.model.num_params,
             num_devices=mp,
             peak_flops=device.peak_flops,
-            mfu=w.prefill_mfu,
+            mfu=1.0,
         )
-        decode = roofline.decode_seconds(
+        memory_s, compute_s = roofline.decode_step_seconds(
             lengths,
             prompt_tokens=w.prompt_tokens,
             max_concurrent=self.max_concurrent,
@@ -195,11 +225,9 @@ class _Physics:
             num_params=w.model.num_params,
             num_devices=mp,
             memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s,
-            mbu=w.decode_mbu,
             peak_flops=device.peak_flops,
-            mfu=w.prefill_mfu,
         )
-        return prefill + decode
+        return roofline.OpTime(forward_s=prefill, decode_memory_s=memory_s, decode_compute_s=compute_s)
 
     def state_bytes(self, role: str) -> int:
         """Resident state of one replica."""
@@ -237,7 +265,7 @@ def _check_fits(field: str, bytes_per_device: float, capacity: int, device_name:
     )
 
 
-def _workflow(workload: LLMWorkload, physics: _Physics) -> Workflow:
+def _workflow(workload: LLMWorkload, physics: Physics) -> Workflow:
     tokens = physics.tokens_per_sample
     ids = int(round(tokens * TOKEN_ID_BYTES))
     ppo = workload.algorithm == "ppo"
@@ -315,7 +343,7 @@ def _batch_sizes(replicas: int, batch_size: int, group_size: int) -> list[int]:
 
 
 def _provenance(
-    workload: LLMWorkload, cluster: Cluster, physics: _Physics, *, seed: int, date: str, max_devices: int
+    workload: LLMWorkload, cluster: Cluster, physics: Physics, *, seed: int, date: str, max_devices: int
 ) -> dict[str, Any]:
     lengths = physics.lengths
     return {
@@ -356,7 +384,8 @@ def _provenance(
             "device_counts": "model_parallel_size * 2**k up to max_devices",
             "max_devices": max_devices,
             "batch_sizes": "1, group_size, replicas * 2**k up to 2 * batch, batch, 2 * batch",
-            "seconds": "op_overhead_s + formula(ceil(samples / replicas)); replicas = devices // model_parallel_size",
+            "seconds": "overhead of the op (op_overheads_s, else op_overhead_s) + formula(ceil(samples / replicas)); "
+            "replicas = devices // model_parallel_size",
         },
         "formulas": FORMULAS,
         "assumptions": ASSUMPTIONS,

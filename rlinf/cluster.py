@@ -148,6 +148,12 @@ class Cluster:
 _SPEC = re.compile(r"^(?:(\d+)x)?(\d+)x([A-Za-z0-9_-]+)$")
 
 
+def cpu_cluster(num_devices: int) -> Cluster:
+    """One node of ``num_devices`` CPU-core devices."""
+    device, links = DEVICE_PRESETS["CPU"]
+    return Cluster(num_nodes=1, devices_per_node=num_devices, device=device, links=links)
+
+
 def parse_cluster(spec: str) -> Cluster:
     """Parse ``NODESxDEVICESxTYPE``, ``DEVICESxTYPE`` or a path to a YAML file."""
     text = str(spec).strip()

@@ -8,13 +8,17 @@ each is written into the synthesized trace's provenance.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import numpy as np
 
-from rlinf.errors import ConfigError, positive, require
+from rlinf.errors import ConfigError, build_from_mapping, number, positive, require
 
 ALGORITHMS = ("grpo", "ppo")
+OPS = ("generate", "reward", "infer", "train")
+"""The ops the analytic model costs: rollout generation, reward, inference forwards, training."""
 
 
 def _fraction(field: str, value: float) -> None:
@@ -149,6 +153,9 @@ class LLMWorkload:
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02
     """Fixed cost of launching one op (scheduling, data loading, collective setup)."""
+    op_overheads_s: Mapping[str, float] = attrs.field(factory=dict, hash=False)
+    """Per-op fixed costs (keys from :data:`OPS`) that replace ``op_overhead_s`` for the ops they name; a
+    calibrated workload (:mod:`rlinf.calibration`) sets all four."""
     num_stored_lengths: int = 4096
     """Response lengths kept in the trace as its empirical distribution."""
 
@@ -191,6 +198,15 @@ class LLMWorkload:
                 f"set {field} to 0 or more",
             )
 
+        for op, seconds in self.op_overheads_s.items():
+            require(op in OPS, "op_overheads_s", op, "unknown op", f"use keys from {list(OPS)}")
+            number(f"op_overheads_s.{op}", seconds)
+            require(seconds >= 0, f"op_overheads_s.{op}", seconds, "must be >= 0", "use 0 or more seconds")
+
+    def overhead_s(self, op: str) -> float:
+        """Fixed cost of one ``op``: its entry in ``op_overheads_s``, else ``op_overhead_s``."""
+        return float(self.op_overheads_s.get(op, self.op_overhead_s))
+
     @property
     def batch_size(self) -> int:
         """Responses per iteration: prompts x group size."""
@@ -200,3 +216,18 @@ class LLMWorkload:
     def num_reference_forwards(self) -> int:
         """Forward passes of the inference component per sample: reference and old policy (+ value for PPO)."""
         return 3 if self.algorithm == "ppo" else 2
+
+
+def workload_from_dict(data: Any, source: str = "workload") -> LLMWorkload:
+    """Rebuild a workload from its ``attrs.asdict`` form (as recorded in a synthesized trace's provenance)."""
+    require(
+        isinstance(data, Mapping),
+        source,
+        type(data).__name__,
+        "must be a mapping",
+        "pass the provenance.workload of a trace made by rlinf trace synth",
+    )
+    fields = dict(data)
+    fields["model"] = build_from_mapping(ModelSpec, fields.get("model"), f"{source}.model")
+    fields["response"] = build_from_mapping(ResponseLengths, fields.get("response"), f"{source}.response")
+    return build_from_mapping(LLMWorkload, fields, source)

@@ -29,12 +29,12 @@ import attrs
 
 import executor
 from executor.devices import available_cores, cpu_devices
+from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
 from rlinf.lowering import lower
 from rlinf.plan import Plan
 from rlinf.program import Program
-from rlinf.runner import cpu_cluster
 from rlinf.timeline import Timeline
 from rlinf.trace import CostSample, Trace
 

@@ -16,9 +16,41 @@ from __future__ import annotations
 import heapq
 import math
 
+import attrs
 import numpy as np
 
 GOLDEN_RATIO = (1.0 + math.sqrt(5.0)) / 2.0
+
+
+@attrs.frozen(kw_only=True)
+class OpTime:
+    """One op of one replica, split into parts that each scale with one efficiency factor.
+
+    Every part is in seconds at efficiency 1 (the reward part is a sample count), so :meth:`seconds` gives the
+    roofline time at any efficiencies without recomputing the decode schedule: what calibration needs."""
+
+    forward_s: float = 0.0
+    """Prefill and inference forward passes at peak FLOP/s; divided by ``prefill_mfu``."""
+    train_s: float = 0.0
+    """Forward + backward at peak FLOP/s; divided by ``train_mfu``."""
+    reward_samples: int = 0
+    """Responses scored; multiplied by ``reward_seconds_per_sample``."""
+    decode_memory_s: np.ndarray = attrs.field(factory=lambda: np.zeros(0), eq=False)
+    """Per decode step, memory reads at full bandwidth; divided by ``decode_mbu``."""
+    decode_compute_s: np.ndarray = attrs.field(factory=lambda: np.zeros(0), eq=False)
+    """Per decode step, FLOPs at peak; divided by ``prefill_mfu`` (each step takes the longer of the two)."""
+
+    def seconds(
+        self, *, prefill_mfu: float, train_mfu: float, decode_mbu: float, reward_seconds_per_sample: float
+    ) -> float:
+        """The op's seconds at the given efficiencies (no fixed overhead)."""
+        total = self.forward_s / prefill_mfu + self.train_s / train_mfu
+        total += self.reward_samples * reward_seconds_per_sample
+        if self.decode_memory_s.size:
+            total += float(
+                np.maximum(self.decode_memory_s / decode_mbu, self.decode_compute_s / prefill_mfu).sum()
+            )
+        return total
 
 
 def kv_bytes_per_token(
@@ -81,6 +113,43 @@ def decode_schedule(lengths: np.ndarray, max_concurrent: int) -> np.ndarray:
     return starts
 
 
+def decode_step_seconds(
+    lengths: np.ndarray,
+    *,
+    prompt_tokens: int,
+    max_concurrent: int,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    num_params: float,
+    num_devices: int,
+    memory_bandwidth_bytes_per_s: float,
+    peak_flops: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per decode step of one replica, the seconds of its memory reads at full bandwidth and of its FLOPs at full
+    peak: ``(weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth)`` and
+    ``2 * N * active(t) / (devices * peak)``. Step ``t`` has ``active(t)`` sequences (admitted in the given order,
+    see :func:`decode_schedule`) holding ``context(t)`` tokens of KV cache in total; the steps run until the last
+    sequence ends. Dividing by the utilizations (``mbu``, ``mfu``) gives :func:`decode_seconds`."""
+    lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
+    if lengths.size == 0:
+        return np.zeros(0), np.zeros(0)
+    starts = decode_schedule(lengths, max_concurrent)
+    ends = starts + lengths
+    num_steps = int(ends.max())
+    size = num_steps + 1
+    active = np.cumsum(np.bincount(starts, minlength=size) - np.bincount(ends, minlength=size))[:num_steps]
+    start_sum = np.cumsum(
+        np.bincount(starts, weights=starts.astype(float), minlength=size)
+        - np.bincount(ends, weights=starts.astype(float), minlength=size)
+    )[:num_steps]
+    steps = np.arange(num_steps, dtype=float)
+    # Each active sequence holds its prompt plus the tokens generated so far: prompt + t - start.
+    context = active * (prompt_tokens + steps) - start_sum
+    memory_s = (weight_bytes + kv_bytes_per_token * context) / (num_devices * memory_bandwidth_bytes_per_s)
+    compute_s = 2.0 * num_params * active / (num_devices * peak_flops)
+    return memory_s, compute_s
+
+
 def decode_seconds(
     lengths: np.ndarray,
     *,
@@ -100,26 +169,18 @@ def decode_seconds(
     Step ``t`` has ``active(t)`` sequences holding ``context(t)`` tokens of KV cache in total; it takes
     ``max((weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth * mbu),
     2 * N * active(t) / (devices * peak * mfu))``. The sum runs over every step until the last sequence ends."""
-    lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
-    if lengths.size == 0:
-        return 0.0
-    starts = decode_schedule(lengths, max_concurrent)
-    ends = starts + lengths
-    num_steps = int(ends.max())
-    size = num_steps + 1
-    active = np.cumsum(np.bincount(starts, minlength=size) - np.bincount(ends, minlength=size))[:num_steps]
-    start_sum = np.cumsum(
-        np.bincount(starts, weights=starts.astype(float), minlength=size)
-        - np.bincount(ends, weights=starts.astype(float), minlength=size)
-    )[:num_steps]
-    steps = np.arange(num_steps, dtype=float)
-    # Each active sequence holds its prompt plus the tokens generated so far: prompt + t - start.
-    context = active * (prompt_tokens + steps) - start_sum
-    memory_s = (weight_bytes + kv_bytes_per_token * context) / (
-        num_devices * memory_bandwidth_bytes_per_s * mbu
+    memory_s, compute_s = decode_step_seconds(
+        lengths,
+        prompt_tokens=prompt_tokens,
+        max_concurrent=max_concurrent,
+        weight_bytes=weight_bytes,
+        kv_bytes_per_token=kv_bytes_per_token,
+        num_params=num_params,
+        num_devices=num_devices,
+        memory_bandwidth_bytes_per_s=memory_bandwidth_bytes_per_s,
+        peak_flops=peak_flops,
     )
-    compute_s = 2.0 * num_params * active / (num_devices * peak_flops * mfu)
-    return float(np.maximum(memory_s, compute_s).sum())
+    return float(np.maximum(memory_s / mbu, compute_s / mfu).sum())
 
 
 def max_concurrent_sequences(

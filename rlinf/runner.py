@@ -32,7 +32,7 @@ from rlinf.checkpoint import (
     resume_workers,
     save_checkpoint,
 )
-from rlinf.cluster import DEVICE_PRESETS, Cluster
+from rlinf.cluster import Cluster, cpu_cluster
 from rlinf.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.files import write_text_atomic
 from rlinf.jobs import Job
@@ -55,12 +55,6 @@ class TrainResult:
     """``--resume`` of a run that had already trained every iteration: only missing final files were written."""
     written: tuple[str, ...] = ()
     """Final files written (with ``complete_before``: the ones that were missing)."""
-
-
-def cpu_cluster(num_devices: int) -> Cluster:
-    """One node of ``num_devices`` CPU-core devices."""
-    device, links = DEVICE_PRESETS["CPU"]
-    return Cluster(num_nodes=1, devices_per_node=num_devices, device=device, links=links)
 
 
 def train(

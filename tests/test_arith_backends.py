@@ -11,14 +11,13 @@ import torch
 
 from rlinf.algorithms.grpo import GrpoConfig
 from rlinf.errors import ConfigError
+from rlinf.workloads.arith.backend_registry import rollout_backend_class, train_backend_class
 from rlinf.workloads.arith.backends import (
     OptimConfig,
     RolloutBackend,
     TorchRolloutBackend,
     TorchTrainBackend,
     TrainBackend,
-    rollout_backend_class,
-    train_backend_class,
 )
 from rlinf.workloads.arith.components import (
     ActorWorker,

@@ -10,11 +10,12 @@ import pytest
 
 import rlinf.profiling
 from rlinf.cli import main
+from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
 from rlinf.profiling import merge_traces
-from rlinf.runner import cpu_cluster, plan_from_trace
+from rlinf.runner import plan_from_trace
 from rlinf.trace import CostSample, Trace, load_trace
 
 CONFIG = "examples/hopper_ppo.yaml"

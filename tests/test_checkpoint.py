@@ -40,7 +40,10 @@ def test_save_and_load_the_newest(tmp_path: Path) -> None:
 def test_keeps_only_the_last_n(tmp_path: Path) -> None:
     for iteration in range(1, 6):
         save_checkpoint(tmp_path, iteration, state(iteration), keep=2)
-    assert sorted(p.name for p in tmp_path.glob("iter_*.safetensors")) == ["iter_000004.safetensors", "iter_000005.safetensors"]
+    assert sorted(p.name for p in tmp_path.glob("iter_*.safetensors")) == [
+        "iter_000004.safetensors",
+        "iter_000005.safetensors",
+    ]
     assert [e.file for e in read_manifest(tmp_path)] == ["iter_000004.safetensors", "iter_000005.safetensors"]
 
 
@@ -60,7 +63,8 @@ def test_a_corrupt_newest_checkpoint_falls_back_with_a_warning(tmp_path: Path, d
         save_checkpoint(tmp_path, iteration, state(iteration))
     damage(tmp_path / "iter_000002.safetensors")
     with pytest.warns(
-        RlinfWarning, match=rf"iter_000002\.safetensors is corrupt \(.*{problem}.*falling back to iter_000001\.safetensors"
+        RlinfWarning,
+        match=rf"iter_000002\.safetensors is corrupt \(.*{problem}.*falling back to iter_000001\.safetensors",
     ):
         loaded = load_latest(tmp_path)
     assert loaded.iteration == 1 and loaded.state["rng"] == [1, 1, 1]

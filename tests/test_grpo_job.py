@@ -19,7 +19,7 @@ from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.workloads.arith.backends import OptimConfig, TorchTrainBackend
 from rlinf.workloads.arith.config import ArithGrpoConfig, load_config
-from rlinf.workloads.arith.learn import model_config
+from rlinf.workloads.arith.evaluation import model_config
 from rlinf.workloads.arith.objectives import GrpoObjective
 from rlinf.workloads.arith.payloads import concat_rows, unpack_training
 from rlinf.workloads.arith.tokenizer import ArithTokenizer

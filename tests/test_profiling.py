@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from rlinf.cluster import cpu_cluster
 from rlinf.costs import fit
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
 from rlinf.profiling import ProfileSettings, dispatch_inclusive_samples, profile
-from rlinf.runner import cpu_cluster
 from rlinf.timeline import Timeline
 from simulator import replay
 

@@ -60,12 +60,13 @@ def run(args: argparse.Namespace) -> int:
     from executor.devices import available_cores
     from planner.judge import quiet_copy
     from rlinf import fidelity
+    from rlinf.cluster import cpu_cluster
     from rlinf.costs import fit
     from rlinf.export import write_timeline_pair_png
     from rlinf.jobs import load_job_config
     from rlinf.lowering import lower
     from rlinf.profiling import COST_STATISTIC, ProfileSettings, measure_plans, profile, provenance
-    from rlinf.runner import cpu_cluster, plan_from_trace
+    from rlinf.runner import plan_from_trace
     from rlinf.trace import load_trace
     from simulator import simulate
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -285,37 +284,3 @@ def _move_optimizer(optimizer: torch.optim.Optimizer, device: torch.device) -> N
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
                 state[key] = value.to(device)
-
-
-def _vllm_class():
-    from rlinf.workloads.arith.vllm_backend import VllmRolloutBackend
-
-    return VllmRolloutBackend
-
-
-def _megatron_class():
-    from rlinf.workloads.arith.megatron_backend import MegatronTrainBackend
-
-    return MegatronTrainBackend
-
-
-ROLLOUT_BACKENDS = MappingProxyType({"torch": lambda: TorchRolloutBackend, "vllm": _vllm_class})
-TRAIN_BACKENDS = MappingProxyType({"torch": lambda: TorchTrainBackend, "megatron": _megatron_class})
-
-
-def rollout_backend_class(name: str) -> type:
-    """The rollout backend class registered as ``name``; raises listing the valid names."""
-    if name not in ROLLOUT_BACKENDS:
-        raise ConfigError(
-            "rollout.backend", name, "unknown rollout backend", f"use one of {sorted(ROLLOUT_BACKENDS)}"
-        )
-    return ROLLOUT_BACKENDS[name]()
-
-
-def train_backend_class(name: str) -> type:
-    """The train backend class registered as ``name``; raises listing the valid names."""
-    if name not in TRAIN_BACKENDS:
-        raise ConfigError(
-            "actor.backend", name, "unknown train backend", f"use one of {sorted(TRAIN_BACKENDS)}"
-        )
-    return TRAIN_BACKENDS[name]()

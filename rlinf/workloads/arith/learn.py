@@ -23,11 +23,9 @@ import torch
 from tqdm import tqdm
 
 from rlinf.errors import RlinfError
+from rlinf.workloads.arith.backend_registry import rollout_backend_class, train_backend_class
 from rlinf.workloads.arith.backends import (
     OptimConfig,
-    RolloutBackend,
-    rollout_backend_class,
-    train_backend_class,
 )
 from rlinf.workloads.arith.components import (
     ActorWorker,
@@ -38,9 +36,9 @@ from rlinf.workloads.arith.components import (
     training_batch,
 )
 from rlinf.workloads.arith.config import ArithGrpoConfig, load_config
+from rlinf.workloads.arith.evaluation import evaluate, model_config
 from rlinf.workloads.arith.generation import SamplingParams
-from rlinf.workloads.arith.model import TransformerConfig
-from rlinf.workloads.arith.task import ArithProblem, heldout_problems, sample_problems, verify
+from rlinf.workloads.arith.task import heldout_problems, sample_problems
 from rlinf.workloads.arith.tokenizer import ArithTokenizer
 from rlinf.workloads.arith.warm_start import warm_start
 
@@ -60,33 +58,6 @@ class LearningResult:
     grpo_seconds: float
     curve: tuple[CurvePoint, ...]
     train_rewards: tuple[float, ...]
-
-
-def model_config(config: ArithGrpoConfig, tokenizer: ArithTokenizer) -> TransformerConfig:
-    """Transformer sizes from the config; vocabulary and length from the tokenizer and the task."""
-    longest = (
-        1 + config.task.max_prompt_chars + max(config.grpo.max_new_tokens, config.task.max_answer_chars + 1)
-    )
-    return TransformerConfig(
-        vocab_size=tokenizer.vocab_size, max_seq_len=longest, **attrs.asdict(config.model)
-    )
-
-
-def evaluate(
-    rollout: RolloutBackend,
-    problems: Sequence[ArithProblem],
-    tokenizer: ArithTokenizer,
-    config: ArithGrpoConfig,
-) -> float:
-    """Fraction of ``problems`` answered exactly by greedy decoding."""
-    prompts = [tokenizer.encode_prompt(p.prompt) for p in problems]
-    params = SamplingParams(max_new_tokens=config.task.max_answer_chars + 1, temperature=0.0)
-    correct = 0.0
-    for group in rollout.stream_groups(prompts, group_size=1, params=params, seed=0):
-        correct += verify(
-            problems[group.group_index], tokenizer.decode(group.response_ids[0]), config.task.answer_format
-        )
-    return correct / len(problems)
 
 
 def run(config: ArithGrpoConfig, *, progress: bool = True) -> LearningResult:

@@ -50,7 +50,7 @@ def warm_start(
     progress: bool = False,
 ) -> dict[str, torch.Tensor]:
     """``warm_start.num_steps`` supervised steps on worked solutions of problems drawn from ``rng``."""
-    from rlinf.workloads.arith.backends import train_backend_class
+    from rlinf.workloads.arith.backend_registry import train_backend_class
 
     train_class = train_backend_class(config.backends.train)
     actor = ActorWorker(
@@ -88,7 +88,7 @@ def cache_key(config: ArithGrpoConfig, sizes: TransformerConfig) -> str:
 
 def cached_warm_start(config: ArithGrpoConfig, sizes: TransformerConfig) -> WarmStart:
     """The warm start of ``config``, trained once per key (one thread) and shared through a file cache."""
-    from rlinf.workloads.arith.learn import evaluate
+    from rlinf.workloads.arith.evaluation import evaluate
 
     directory = Path(config.execution.warm_start_cache)
     directory.mkdir(parents=True, exist_ok=True)

@@ -29,15 +29,15 @@ import torch
 from rlinf.errors import ConfigError
 from rlinf.lowering import micro_batch_ranges
 from rlinf.workloads.arith import components
+from rlinf.workloads.arith.backend_registry import rollout_backend_class
 from rlinf.workloads.arith.backends import (
     OptimConfig,
     TorchRolloutBackend,
     TorchTrainBackend,
-    rollout_backend_class,
 )
 from rlinf.workloads.arith.config import ArithGrpoConfig
+from rlinf.workloads.arith.evaluation import evaluate, model_config
 from rlinf.workloads.arith.generation import SamplingParams
-from rlinf.workloads.arith.learn import evaluate, model_config
 from rlinf.workloads.arith.model import token_logprobs
 from rlinf.workloads.arith.objectives import GrpoObjective
 from rlinf.workloads.arith.payloads import (

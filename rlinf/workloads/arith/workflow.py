@@ -15,7 +15,7 @@ from rlinf.lowering import micro_batch_ranges
 from rlinf.plan import Placement, Plan
 from rlinf.workflow import Component, Edge, WeightSync, Workflow
 from rlinf.workloads.arith.config import ArithGrpoConfig
-from rlinf.workloads.arith.learn import model_config
+from rlinf.workloads.arith.evaluation import model_config
 from rlinf.workloads.arith.model import DecoderTransformer
 from rlinf.workloads.arith.tokenizer import ArithTokenizer
 

@@ -1,0 +1,237 @@
+"""The flags that describe an LLM workload and its cluster for the analytic model.
+
+Shared by ``rlinf trace synth`` (what to synthesize), ``rlinf trace calibrate`` (the prior to fit) and
+``rlinf trace import`` (the run a log comes from). A model preset fills in the cluster, batch, response lengths
+and parallel sizes of its :class:`Recipe`; every flag overrides one value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlinf.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
+from rlinf.errors import ConfigError, require
+from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, model_preset
+
+DEVICES_PER_NODE = 8
+DEFAULT_PROMPT_TOKENS = 512
+
+
+@attrs.frozen(kw_only=True)
+class Recipe:
+    """Defaults for one model preset (every one can be overridden by a flag)."""
+
+    device: str
+    num_devices: int
+    num_prompts: int
+    group_size: int
+    response_median: float
+    response_sigma: float
+    response_max: int
+    rollout_mp: int
+    inference_mp: int
+    actor_mp: int
+
+
+# Math-reasoning GRPO setups in the range of the RLinf paper (arXiv 2509.15965): long chain-of-thought responses.
+RECIPES: dict[str, Recipe] = {
+    "1.5b": Recipe(
+        device="H100", num_devices=16, num_prompts=512, group_size=16, response_median=3000,
+        response_sigma=0.6, response_max=16384, rollout_mp=1, inference_mp=1, actor_mp=1,
+    ),
+    "7b": Recipe(
+        device="H100", num_devices=32, num_prompts=512, group_size=8, response_median=3000,
+        response_sigma=0.6, response_max=16384, rollout_mp=1, inference_mp=1, actor_mp=2,
+    ),
+    "32b": Recipe(
+        device="H200", num_devices=64, num_prompts=512, group_size=8, response_median=4000,
+        response_sigma=0.6, response_max=20480, rollout_mp=4, inference_mp=4, actor_mp=8,
+    ),
+}  # fmt: skip
+
+# Flag -> LLMWorkload field, for the efficiency and size assumptions that default to LLMWorkload's own defaults.
+ASSUMPTION_FLAGS = {
+    "prefill_mfu": "prefill MFU, also the decode compute ceiling",
+    "decode_mbu": "decode memory-bandwidth utilization",
+    "train_mfu": "training MFU",
+    "op_overhead_s": "fixed seconds per op",
+    "reward_seconds_per_sample": "reward seconds per response",
+    "weight_bytes_per_param": "bytes per weight (2 for bf16, 4 for fp32)",
+    "kv_cache_fraction": "share of rollout device memory reserved for the KV cache",
+}
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """Model, device, cluster, batch, response lengths, parallel sizes and efficiency assumptions."""
+    parser.add_argument("--model", default=None, help=f"model preset: {', '.join(MODEL_PRESETS)}")
+    parser.add_argument("--params", type=float, default=None, help="parameter count (overrides the preset's)")
+    parser.add_argument(
+        "--layers", type=int, default=None, help="layers (required with --params, no --model)"
+    )
+    parser.add_argument(
+        "--hidden-size", type=int, default=None, help="hidden size (with --params, no --model)"
+    )
+    parser.add_argument("--heads", type=int, default=None, help="attention heads (default hidden/128)")
+    parser.add_argument("--kv-heads", type=int, default=None, help="KV heads (default heads/8, at least 1)")
+    parser.add_argument("--device", default=None, help=f"device type: {', '.join(DEVICE_PRESETS)}")
+    parser.add_argument("--num-devices", type=int, default=None, help="devices of the cluster (8 per node)")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts per iteration")
+    parser.add_argument("--group-size", type=int, default=None, help="responses per prompt")
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=None, help=f"tokens per prompt (default {DEFAULT_PROMPT_TOKENS})"
+    )
+    parser.add_argument("--response-median", type=float, default=None, help="median response tokens")
+    parser.add_argument("--response-sigma", type=float, default=None, help="sigma of the log response length")
+    parser.add_argument(
+        "--response-max", type=int, default=None, help="max response tokens (generation limit)"
+    )
+    parser.add_argument("--algorithm", default="grpo", help="grpo or ppo (default grpo)")
+    parser.add_argument("--rollout-mp", type=int, default=None, help="rollout model-parallel size")
+    parser.add_argument("--inference-mp", type=int, default=None, help="inference model-parallel size")
+    parser.add_argument("--actor-mp", type=int, default=None, help="actor (and critic) model-parallel size")
+    for field, meaning in ASSUMPTION_FLAGS.items():
+        default = attrs.fields_dict(LLMWorkload)[field].default
+        parser.add_argument(_flag(field), type=float, default=None, help=f"{meaning} (default {default:g})")
+
+
+def describes_workload(args: argparse.Namespace) -> bool:
+    """Whether the command line names a model (``--model`` or ``--params``)."""
+    return args.model is not None or args.params is not None
+
+
+def workload_from_args(
+    args: argparse.Namespace, defaults: dict[str, Any] | None = None
+) -> tuple[LLMWorkload, Cluster]:
+    """The workload and cluster the flags describe. ``defaults`` (flag dest -> value) fill flags left out before
+    the preset's recipe does (``rlinf trace import`` takes response lengths from the log)."""
+    model, recipe = _model_and_recipe(args)
+    fallback = defaults or {}
+
+    def pick(dest: str, recipe_value: Any) -> Any:
+        value = getattr(args, dest)
+        if value is not None:
+            return value
+        return fallback.get(dest, recipe_value)
+
+    device_name = str(pick("device", recipe.device)).upper()
+    require(
+        device_name in DEVICE_PRESETS,
+        "--device",
+        args.device,
+        "unknown device type",
+        f"use one of {list(DEVICE_PRESETS)}",
+    )
+    assumptions = {
+        field: getattr(args, field) for field in ASSUMPTION_FLAGS if getattr(args, field) is not None
+    }
+    workload = LLMWorkload(
+        model=model,
+        num_prompts=pick("prompts", recipe.num_prompts),
+        group_size=pick("group_size", recipe.group_size),
+        prompt_tokens=pick("prompt_tokens", DEFAULT_PROMPT_TOKENS),
+        response=ResponseLengths(
+            median_tokens=pick("response_median", recipe.response_median),
+            sigma=pick("response_sigma", recipe.response_sigma),
+            max_tokens=pick("response_max", recipe.response_max),
+        ),
+        algorithm=args.algorithm,
+        rollout_model_parallel=pick("rollout_mp", recipe.rollout_mp),
+        inference_model_parallel=pick("inference_mp", recipe.inference_mp),
+        actor_model_parallel=pick("actor_mp", recipe.actor_mp),
+        **assumptions,
+    )
+    return workload, cluster_of(DEVICE_PRESETS[device_name], pick("num_devices", recipe.num_devices))
+
+
+def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Cluster) -> list[str]:
+    """The fully explicit flags that describe ``workload`` on ``cluster`` (for ``provenance.command``)."""
+    model = workload.model
+    parts = []
+    if args.model is not None:
+        parts += ["--model", str(args.model).lower()]
+    if args.model is None or args.params is not None:
+        parts += ["--params", f"{model.num_params:g}"]
+    if args.model is None:
+        parts += ["--layers", str(model.num_layers), "--hidden-size", str(model.hidden_size)]
+        parts += ["--heads", str(model.num_attention_heads), "--kv-heads", str(model.num_kv_heads)]
+    parts += ["--device", cluster.device.name, "--num-devices", str(cluster.num_devices)]
+    parts += ["--prompts", str(workload.num_prompts), "--group-size", str(workload.group_size)]
+    parts += ["--prompt-tokens", str(workload.prompt_tokens)]
+    response = workload.response
+    parts += ["--response-median", f"{response.median_tokens:g}", "--response-sigma", f"{response.sigma:g}"]
+    parts += ["--response-max", str(response.max_tokens), "--algorithm", workload.algorithm]
+    parts += ["--rollout-mp", str(workload.rollout_model_parallel)]
+    parts += ["--inference-mp", str(workload.inference_model_parallel)]
+    parts += ["--actor-mp", str(workload.actor_model_parallel)]
+    for field in ASSUMPTION_FLAGS:
+        if getattr(args, field) is not None:
+            parts += [_flag(field), f"{getattr(workload, field):g}"]
+    return parts
+
+
+def cluster_of(preset: tuple[DeviceSpec, Any], num_devices: int) -> Cluster:
+    """Nodes of up to 8 devices of the preset's type."""
+    device, links = preset
+    require(
+        isinstance(num_devices, int) and num_devices >= 1,
+        "--num-devices",
+        num_devices,
+        "must be an integer >= 1",
+        "give e.g. 32",
+    )
+    per_node = min(DEVICES_PER_NODE, num_devices)
+    require(
+        num_devices % per_node == 0,
+        "--num-devices",
+        num_devices,
+        f"is not a whole number of {DEVICES_PER_NODE}-device nodes",
+        f"use a multiple of {DEVICES_PER_NODE}",
+    )
+    return Cluster(num_nodes=num_devices // per_node, devices_per_node=per_node, device=device, links=links)
+
+
+def today() -> str:
+    """Today's date, UTC: what provenance records unless --date is given."""
+    return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _model_and_recipe(args: argparse.Namespace) -> tuple[ModelSpec, Recipe]:
+    if args.model is not None:
+        model = model_preset(args.model)
+        if args.params is not None:
+            model = attrs.evolve(model, name=f"{model.name}-{args.params:g}", num_params=args.params)
+        return model, RECIPES[str(args.model).lower()]
+    if args.params is None:
+        raise ConfigError(
+            "--model", None, "is missing", f"give --model ({', '.join(MODEL_PRESETS)}) or --params"
+        )
+    require(
+        args.layers is not None,
+        "--layers",
+        None,
+        "is missing",
+        "give --layers with --params (or use --model)",
+    )
+    require(
+        args.hidden_size is not None, "--hidden-size", None, "is missing", "give --hidden-size with --params"
+    )
+    heads = args.heads or max(1, args.hidden_size // 128)
+    model = ModelSpec(
+        name=f"{args.params / 1e9:g}b",
+        num_params=args.params,
+        num_layers=args.layers,
+        hidden_size=args.hidden_size,
+        num_attention_heads=heads,
+        num_kv_heads=args.kv_heads or max(1, heads // 8),
+    )
+    nearest = min(MODEL_PRESETS.values(), key=lambda m: abs(np.log(m.num_params / max(args.params, 1.0))))
+    return model, RECIPES[nearest.name]

@@ -1,0 +1,210 @@
+"""Per-step metric logs of other RL systems (veRL, RLinf), read from JSONL or CSV text.
+
+A :class:`StepLog` maps each logged step to its numeric metrics. Accepted layouts:
+
+* JSONL, one object per line: ``{"step": 3, "data": {"timing_s/gen": 41.2, ...}}`` (veRL's ``file`` logger) or
+  flat ``{"step": 3, "timing_s/gen": 41.2, ...}``; ``_step`` (Weights & Biases) also names the step;
+* CSV in long form, one value per row: columns ``step``, ``metric`` (or ``tag``, ``name``, ``key``), ``value``
+  (as TensorBoard scalars are exported by tools such as ``tbparse``);
+* CSV in wide form, one step per row: a step column (``step``, ``_step``, ``Step`` or ``global_step``) and one
+  column per metric, named by the metric or ``<run> - <metric>`` (a Weights & Biases panel export, whose
+  ``__MIN`` / ``__MAX`` columns are ignored). Empty cells are values not logged at that step.
+
+Only the metrics ``keep`` selects are read; each must be a number (``null`` or an empty cell counts as not
+logged). A metric logged twice for one step with different values is an error. Pure: text in, values out.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from rlinf.errors import ConfigError, require
+
+FORMATS = ("jsonl", "csv")
+STEP_KEYS = ("step", "_step", "global_step")
+METRIC_COLUMNS = ("metric", "tag", "name", "key")
+
+
+@attrs.frozen(kw_only=True)
+class StepLog:
+    """Numeric metrics by step, as one run logged them."""
+
+    source: str
+    """The file, for messages."""
+    file_format: str
+    values: Mapping[int, Mapping[str, float]]
+    """Step -> metric name -> value."""
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            self.file_format in FORMATS, "--input-format", self.file_format, "unknown", f"use {list(FORMATS)}"
+        )
+        require(
+            bool(self.values),
+            self.source,
+            None,
+            "has no step that logs a metric looked for",
+            "check --format (veRL logs timing_s/..., RLinf time/...; see docs/trace_import.md)",
+        )
+
+
+def format_of(path: str) -> str:
+    """The layout a file name implies: ``.jsonl`` / ``.json`` -> jsonl, ``.csv`` -> csv."""
+    lower = path.lower()
+    if lower.endswith((".jsonl", ".json")):
+        return "jsonl"
+    if lower.endswith(".csv"):
+        return "csv"
+    raise ConfigError(
+        "--input-format", None, f"cannot be told from the name {path!r}", f"pass one of {list(FORMATS)}"
+    )
+
+
+def read_step_log(text: str, *, source: str, file_format: str, keep: Callable[[str], bool]) -> StepLog:
+    """Parse ``text`` (the file's contents) into a :class:`StepLog` of the metrics ``keep`` selects."""
+    require(
+        file_format in FORMATS, "--input-format", file_format, "unknown format", f"use one of {list(FORMATS)}"
+    )
+    collected = _Steps(source)
+    if file_format == "jsonl":
+        _read_jsonl(text, collected, keep)
+    else:
+        _read_csv(text, collected, keep)
+    return StepLog(source=source, file_format=file_format, values=collected.values)
+
+
+class _Steps:
+    """Accumulates values by step, refusing conflicting duplicates."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.values: dict[int, dict[str, float]] = {}
+
+    def add(self, step: int, metric: str, raw: Any, where: str) -> None:
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return
+        value = _number(raw, f"{where} {metric}")
+        known = self.values.setdefault(step, {})
+        if metric in known and known[metric] != value:
+            raise ConfigError(
+                f"{where} {metric}",
+                value,
+                f"conflicts with {known[metric]!r} logged earlier for step {step}",
+                "export one run only (one value per metric and step)",
+            )
+        known[metric] = value
+
+
+def _number(raw: Any, where: str) -> float:
+    if isinstance(raw, str):
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise ConfigError(where, raw, "must be a number", "export numeric metric values") from None
+    require(
+        isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw),
+        where,
+        raw,
+        "must be a finite number",
+        "export numeric metric values",
+    )
+    return float(raw)
+
+
+def _step(raw: Any, where: str) -> int:
+    value = _number(raw, where)
+    require(
+        value == int(value) and value >= 0, where, raw, "must be a whole number >= 0", "log integer steps"
+    )
+    return int(value)
+
+
+def _read_jsonl(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{steps.source}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ConfigError(
+                where, line[:40], f"is not valid JSON ({error.msg})", "write one JSON object per line"
+            ) from None
+        require(isinstance(record, dict), where, record, "must be a JSON object", "write one object per step")
+        step_key = next((key for key in STEP_KEYS if key in record), None)
+        require(
+            step_key is not None,
+            where,
+            sorted(record)[:4],
+            "has no step",
+            f"give each line one of {list(STEP_KEYS)} (veRL's file logger writes 'step')",
+        )
+        step = _step(record[step_key], f"{where} {step_key}")
+        metrics = record.get("data", record)
+        require(
+            isinstance(metrics, dict),
+            f"{where} data",
+            metrics,
+            "must be a JSON object",
+            "map metric -> value",
+        )
+        for metric, raw in metrics.items():
+            if keep(metric):
+                steps.add(step, metric, raw, where)
+
+
+def _read_csv(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
+    rows = list(csv.reader(io.StringIO(text)))
+    require(bool(rows), steps.source, "empty", "is empty", "export the metrics with a header row")
+    header = [column.strip() for column in rows[0]]
+    lowered = [column.lower() for column in header]
+    step_column = next((lowered.index(k) for k in STEP_KEYS if k in lowered), None)
+    require(
+        step_column is not None,
+        f"{steps.source}:1",
+        header[:6],
+        "has no step column",
+        f"name one column {list(STEP_KEYS)}",
+    )
+    assert step_column is not None
+    metric_column = next((lowered.index(k) for k in METRIC_COLUMNS if k in lowered), None)
+    long_form = metric_column is not None and "value" in lowered
+    value_column = lowered.index("value") if long_form else -1
+    wide = (
+        {} if long_form else {i: _metric_of_column(name) for i, name in enumerate(header) if i != step_column}
+    )
+    for number, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        where = f"{steps.source}:{number}"
+        require(
+            len(row) == len(header),
+            where,
+            len(row),
+            f"cells where the header has {len(header)}",
+            "export a rectangular CSV",
+        )
+        step = _step(row[step_column], f"{where} {header[step_column]}")
+        if long_form:
+            assert metric_column is not None
+            name = row[metric_column].strip()
+            if keep(name):
+                steps.add(step, name, row[value_column], where)
+            continue
+        for index, column_metric in wide.items():
+            if column_metric is not None and keep(column_metric):
+                steps.add(step, column_metric, row[index], where)
+
+
+def _metric_of_column(name: str) -> str | None:
+    """The metric a wide column holds; ``None`` for Weights & Biases ``__MIN`` / ``__MAX`` companions."""
+    if name.endswith(("__MIN", "__MAX")):
+        return None
+    return name.rsplit(" - ", 1)[-1].strip()

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import socket
+import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from executor.collective import FileRendezvous, private_directory
 from executor.control import ControlDriver
 from executor.devices import Device, DeviceLocks
 from executor.dispatch import OpInfo, RunResult, WorkerError
@@ -35,6 +37,8 @@ class LocalBackend(ControlDriver):
         super().__init__(devices, stall_timeout_s=stall_timeout_s)
         self._context = mp.get_context(start_method)
         self._processes: list[Any] = []
+        self._rendezvous_directory: str | None = None
+        """Where the workers' collective groups meet (file stores), while they run."""
 
     def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
         context = self._context
@@ -48,7 +52,7 @@ class LocalBackend(ControlDriver):
                     receiver, sender = context.Pipe(duplex=False)
                     outbound[src][dst] = sender
                     inbound[dst].append(receiver)
-        ports = {name: _free_port() for name in layout.components if len(layout.of(name)) > 1}
+        rendezvous = self._rendezvous(layout)
         child_ends = []
         for replica in layout.replicas:
             driver_end, worker_end = context.Pipe()
@@ -59,7 +63,7 @@ class LocalBackend(ControlDriver):
                 outbound=outbound[replica.worker],
                 inbound=tuple(inbound[replica.worker]),
                 locks=locks,
-                collective_port=ports.get(replica.component, 0),
+                rendezvous=rendezvous.get(replica.component),
             )
             process = context.Process(  # type: ignore[attr-defined]
                 target=worker_main,
@@ -79,6 +83,17 @@ class LocalBackend(ControlDriver):
             connection.close()
         self._await_ready(range(count), "setup")
 
+    def _rendezvous(self, layout: Layout) -> dict[str, FileRendezvous]:
+        """A file store per component with several replicas, in a new private directory."""
+        groups = [name for name in layout.components if len(layout.of(name)) > 1]
+        if not groups:
+            return {}
+        self._rendezvous_directory = private_directory()
+        return {
+            name: FileRendezvous(path=os.path.join(self._rendezvous_directory, f"group{index}.store"))
+            for index, name in enumerate(groups)
+        }
+
     def _shutdown_workers(self) -> None:
         """Stop every worker process (politely, then by force)."""
         for connection in self._connections:
@@ -96,7 +111,10 @@ class LocalBackend(ControlDriver):
                 process.join(timeout=5.0)
         for connection in self._connections:
             connection.close()
+        if self._rendezvous_directory is not None:
+            shutil.rmtree(self._rendezvous_directory, ignore_errors=True)
         self._processes, self._connections, self._layout = [], [], None
+        self._rendezvous_directory = None
 
     def _watched(self) -> dict[Any, int]:
         return {p.sentinel: w for w, p in enumerate(self._processes)}
@@ -109,9 +127,3 @@ class LocalBackend(ControlDriver):
     def worker_pids(self) -> dict[str, int]:
         """Process id of every worker, keyed ``component[rank]`` (for fault injection and monitoring)."""
         return {self._name(w): int(p.pid) for w, p in enumerate(self._processes)}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -13,20 +13,19 @@ actor opens at start-up:
   carries them (through its object store when they are large) and a second thread of the consumer actor hands
   them to its mailbox (:class:`executor.channels.RemoteInbox`).
 
-Every connection starts with a hello: the run's random token and the sender's worker id; a connection without
-the token is closed. Ops finish on wall-clock time (``time.time``), the one clock the nodes of a cluster share
-(through NTP). Data-parallel replicas join a ``torch.distributed`` group (gloo on CPUs, NCCL on GPUs) at rank
-0's node address.
+Every connection starts with a hello (:mod:`executor.handshake`): the run's random token and the sender's worker
+id; a connection without the token is closed. Ops finish on wall-clock time (``time.time``), the one clock the
+nodes of a cluster share (through NTP). Data-parallel replicas join a ``torch.distributed`` group (gloo on CPUs,
+NCCL on GPUs) through a file store in rank 0's private directory when they share a node, else at a TCP store on
+rank 0's node address (:mod:`executor.collective`).
 """
 
 from __future__ import annotations
 
-import hmac
 import os
 import pickle
 import shutil
 import socket
-import struct
 import tempfile
 import time
 import traceback
@@ -39,35 +38,14 @@ import numpy as np
 import ray
 
 from executor.channels import Mailbox, RemoteInbox, WorkerAddress
+from executor.collective import FileRendezvous, Rendezvous, join_group, open_tcp_rendezvous
 from executor.devices import Device
+from executor.handshake import HelloServer, hello
 from executor.routing import Replica
 from executor.runtime import CommandRunner, WorkerSpec, serve
 
-HELLO = struct.Struct("!32si")
-"""A connection's first message: the run's token and the sender's worker id."""
-HELLO_TIMEOUT_S = 30.0
-"""How long an accepted connection may take to say hello."""
-
-
-def hello(token: bytes, worker: int) -> bytes:
-    """The first message on every connection of a run."""
-    return HELLO.pack(token, worker)
-
-
-def read_hello(connection: Connection, token: bytes, timeout_s: float = HELLO_TIMEOUT_S) -> int | None:
-    """The worker id from ``connection``'s hello, or ``None`` (connection closed) when it has none or the
-    token is wrong. Reads raw bytes: nothing from an unauthenticated peer is unpickled."""
-    try:
-        if not connection.poll(timeout_s):
-            raise OSError("no hello")
-        sent, worker = HELLO.unpack(connection.recv_bytes(maxlength=HELLO.size))
-    except (OSError, EOFError, struct.error):
-        connection.close()
-        return None
-    if not hmac.compare_digest(sent, token):
-        connection.close()
-        return None
-    return int(worker)
+CONNECT_TIMEOUT_S = 30.0
+"""How long an actor may take to reach the driver, and its same-node peers to reach it."""
 
 
 class PlainConnection(Connection):
@@ -107,6 +85,7 @@ class RayWorker:
         self.mailbox: Mailbox | None = None
         self._directory = tempfile.mkdtemp(prefix="rlinf-peers-")  # mode 0700: only this user can connect
         self._listener: socket.socket | None = None
+        self._store_listener: socket.socket | None = None
 
     def describe(self) -> tuple[int, str, str, tuple[int, ...]]:
         """(pid, Ray node id, node IP, GPU ids Ray gave this actor)."""
@@ -114,12 +93,13 @@ class RayWorker:
         node_id = ray.get_runtime_context().get_node_id()
         return os.getpid(), node_id, ray.util.get_node_ip_address(), gpus
 
-    def collective_address(self) -> str:
-        """A free TCP address on this node for the component's collective group (called on rank 0)."""
-        host = ray.util.get_node_ip_address()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-            return f"tcp://{host}:{probe.getsockname()[1]}"
+    def collective_rendezvous(self, same_node: bool) -> Rendezvous:
+        """Where the component's collective group meets (called on rank 0): a file store in this actor's private
+        directory when every replica runs on this node, else a TCP store on this node's Ray address."""
+        if same_node:
+            return FileRendezvous(path=os.path.join(self._directory, "collective.store"))
+        rendezvous, self._store_listener = open_tcp_rendezvous(ray.util.get_node_ip_address())
+        return rendezvous
 
     def listen(self, num_peers: int) -> str:
         """Open this actor's Unix socket for its ``num_peers`` same-node peers; returns its path."""
@@ -139,15 +119,11 @@ class RayWorker:
             sock.connect(path)
             outbound[worker] = socket_connection(sock)
             outbound[worker].send_bytes(hello(self.token, me))
-        inbound: list[Connection] = []
         assert self._listener is not None, "listen() comes first"
-        self._listener.settimeout(HELLO_TIMEOUT_S)
-        while len(inbound) < len(peers):
-            sock, _ = self._listener.accept()
-            connection = socket_connection(sock)
-            if read_hello(connection, self.token) in peers:
-                inbound.append(connection)
-        self._listener.close()
+        label = f"the peer socket of {self.replica.component}[{self.replica.rank}]"
+        with self._listener, HelloServer(self._listener, self.token, peers, label=label) as server:
+            accepted = server.accept_all(CONNECT_TIMEOUT_S)
+        inbound = [socket_connection(accepted[worker]) for worker in sorted(accepted)]
         handles = dict(remote)
 
         def send_remote(destination: int, key: tuple, arrays: dict[str, np.ndarray]) -> None:
@@ -162,21 +138,16 @@ class RayWorker:
             remote_inbox=self.inbox if handles else None,
         )
 
-    def setup(self, collective_address: str) -> tuple:
-        """Bind the device, join the collective group, build the worker; ``("ready", ...)`` or ``("error", ...)``."""
+    def setup(self, rendezvous: Rendezvous | None) -> tuple:
+        """Bind the device, join the collective group at ``rendezvous`` (``None``: one replica), build the worker;
+        ``("ready", ...)`` or ``("error", ...)``."""
         replica = self.replica
         try:
             assert self.mailbox is not None, "connect() comes first"
             self.device.bind()
-            if replica.world > 1:
-                import torch.distributed as dist
-
-                dist.init_process_group(
-                    self.device.collective_backend,
-                    init_method=collective_address,
-                    rank=replica.rank,
-                    world_size=replica.world,
-                )
+            if rendezvous is not None:
+                listener, self._store_listener = self._store_listener, None
+                join_group(rendezvous, self.device.collective_backend, replica.rank, replica.world, listener)
             worker = self.spec.factory()
             worker.setup(self.spec.config, replica.rank, replica.world, self.device)
             self.runner = CommandRunner(worker, replica, self.device, self.mailbox, clock=time.time)
@@ -188,7 +159,7 @@ class RayWorker:
         """Connect to the driver and run its commands until it says shutdown or goes away."""
         assert self.runner is not None, "setup() comes first"
         self.device.bind()  # this thread runs the ops: pin it too (CPU affinity and CUDA device are per thread)
-        connection = socket_connection(socket.create_connection(driver, timeout=HELLO_TIMEOUT_S))
+        connection = socket_connection(socket.create_connection(driver, timeout=CONNECT_TIMEOUT_S))
         connection.send_bytes(hello(self.token, self.replica.worker))
         try:
             serve(connection, self.runner)

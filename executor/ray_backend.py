@@ -20,16 +20,18 @@ import secrets
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from executor import ray_session
-from executor.control import ControlDriver
+from executor.collective import Rendezvous
+from executor.control import CHECK_EVERY_S, ControlDriver
 from executor.devices import Device
-from executor.ray_actor import HELLO_TIMEOUT_S, RayWorker, read_hello, socket_connection
+from executor.handshake import HelloServer
+from executor.ray_actor import RayWorker, socket_connection
 from executor.routing import Layout
 from executor.runtime import WorkerSpec
 from rlinf.errors import ConfigError
@@ -107,16 +109,8 @@ class RayBackend(ControlDriver):
                 actor_class.options(**options).remote(replica, device, workers[replica.component], token)
             )
         self._connect_peers(layout)
-        addresses = {}
-        for name in layout.components:
-            first = layout.of(name)[0]
-            if first.world > 1:
-                addresses[name] = self._get(
-                    self._actors[first.worker].collective_address.remote(), first.worker
-                )
-        replies = [
-            self._actors[r.worker].setup.remote(addresses.get(r.component, "")) for r in layout.replicas
-        ]
+        rendezvous = self._rendezvous(layout)
+        replies = [self._actors[r.worker].setup.remote(rendezvous.get(r.component)) for r in layout.replicas]
         for worker, ref in enumerate(replies):
             message = self._get(ref, worker)
             if message[0] == "error":
@@ -157,36 +151,56 @@ class RayBackend(ControlDriver):
         for worker, ref in enumerate(pending):
             self._get(ref, worker)
 
+    def _rendezvous(self, layout: Layout) -> dict[str, Rendezvous]:
+        """Where each component with several replicas forms its collective group, chosen by its rank 0
+        (:meth:`executor.ray_actor.RayWorker.collective_rendezvous`)."""
+        rendezvous: dict[str, Rendezvous] = {}
+        for name in layout.components:
+            replicas = layout.of(name)
+            if len(replicas) > 1:
+                same_node = len({self.nodes[r.device] for r in replicas}) == 1
+                first = replicas[0].worker
+                rendezvous[name] = self._get(
+                    self._actors[first].collective_rendezvous.remote(same_node), first
+                )
+        return rendezvous
+
     def _connect_driver(self, token: bytes) -> None:
-        """Every actor connects back to the driver and starts serving."""
+        """Every actor connects back to the driver's control server and starts serving. Hellos are read side by
+        side (:class:`executor.handshake.HelloServer`): a stranger's connection is dropped, with a warning, without
+        delaying the actors."""
         host = ray_session.LOOPBACK if self._owns_ray else ray.util.get_node_ip_address()
-        count = len(self._actors)
-        with socket.create_server((host, 0), backlog=count) as server:
-            server.settimeout(1.0)
-            self._serving = [actor.serve.remote(server.getsockname()[:2]) for actor in self._actors]
-            connections: dict[int, Any] = {}
-            deadline = time.monotonic() + self._start_timeout_s
-            while len(connections) < count:
-                for worker in self._stopped():
-                    self.fail(worker, "connect", self._death(worker), "")
-                if time.monotonic() > deadline:
-                    missing = [self._name(w) for w in range(count) if w not in connections]
-                    self.fail(
-                        min(w for w in range(count) if w not in connections),
-                        "connect",
-                        f"{missing} did not connect to the driver at {host} within {self._start_timeout_s:.0f} s "
-                        "(fix: let the nodes reach the driver's address)",
-                        "",
-                    )
-                try:
-                    sock, _ = server.accept()
-                except TimeoutError:
-                    continue
-                connection = socket_connection(sock)
-                sender = read_hello(connection, token, HELLO_TIMEOUT_S)
-                if sender is not None and 0 <= sender < count and sender not in connections:
-                    connections[sender] = connection
-        self._connections = [connections[w] for w in range(count)]
+        workers = range(len(self._actors))
+        with (
+            socket.create_server((host, 0), backlog=socket.SOMAXCONN) as listener,
+            HelloServer(listener, token, workers, label="the driver's control server") as server,
+        ):
+            address = listener.getsockname()[:2]
+            self._serving = [actor.serve.remote(address) for actor in self._actors]
+            started = time.monotonic()
+            while server.missing:
+                stopped = self._stopped()
+                waited_s = time.monotonic() - started
+                if stopped or waited_s > self._start_timeout_s:
+                    self._fail_to_connect(server, stopped, f"{address[0]}:{address[1]}", waited_s)
+                server.poll(CHECK_EVERY_S)
+        self._connections = [socket_connection(server.sockets[w]) for w in workers]
+
+    def _fail_to_connect(
+        self, server: HelloServer, stopped: Sequence[int], address: str, waited_s: float
+    ) -> NoReturn:
+        """Stop, naming every actor that did not connect (or stopped) and why."""
+        reasons = {w: f"no connection after {waited_s:.0f} s" for w in server.missing}
+        reasons.update({w: self._death(w) for w in stopped})
+        details = "; ".join(f"{self._name(w)}: {reason}" for w, reason in sorted(reasons.items()))
+        dropped = (
+            f"; dropped {len(server.dropped)} other connections: {server.dropped}" if server.dropped else ""
+        )
+        fix = "" if stopped else " (fix: let the nodes reach the driver's address)"
+        message = (
+            f"{len(server.missing)} of {len(self._actors)} workers did not connect to the driver at {address}"
+        )
+        self.fail(min(reasons), "connect", f"{message}: {details}{dropped}{fix}", "")
 
     def _check_gpus(self, layout: Layout) -> None:
         """Replicas of one logical GPU device must have been given the same physical GPU."""
@@ -245,7 +259,7 @@ class RayBackend(ControlDriver):
         except RayActorError as error:
             return f"actor died ({_first_line(error)})"
         except RayError as error:
-            return _first_line(error)
+            return _explain(error)
         return "actor stopped serving (its control connection closed)"
 
     def _placed(self, ref: Any, worker: int) -> Any:
@@ -268,7 +282,7 @@ class RayBackend(ControlDriver):
         except RayActorError as error:
             self.fail(worker, op_label, f"actor died ({_first_line(error)})", "")
         except RayError as error:
-            self.fail(worker, op_label, _first_line(error), str(error))
+            self.fail(worker, op_label, _explain(error), str(error))
 
     # ------------------------------------------------------------------ inspection
     def worker_pids(self) -> dict[str, int]:
@@ -300,6 +314,14 @@ def _ray_nodes() -> list[str]:
             rest.append((not is_head, node["NodeID"]))
     ordered = [labelled[i] for i in sorted(labelled)]
     return ordered + [node_id for _, node_id in sorted(rest)]
+
+
+def _explain(error: RayError) -> str:
+    """A Ray error in one line: for a call that raised, the actor's own exception (Ray's first line names only
+    the call and the actor's repr)."""
+    if isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
+        return f"{error.function_name} raised {type(error.cause).__name__}: {_first_line(error.cause)}"
+    return _first_line(error)
 
 
 def _first_line(error: BaseException) -> str:

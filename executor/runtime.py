@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from executor.channels import Mailbox, WorkerAddress
+from executor.collective import FileRendezvous, join_group
 from executor.devices import Device, DeviceLocks
 from executor.offload import HostStore, tensor_bytes
 from executor.protocol import num_rows, share_slice, slice_rows
@@ -45,8 +46,8 @@ class Wiring:
     outbound: Mapping[int, Connection]
     inbound: tuple[Connection, ...]
     locks: DeviceLocks
-    collective_port: int = 0
-    """Loopback port of the component's collective group (0 when the component has one replica)."""
+    rendezvous: FileRendezvous | None = None
+    """Where the component's collective group meets (``None`` when the component has one replica)."""
 
 
 def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
@@ -55,15 +56,8 @@ def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
     connection = wiring.connection
     try:
         wiring.device.bind()
-        if replica.world > 1:
-            import torch.distributed as dist
-
-            dist.init_process_group(
-                wiring.device.collective_backend,
-                init_method=f"tcp://127.0.0.1:{wiring.collective_port}",
-                rank=replica.rank,
-                world_size=replica.world,
-            )
+        if wiring.rendezvous is not None:
+            join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
         worker = spec.factory()
         worker.setup(spec.config, replica.rank, replica.world, wiring.device)
         mailbox = Mailbox(WorkerAddress(worker=replica.worker), wiring.outbound, list(wiring.inbound), {})

@@ -103,6 +103,11 @@ class Physics:
     kv_bytes_per_token: float
     kv_pool_bytes_per_replica: float
     max_concurrent: int
+    attention_flops_per_token: float = 0.0
+    """Causal attention FLOPs per token of a forward pass over prompt + response (0 unless
+    ``workload.count_attention_flops``)."""
+    prompt_attention_flops_per_token: float = 0.0
+    """The same over the prompt alone: what prefill adds."""
 
     @classmethod
     def of(cls, workload: LLMWorkload, cluster: Cluster, seed: int) -> Physics:
@@ -115,6 +120,7 @@ class Physics:
             num_attention_heads=model.num_attention_heads,
             num_kv_heads=model.num_kv_heads,
             bytes_per_element=workload.kv_bytes_per_element,
+            head_dim=model.attention_head_dim,
         )
         mp = workload.rollout_model_parallel
         kv_pool = workload.kv_cache_fraction * device.memory_bytes * mp
@@ -137,6 +143,18 @@ class Physics:
             tokens_per_sequence=workload.prompt_tokens + float(lengths.mean()),
             cap=workload.max_concurrent_sequences,
         )
+        attention, prompt_attention = 0.0, 0.0
+        if workload.count_attention_flops:
+            attention = roofline.attention_flops_per_token(
+                num_layers=model.num_layers,
+                attention_dim=model.attention_dim,
+                sequence_tokens=workload.prompt_tokens + lengths,
+            )
+            prompt_attention = roofline.attention_flops_per_token(
+                num_layers=model.num_layers,
+                attention_dim=model.attention_dim,
+                sequence_tokens=np.array([workload.prompt_tokens]),
+            )
         return cls(
             workload=workload,
             cluster=cluster,
@@ -145,6 +163,8 @@ class Physics:
             kv_bytes_per_token=kv_per_token,
             kv_pool_bytes_per_replica=kv_pool,
             max_concurrent=concurrent,
+            attention_flops_per_token=attention,
+            prompt_attention_flops_per_token=prompt_attention,
         )
 
     @property
@@ -185,6 +205,7 @@ class Physics:
                 num_devices=w.inference_model_parallel,
                 peak_flops=device.peak_flops,
                 mfu=1.0,
+                attention_flops_per_token=self.attention_flops_per_token,
             )
             return roofline.OpTime(forward_s=w.num_reference_forwards * one)
         return roofline.OpTime(
@@ -194,6 +215,8 @@ class Physics:
                 num_devices=w.actor_model_parallel,
                 peak_flops=device.peak_flops,
                 mfu=1.0,
+                attention_flops_per_token=self.attention_flops_per_token,
+                recompute=w.activation_recompute,
             )
         )
 
@@ -215,6 +238,7 @@ class Physics:
             num_devices=mp,
             peak_flops=device.peak_flops,
             mfu=1.0,
+            attention_flops_per_token=self.prompt_attention_flops_per_token,
         )
         memory_s, compute_s = roofline.decode_step_seconds(
             lengths,
@@ -394,15 +418,19 @@ def _provenance(
 
 FORMULAS = {
     "generate": (
-        "prefill: 2*N*prompt_tokens*samples / (mp*peak_flops*prefill_mfu); decode: sum over steps t of "
+        "prefill: (2*N + A_prompt)*prompt_tokens*samples / (mp*peak_flops*prefill_mfu); decode: sum over steps t of "
         "max((weight_bytes + kv_bytes_per_token*context(t)) / (mp*bandwidth*decode_mbu), "
         "2*N*active(t) / (mp*peak_flops*prefill_mfu)); active(t) and context(t) from continuous batching of the "
         "samples' mid-quantile response lengths with at most max_concurrent_sequences_per_replica in flight"
     ),
     "reward": "samples * reward_seconds_per_sample",
-    "infer": "num_reference_forwards * 2*N*(prompt+response tokens) / (mp*peak_flops*prefill_mfu)",
-    "train": "6*N*(prompt+response tokens) / (mp*peak_flops*train_mfu)",
-    "kv_bytes_per_token": "2 * num_layers * num_kv_heads * (hidden_size / num_attention_heads) * kv_bytes_per_element",
+    "infer": "num_reference_forwards * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu)",
+    "train": "passes * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*train_mfu); passes = 3 (forward + "
+    "backward, i.e. 6*N per token), 4 with activation_recompute",
+    "attention": "A = 2 * num_layers * num_heads * head_dim * E[L^2]/E[L] over the batch's sequence lengths L "
+    "(A_prompt: L = prompt) when count_attention_flops, else A = A_prompt = 0",
+    "kv_bytes_per_token": "2 * num_layers * num_kv_heads * head_dim * kv_bytes_per_element; head_dim defaults to "
+    "hidden_size / num_attention_heads",
     "max_concurrent_sequences_per_replica": "min(max_concurrent_sequences, kv_pool // (kv_bytes_per_token * (prompt + mean response)))",
     "state_bytes": "rollout: weights + kv_cache_fraction*memory*mp; inference: num_reference_forwards*weights; actor/critic: N*train_state_bytes_per_param",
     "activation_bytes_per_sample": "actor/critic: (2*num_layers + 34)*hidden*tokens; inference: 34*hidden*tokens",
@@ -410,7 +438,7 @@ FORMULAS = {
 }
 
 ASSUMPTIONS = [
-    "dense decoder-only transformer; attention FLOPs ignored next to 2*N per token",
+    "dense decoder-only transformer; attention FLOPs ignored next to 2*N per token unless count_attention_flops",
     "prefill, inference forwards and training are compute-bound at the stated MFU",
     "decode is memory-bound: every step reads the replica's weights and its active KV cache",
     "replicas get equal shares of the batch with the same length distribution (no straggler replica)",

@@ -47,11 +47,16 @@ class ModelSpec:
     num_attention_heads: int
     num_kv_heads: int
     """Key/value heads (grouped-query attention); decides the KV-cache size."""
+    head_dim: int | None = None
+    """Dimension of one attention head; ``None`` means ``hidden_size / num_attention_heads`` (most models; Qwen3
+    and Gemma set it apart, e.g. Qwen3-32B: 64 heads of 128 on a 5120 hidden size)."""
 
     def __attrs_post_init__(self) -> None:
         positive("model.num_params", self.num_params)
         for field in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads"):
             _at_least_one(f"model.{field}", getattr(self, field))
+        if self.head_dim is not None:
+            _at_least_one("model.head_dim", self.head_dim)
         require(
             self.num_kv_heads <= self.num_attention_heads,
             "model.num_kv_heads",
@@ -59,6 +64,18 @@ class ModelSpec:
             f"exceeds num_attention_heads={self.num_attention_heads}",
             "use at most one KV head per attention head",
         )
+
+    @property
+    def attention_head_dim(self) -> float:
+        """``head_dim``, else ``hidden_size / num_attention_heads``."""
+        return (
+            float(self.head_dim) if self.head_dim is not None else self.hidden_size / self.num_attention_heads
+        )
+
+    @property
+    def attention_dim(self) -> float:
+        """Width of the attention's queries (and outputs): heads x head dimension."""
+        return self.num_attention_heads * self.attention_head_dim
 
 
 # Public model cards (Qwen2.5 family, the base of DeepSeek-R1-Distill-Qwen used in RL math-reasoning runs).
@@ -149,6 +166,15 @@ class LLMWorkload:
     train_state_bytes_per_param: float = 16.0
     """Mixed-precision Adam: bf16 weights and grads, fp32 master weights and two moments."""
     kv_bytes_per_element: float = 2.0
+    activation_recompute: bool = False
+    """Training recomputes each layer's forward during the backward pass (full activation checkpointing, e.g.
+    Megatron ``recompute_granularity=full``, Hugging Face ``gradient_checkpointing``): four passes of the
+    forward's FLOPs (8*N per token) instead of three (6*N)."""
+    count_attention_flops: bool = False
+    """Add causal self-attention's FLOPs (scores and weighted values) to prefill, inference forwards and training:
+    ``2 * num_layers * attention_dim * context`` per token and forward pass, which the ``2*N`` per token of the
+    weights leaves out (a few percent at 1-4k tokens for 7-32B models, more for long sequences). Off by default,
+    so that traces synthesized before it existed re-synthesize unchanged."""
     reward_seconds_per_sample: float = 0.002
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02
@@ -198,6 +224,14 @@ class LLMWorkload:
                 f"set {field} to 0 or more",
             )
 
+        for field in ("activation_recompute", "count_attention_flops"):
+            require(
+                isinstance(getattr(self, field), bool),
+                field,
+                getattr(self, field),
+                "must be true or false",
+                f"set {field} to true or false",
+            )
         for op, seconds in self.op_overheads_s.items():
             require(op in OPS, "op_overheads_s", op, "unknown op", f"use keys from {list(OPS)}")
             number(f"op_overheads_s.{op}", seconds)

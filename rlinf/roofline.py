@@ -3,7 +3,10 @@
 Every function is pure and takes plain numbers, so each formula can be read and tested on its own:
 
 * prefill and forward passes are compute-bound: ``2 * N * tokens`` FLOPs at ``peak * mfu``;
-* training is compute-bound: ``6 * N * tokens`` FLOPs (forward + backward) at ``peak * mfu``;
+* training is compute-bound: ``6 * N * tokens`` FLOPs (forward + backward) at ``peak * mfu``, ``8 * N * tokens``
+  when the backward pass recomputes the forward (activation checkpointing);
+* optionally, causal self-attention adds ``2 * layers * attention_dim * context`` FLOPs per token and forward
+  pass (:func:`attention_flops_per_token`), which ``2 * N`` leaves out;
 * decode is one step per generated token for every active sequence; a step reads the replica's weights and the
   KV cache of its active sequences from HBM at ``bandwidth * mbu`` and costs ``2 * N * active`` FLOPs; the step
   takes the longer of the two (roofline), which is memory for every batch a KV pool can hold in practice.
@@ -60,10 +63,26 @@ def kv_bytes_per_token(
     num_attention_heads: int,
     num_kv_heads: int,
     bytes_per_element: float,
+    head_dim: float | None = None,
 ) -> float:
-    """KV-cache bytes one token occupies: keys and values of every layer, ``num_kv_heads`` heads (GQA)."""
-    head_dim = hidden_size / num_attention_heads
+    """KV-cache bytes one token occupies: keys and values of every layer, ``num_kv_heads`` heads (GQA) of
+    ``head_dim`` (default ``hidden_size / num_attention_heads``)."""
+    if head_dim is None:
+        head_dim = hidden_size / num_attention_heads
     return 2.0 * num_layers * num_kv_heads * head_dim * bytes_per_element
+
+
+def attention_flops_per_token(*, num_layers: int, attention_dim: float, sequence_tokens: np.ndarray) -> float:
+    """Mean causal self-attention FLOPs of one forward pass per token, over sequences of the given lengths.
+
+    The token at position ``p`` scores ``p`` earlier keys and sums ``p`` values: ``4 * p * attention_dim`` FLOPs
+    per layer. Summed over a sequence of ``L`` tokens that is ``2 * L**2 * attention_dim`` per layer, so the mean
+    per token over many sequences is ``2 * num_layers * attention_dim * E[L**2] / E[L]`` (long sequences weigh
+    more than their share of tokens)."""
+    lengths = np.asarray(sequence_tokens, dtype=float)
+    if lengths.size == 0 or lengths.sum() <= 0:
+        return 0.0
+    return 2.0 * num_layers * attention_dim * float((lengths**2).sum() / lengths.sum())
 
 
 def compute_seconds(flops: float, *, num_devices: int, peak_flops: float, mfu: float) -> float:
@@ -72,21 +91,34 @@ def compute_seconds(flops: float, *, num_devices: int, peak_flops: float, mfu: f
 
 
 def forward_seconds(
-    num_tokens: float, *, num_params: float, num_devices: int, peak_flops: float, mfu: float
+    num_tokens: float,
+    *,
+    num_params: float,
+    num_devices: int,
+    peak_flops: float,
+    mfu: float,
+    attention_flops_per_token: float = 0.0,
 ) -> float:
-    """One forward pass over ``num_tokens`` tokens: ``2 * N * tokens`` FLOPs, compute-bound."""
-    return compute_seconds(
-        2.0 * num_params * num_tokens, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu
-    )
+    """One forward pass over ``num_tokens`` tokens: ``(2 * N + attention) * tokens`` FLOPs, compute-bound."""
+    flops = (2.0 * num_params + attention_flops_per_token) * num_tokens
+    return compute_seconds(flops, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu)
 
 
 def train_seconds(
-    num_tokens: float, *, num_params: float, num_devices: int, peak_flops: float, mfu: float
+    num_tokens: float,
+    *,
+    num_params: float,
+    num_devices: int,
+    peak_flops: float,
+    mfu: float,
+    attention_flops_per_token: float = 0.0,
+    recompute: bool = False,
 ) -> float:
-    """Forward + backward over ``num_tokens`` tokens: ``6 * N * tokens`` FLOPs, compute-bound."""
-    return compute_seconds(
-        6.0 * num_params * num_tokens, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu
-    )
+    """Forward + backward over ``num_tokens`` tokens, compute-bound: three forwards' FLOPs (``6 * N * tokens``
+    without attention), four when ``recompute`` (the backward pass recomputes each layer's forward)."""
+    passes = 4.0 if recompute else 3.0
+    flops = passes * (2.0 * num_params + attention_flops_per_token) * num_tokens
+    return compute_seconds(flops, num_devices=num_devices, peak_flops=peak_flops, mfu=mfu)
 
 
 def admission_order(num_sequences: int) -> np.ndarray:

@@ -123,6 +123,73 @@ def test_training_time_is_six_n_tokens_over_effective_flops(h100_cluster):
     assert ratio == pytest.approx((tokens_per_sample + 2048 - 512) / tokens_per_sample, rel=1e-9)
 
 
+def test_activation_recompute_adds_a_fourth_forward_to_training(h100_cluster):
+    plain = synthesize(small_workload(), h100_cluster, seed=0)
+    recompute = synthesize(small_workload(activation_recompute=True), h100_cluster, seed=0)
+    overhead = small_workload().op_overhead_s
+    for devices, samples in ((8, 512), (32, 64)):
+        ratio = (seconds_of(recompute, "actor", devices, samples) - overhead) / (
+            seconds_of(plain, "actor", devices, samples) - overhead
+        )
+        assert ratio == pytest.approx(8 / 6, rel=1e-9)
+    # Only training recomputes: generation and the log-prob forwards are unchanged.
+    assert seconds_of(recompute, "inference", 8, 512) == seconds_of(plain, "inference", 8, 512)
+    assert seconds_of(recompute, "rollout", 8, 512) == seconds_of(plain, "rollout", 8, 512)
+
+
+def test_attention_flops_per_token_is_two_layers_width_and_mean_square_length():
+    # One sequence of L tokens: sum over positions p < L of 4 * p * width per layer = 2 * L * (L - 1) * width.
+    # The formula's continuous 2 * L**2 * width per layer, per token 2 * L * width, is within 1/L of it.
+    per_token = roofline.attention_flops_per_token(
+        num_layers=3, attention_dim=128.0, sequence_tokens=np.array([1000])
+    )
+    assert per_token == pytest.approx(2 * 3 * 128 * 1000)
+    exact = 3 * sum(4 * p * 128 for p in range(1000)) / 1000
+    assert per_token == pytest.approx(exact, rel=2e-3)
+    # Long sequences weigh by their tokens: [1000, 3000] averages E[L^2]/E[L] = 2500 per token, not 2000.
+    mixed = roofline.attention_flops_per_token(
+        num_layers=1, attention_dim=1.0, sequence_tokens=np.array([1000, 3000])
+    )
+    assert mixed == pytest.approx(2 * 2500)
+    assert (
+        roofline.attention_flops_per_token(num_layers=1, attention_dim=1.0, sequence_tokens=np.array([])) == 0
+    )
+
+
+def test_counting_attention_flops_slows_the_forward_ops_by_their_share(h100_cluster):
+    workload = small_workload(count_attention_flops=True)
+    plain = synthesize(small_workload(), h100_cluster, seed=0)
+    counted = synthesize(workload, h100_cluster, seed=0)
+    model = workload.model
+    lengths = workload.prompt_tokens + np.asarray(counted.response_lengths)
+    attention = 2 * model.num_layers * model.attention_dim * float((lengths**2).sum() / lengths.sum())
+    overhead = workload.op_overhead_s
+    for component in ("inference", "actor"):
+        ratio = (seconds_of(counted, component, 8, 512) - overhead) / (
+            seconds_of(plain, component, 8, 512) - overhead
+        )
+        assert ratio == pytest.approx(1 + attention / (2 * model.num_params), rel=1e-9)
+    assert seconds_of(counted, "rollout", 8, 512) > seconds_of(plain, "rollout", 8, 512)
+
+
+def test_head_dim_sets_the_kv_cache_and_attention_width():
+    qwen3_like = ModelSpec(
+        name="q", num_params=32.8e9, num_layers=64, hidden_size=5120, num_attention_heads=64, num_kv_heads=8,
+        head_dim=128,
+    )  # fmt: skip
+    assert qwen3_like.attention_dim == 64 * 128
+    assert MODEL_PRESETS["7b"].attention_head_dim == 3584 / 28
+    kv = roofline.kv_bytes_per_token(
+        num_layers=64, hidden_size=5120, num_attention_heads=64, num_kv_heads=8, bytes_per_element=2,
+        head_dim=qwen3_like.attention_head_dim,
+    )  # fmt: skip
+    assert kv == 2 * 64 * 8 * 128 * 2
+    with pytest.raises(ConfigError, match=r"model\.head_dim"):
+        attrs.evolve(qwen3_like, head_dim=0)
+    with pytest.raises(ConfigError, match="activation_recompute"):
+        small_workload(activation_recompute="yes")
+
+
 def test_state_bytes_and_weight_sync(h100_cluster):
     workload = small_workload()
     trace = synthesize(workload, h100_cluster, seed=0)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     planning_s = time.perf_counter() - started
     entries = {"auto": (auto.chosen.plan, auto.chosen.num_devices)}
     for mode in FIXED:
-        entries[mode] = job.plan_for_mode(mode, args.devices, config)
+        entries[mode] = job.fixed_plan(mode, args.devices, config)
     unique = list(dict.fromkeys(entries.values()))
     measured = measure_plans(
         job, config, unique, iterations=args.iterations, warmup_iterations=args.warmup, num_cores=args.devices

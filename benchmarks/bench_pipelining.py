@@ -19,16 +19,17 @@ import tempfile
 import attrs
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
-from rlinf.jobs.embodied import JOB
+from rlinf.jobs import get_job
 from rlinf.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
-from rlinf.workloads.embodied.workflow import plan_for_mode
+
+JOB = get_job("embodied_ppo")
 
 
 def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict[str, float]:
     """Median throughputs of a disaggregated run with ``stages`` pipeline stages."""
     config = attrs.evolve(config, stages=stages)
-    plan, logical = plan_for_mode("disaggregated", num_cores, config)
+    plan, logical = JOB.fixed_plan("disaggregated", num_cores, config)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
         result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)

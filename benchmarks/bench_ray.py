@@ -24,9 +24,7 @@ from typing import Any
 
 import executor
 from executor.devices import available_cores
-from rlinf.cluster import DEVICE_PRESETS, Cluster
 from rlinf.jobs import load_job_config
-from rlinf.lowering import lower
 
 KINDS = ("local", "ray")
 
@@ -66,12 +64,9 @@ def main() -> None:
     parser.add_argument("--json", help="write the summary here")
     args = parser.parse_args()
     job, config = load_job_config(args.config)
-    plan, logical = job.plan_for_mode(args.mode, args.devices, config)
-    config = job.with_plan(config, plan)
-    device, links = DEVICE_PRESETS["CPU"]
-    cluster = Cluster(num_nodes=1, devices_per_node=logical, device=device, links=links)
-    program = lower(job.workflow(config), plan, cluster)
-    specs = job.worker_specs(config)
+    plan, logical = job.fixed_plan(args.mode, args.devices, config)
+    program = job.lower(plan, config, logical)
+    specs = job.worker_specs(config, plan, program)
     devices = executor.cpu_devices(logical, available_cores()[: args.devices])
     measured = measure(program, specs, devices, args.iterations, args.warmup)
     local, ray = measured["local"], measured["ray"]

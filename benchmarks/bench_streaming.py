@@ -32,7 +32,6 @@ from executor.devices import available_cores, cpu_devices
 from rlinf.jobs import get_job, load_job_config
 from rlinf.runner import train
 from rlinf.workloads.arith.config import ArithGrpoConfig
-from rlinf.workloads.arith.workflow import plan_for_mode
 
 JOB = get_job("grpo_arith")
 BUSY = ("rollout", "reward", "inference", "actor")
@@ -42,7 +41,7 @@ def run_once(config: ArithGrpoConfig, granularity: int, gantt: Path) -> tuple[st
     """Train a hybrid run with ``granularity`` micro-batches per stream edge; its plan and per-iteration metrics
     (the first iteration dropped as warm-up). Copies the run's Gantt chart to ``gantt``."""
     config = attrs.evolve(config, execution=attrs.evolve(config.execution, granularity=granularity))
-    plan, logical = plan_for_mode("hybrid", 2, config)
+    plan, logical = JOB.fixed_plan("hybrid", 2, config)
     JOB.check_plan(plan, config)
     devices = cpu_devices(logical, available_cores()[:2])
     with tempfile.TemporaryDirectory() as run_dir:

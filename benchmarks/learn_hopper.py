@@ -17,10 +17,12 @@ from pathlib import Path
 import attrs
 
 from executor.devices import available_cores, cpu_devices
-from rlinf.jobs.embodied import JOB
+from rlinf.jobs import get_job
+from rlinf.run_dir import default_out
 from rlinf.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
-from rlinf.workloads.embodied.workflow import plan_for_mode
+
+JOB = get_job("embodied_ppo")
 
 TARGET_RETURN = 1000.0
 BUDGET_STEPS = 300_000
@@ -70,12 +72,12 @@ def plot(history: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/hopper_learning.png")
-    parser.add_argument("--run-dir", default="runs/learn_hopper")
+    parser.add_argument("--run-dir", help="run directory (default: a new runs/learn_hopper-<time>)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     args = parser.parse_args(argv)
     config = learning_config(args.seed)
-    plan, logical = plan_for_mode("collocated", args.devices, config)
+    plan, logical = JOB.fixed_plan("collocated", args.devices, config)
     history: list[dict] = []
     out = Path(args.out)
 
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         attrs.evolve(config),
         plan,
         logical,
-        args.run_dir,
+        args.run_dir or default_out("learn_hopper"),
         devices=cpu_devices(logical),
         on_iteration=progress,
     )

@@ -32,7 +32,6 @@ from executor.devices import available_cores, cpu_devices
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
-from rlinf.lowering import lower
 from rlinf.plan import Plan
 from rlinf.program import Program
 from rlinf.timeline import Timeline
@@ -202,9 +201,9 @@ def local_backends(num_cores: int | None = None) -> BackendFactory:
 
 
 def _program(job: Job, config: Any, plan: Plan, num_devices: int) -> tuple[Program, Any]:
-    config = job.with_plan(config, plan)
-    job.check_plan(plan, config)
-    return lower(job.workflow(config), plan, cpu_cluster(num_devices)), config
+    """The checked program of ``plan`` and its workers' specs."""
+    program = job.lower(plan, config, num_devices)
+    return program, job.worker_specs(config, plan, program)
 
 
 def profile(
@@ -228,7 +227,7 @@ def profile(
     (:attr:`ProfileResult.longest_step_s`) plus stopping the workers."""
     from tqdm import tqdm
 
-    entries = job.probe_plans(num_devices, config)
+    entries = job.probes(num_devices, config)
     require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
     started = clock()
     samples: list[CostSample] = []
@@ -238,7 +237,7 @@ def profile(
     settings_total = round(settings.budget_s)
     bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
     for plan, logical in entries:
-        program, plan_config = _program(job, config, plan, logical)
+        program, specs = _program(job, config, plan, logical)
         left = settings.budget_s - (clock() - started)
         # The first iteration of a plan includes starting its workers.
         expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
@@ -247,7 +246,6 @@ def profile(
         bar.set_description(f"profile {plan.describe()}")
         count = 0
         with (backends or local_backends(num_cores))(logical) as backend:
-            specs = job.worker_specs(plan_config)
             for index in range(settings.warmup_iterations + settings.iterations_per_plan):
                 tick = clock()
                 result = executor.run(program, specs, backend=backend)
@@ -329,9 +327,9 @@ def measure_plans(
             # Each round starts with another plan, so that no plan always follows the same one.
             for offset in range(len(prepared)):
                 position = (index + offset) % len(prepared)
-                plan, _, program, plan_config = prepared[position]
+                plan, _, program, specs = prepared[position]
                 bar.set_description(f"measure {plan.describe()}")
-                result = executor.run(program, job.worker_specs(plan_config), backend=opened[position])
+                result = executor.run(program, specs, backend=opened[position])
                 if index >= warmup_iterations:
                     times[position].append(result.timeline.iteration_s)
                     samples[position].extend(dispatch_inclusive_samples(result.timeline))

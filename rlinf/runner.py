@@ -82,10 +82,9 @@ def train(
     checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
     reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
     options = job.options(config)
-    job.check_plan(plan, config)
     workflow = job.workflow(config)
     cluster = cpu_cluster(num_devices)
-    program = lower(workflow, plan, cluster)
+    program = job.lower(plan, config, num_devices)
     run_dir = Path(run_dir)
     if resume is None:
         require_fresh(run_dir)
@@ -150,7 +149,7 @@ def _train_loop(
     from tqdm import tqdm
 
     options = job.options(config)
-    specs = job.worker_specs(config)
+    specs = job.worker_specs(config, plan, program)
     metrics_path = run_dir / "metrics.jsonl"
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     started = time.perf_counter()
@@ -389,7 +388,7 @@ def plan_from_trace(
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
     job's fixed-mode plans (also at each granularity the planner considers) and probe plans, each simulated from
-    the same trace; keep those the job can run (``with_plan`` then ``check_plan``) and take the fastest.
+    the same trace; keep those the job can run (``check_plan``) and take the fastest.
     Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
     profiled for another workflow or no candidate can run."""
     import warnings
@@ -424,7 +423,7 @@ def plan_from_trace(
     proposals = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
     for mode in ("collocated", "hybrid", "disaggregated"):
         try:
-            plan, logical = job.plan_for_mode(mode, num_devices, config)
+            plan, logical = job.fixed_plan(mode, num_devices, config)
         except ConfigError:
             continue
         proposals.append((plan, logical, f"fixed {mode}"))
@@ -433,7 +432,7 @@ def plan_from_trace(
         for granularity in _granularities(workflow, num_devices):
             variant = attrs.evolve(plan, granularity=dict(granularity))
             proposals.append((variant, logical, f"{mode} placement"))
-    proposals += [(plan, logical, "probe") for plan, logical in job.probe_plans(num_devices, config)]
+    proposals += [(plan, logical, "probe") for plan, logical in job.probes(num_devices, config)]
     costs_by_devices = {}
     seen: set[Plan] = set()
     candidates = []
@@ -442,7 +441,7 @@ def plan_from_trace(
             continue
         seen.add(plan)
         try:
-            job.check_plan(plan, job.with_plan(config, plan))
+            job.check_plan(plan, config)
         except ConfigError:
             continue
         if logical not in costs_by_devices:

@@ -36,7 +36,7 @@ def synthetic_trace(overrides: list[str] = SMALL) -> Trace:
     job, config = load_job_config(CONFIG, overrides)
     workflow = job.workflow(config)
     samples = []
-    for plan, logical in job.probe_plans(2, config):
+    for plan, logical in job.probes(2, config):
         for op in lower(workflow, plan, cpu_cluster(logical)).ops:
             samples.append(
                 CostSample(
@@ -66,7 +66,7 @@ def test_plan_from_trace_ranks_every_runnable_candidate() -> None:
     assert auto.predicted.iteration_s == pytest.approx(auto.chosen.predicted_s)
     assert {c.plan.mode for c in auto.candidates} == {"collocated", "hybrid", "disaggregated"}
     for candidate in auto.candidates:  # every candidate can run: its stages split the environments
-        job.check_plan(candidate.plan, job.with_plan(config, candidate.plan))
+        job.check_plan(candidate.plan, config)
 
 
 def test_reused_trace_skips_profiling(

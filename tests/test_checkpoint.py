@@ -11,14 +11,10 @@ import torch
 
 import executor
 from rlinf.checkpoint import MANIFEST, load_latest, read_manifest, save_checkpoint, verify
-from rlinf.cluster import DEVICE_PRESETS, Cluster
 from rlinf.errors import ConfigError, RlinfWarning
-from rlinf.lowering import lower
-from rlinf.workloads.embodied.actor_worker import ActorWorker
-from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
-from rlinf.workloads.embodied.env_worker import EnvWorker
-from rlinf.workloads.embodied.rollout_worker import RolloutWorker
-from rlinf.workloads.embodied.workflow import embodied_workflow, plan_for_mode
+from rlinf.jobs import get_job
+from rlinf.program import Program
+from rlinf.workloads.embodied.config import EmbodiedConfig
 
 
 def state(iteration: int) -> dict:
@@ -112,20 +108,14 @@ SMALL = EmbodiedConfig(
 )
 
 
-def embodied_program(config: EmbodiedConfig, num_devices: int):
-    obs_dim, act_dim = check_env_id(config.env_id)
-    plan, logical = plan_for_mode("collocated", num_devices, config)
-    device, links = DEVICE_PRESETS["CPU"]
-    cluster = Cluster(num_nodes=1, devices_per_node=logical, device=device, links=links)
-    return lower(embodied_workflow(config, obs_dim, act_dim), plan, cluster)
-
-
-def embodied_specs(config: EmbodiedConfig) -> dict[str, executor.WorkerSpec]:
-    return {
-        "env": executor.WorkerSpec(factory=EnvWorker, config=config),
-        "rollout": executor.WorkerSpec(factory=RolloutWorker, config=config),
-        "actor": executor.WorkerSpec(factory=ActorWorker, config=config),
-    }
+def embodied_program(
+    config: EmbodiedConfig, num_devices: int
+) -> tuple[Program, dict[str, executor.WorkerSpec]]:
+    """The collocated program of ``config`` on ``num_devices`` devices and its workers' specs."""
+    job = get_job("embodied_ppo")
+    plan, logical = job.fixed_plan("collocated", num_devices, config)
+    program = job.lower(plan, config, logical)
+    return program, job.worker_specs(config, plan, program)
 
 
 def outcomes(result: executor.RunResult) -> list[tuple]:
@@ -139,7 +129,7 @@ def test_resumed_workers_continue_exactly(tmp_path: Path) -> None:
     """Bitwise: CPU, one torch thread per worker, the same seeds and op order (one device keeps it quick; the
     Ray tests cover two data-parallel replicas). Any state missing from a checkpoint (optimizer moments, normalizers, RNGs, MuJoCo warm start, episode
     counters) changes the losses or returns of iterations 3-4."""
-    program, specs = embodied_program(SMALL, 1), embodied_specs(SMALL)
+    program, specs = embodied_program(SMALL, 1)
     devices = executor.cpu_devices(1)
     with executor.LocalBackend(devices) as backend:
         straight = [outcomes(executor.run(program, specs, backend=backend)) for _ in range(2)]

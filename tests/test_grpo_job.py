@@ -16,7 +16,8 @@ import torch
 from rlinf.checkpoint import load_latest
 from rlinf.cli import main
 from rlinf.errors import ConfigError
-from rlinf.jobs import load_job_config
+from rlinf.jobs import get_job, load_job_config
+from rlinf.worker_context import WorkerContext, component_facts, context_for
 from rlinf.workloads.arith.backends import OptimConfig, TorchTrainBackend
 from rlinf.workloads.arith.config import ArithGrpoConfig, load_config
 from rlinf.workloads.arith.evaluation import model_config
@@ -68,9 +69,17 @@ def test_train_each_mode(mode: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert state["workload"] == "grpo_arith" and "model" in state["workers"]["actor"][0]["actor"]
 
 
+def context(config: ArithGrpoConfig, component: str, rank: int = 0, world: int = 1) -> WorkerContext:
+    """What a replica of ``component`` gets at setup under the collocated plan on ``world`` devices."""
+    job = get_job("grpo_arith")
+    plan, logical = job.fixed_plan("collocated", world, config)
+    facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical), seed=config.seed)
+    return context_for(facts[component], rank=rank, world=world, device=CPU)
+
+
 def _rollout(config: ArithGrpoConfig, rank: int = 0, world: int = 1) -> RolloutWorker:
     worker = RolloutWorker()
-    worker.setup(config, rank, world, CPU)
+    worker.setup(config, context(config, "rollout", rank, world))
     return worker
 
 
@@ -95,8 +104,8 @@ def test_rollout_streams_each_group_once_in_completion_order(tiny_config: ArithG
 
 def _training_payload(config: ArithGrpoConfig) -> dict[str, np.ndarray]:
     rollout, reward, inference = _rollout(config), RewardWorker(), InferenceWorker()
-    reward.setup(config, 0, 1, CPU)
-    inference.setup(config, 0, 1, CPU)
+    reward.setup(config, context(config, "reward"))
+    inference.setup(config, context(config, "inference"))
     generated = [rollout.compute("generate", k, 0, [])[0] for k in range(config.execution.granularity)]
     scored = [reward.compute("reward", k, 0, [p])[0] for k, p in enumerate(generated)]
     return concat_rows([inference.compute("infer", k, 0, [p])[0] for k, p in enumerate(scored)])
@@ -118,8 +127,8 @@ def test_streamed_gradient_accumulation_equals_whole_batch(tiny_config: ArithGrp
         payload["advantages"].shape
     )  # a non-degenerate signal even if every reward of the tiny warm start is 0
     whole, streamed = ActorWorker(), ActorWorker()
-    whole.setup(config, 0, 1, CPU)
-    streamed.setup(config, 0, 1, CPU)
+    whole.setup(config, context(config, "actor"))
+    streamed.setup(config, context(config, "actor"))
     whole.compute("train", 0, 0, [payload])
     for k in range(4):  # 4 micro-batches of 2 groups, each cut into accumulation chunks of 3 sequences
         streamed.compute("train", k, 0, [{key: v[2 * k : 2 * k + 2] for key, v in payload.items()}])
@@ -164,15 +173,14 @@ def test_learn_loader_accepts_only_its_workload(tmp_path: Path) -> None:
 
 
 def test_probe_plans_run_and_the_shipped_trace_matches_the_example() -> None:
-    from rlinf.jobs.grpo_arith import JOB
     from rlinf.trace import load_trace
 
-    _, config = load_job_config(CONFIG)
-    probes = JOB.probe_plans(2, config)
+    JOB, config = load_job_config(CONFIG)
+    probes = JOB.probes(2, config)
     assert len(probes) >= 4 and {plan.mode for plan, _ in probes} == {"collocated", "hybrid"}
     for plan, logical in probes:
         assert logical == 2
-        JOB.check_plan(plan, JOB.with_plan(config, plan))
+        JOB.check_plan(plan, config)
     assert load_trace("traces/grpo_arith_cpu2.json").workflow == JOB.workflow(config)
 
 

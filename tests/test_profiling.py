@@ -22,7 +22,7 @@ def _measured_with_gaps(gap_s: float) -> Timeline:
     """A 'measured' timeline of the collocated small config: every op starts ``gap_s`` after it became ready
     (a dispatch round trip) and runs 1 ms."""
     job, config = load_job_config(CONFIG, SMALL)
-    plan, logical = job.plan_for_mode("hybrid", 2, config)
+    plan, logical = job.fixed_plan("hybrid", 2, config)
     program = lower(job.workflow(config), plan, cpu_cluster(logical))
     durations = [1e-3] * program.num_ops
     ideal = replay(program, [gap_s + d for d in durations])
@@ -57,10 +57,10 @@ def test_settings_are_checked() -> None:
 
 def test_probe_plans_run_and_cover_the_planner_space() -> None:
     job, config = load_job_config(CONFIG, SMALL)
-    probes = job.probe_plans(2, config)
+    probes = job.probes(2, config)
     assert len(probes) >= 4 and {p.mode for p, _ in probes} == {"collocated", "hybrid"}
     for plan, _ in probes:
-        job.check_plan(plan, job.with_plan(config, plan))
+        job.check_plan(plan, config)
     stages = {p.granularity_of("loop") for p, _ in probes}
     assert min(stages) == 1 and max(stages) == config.num_envs  # the fewest and the most environments per op
 
@@ -80,7 +80,7 @@ def test_profiling_stays_within_its_budget() -> None:
         result.elapsed_s,
         result.longest_step_s,
     )
-    assert result.iterations < 50 * len(job.probe_plans(2, config))
+    assert result.iterations < 50 * len(job.probes(2, config))
     assert result.trace.provenance["kind"] == "profiled" and result.trace.provenance["budget_s"] == budget_s
     assert {"machine", "python", "packages", "date", "command"} <= set(result.trace.provenance)
     costs = fit(result.trace)

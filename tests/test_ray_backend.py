@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from test_checkpoint import SMALL, embodied_program, embodied_specs, outcomes  # noqa: E402
+from test_checkpoint import SMALL, embodied_program, outcomes  # noqa: E402
 from test_executor import HYBRID, assert_follows_program, chain_program, device_orders, specs  # noqa: E402
 
 import executor  # noqa: E402
@@ -70,7 +70,7 @@ def test_embodied_ppo_matches_the_local_backend_exactly(two_nodes: str) -> None:
     """Tolerance 0: the same worker code, seeds and op order on CPU with one torch thread per worker give the
     same losses and returns bit for bit, whichever backend carries the data (two data-parallel actor replicas
     all-reduce across the two nodes)."""
-    program, workers = embodied_program(SMALL, 2), embodied_specs(SMALL)
+    program, workers = embodied_program(SMALL, 2)
     with executor.LocalBackend(executor.cpu_devices(2)) as backend:
         local = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
     with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:

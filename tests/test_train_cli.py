@@ -86,7 +86,7 @@ def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: P
         (["--mode", "hybrid", "--devices", "1"], "hybrid needs at least 2 devices"),
         (
             ["--set", "num_envs=6", "--mode", "collocated", "--devices", "2", "--set", "stages=2"],
-            "do not split over 2 env replicas",
+            "env replicas=2: a micro-batch of 3 groups does not split over them",
         ),
         (["--set", "stages=3"], "stages=3: does not divide num_envs=8"),
         (["--devices", "2", "--nodes", "2"], "--nodes=2: only the ray backend spans nodes"),
@@ -119,7 +119,7 @@ def test_plan_that_conflicts_with_mode(capsys: pytest.CaptureFixture[str], tmp_p
 
 
 def test_plan_granularity_reaches_the_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A plan's loop stages differ from the config's: the job's ``with_plan`` hands them to the workers."""
+    """A plan's loop stages differ from the config's: each worker's context hands them over."""
     plan = tmp_path / "plan.yaml"
     plan.write_text("placement: {env: 0, rollout: 1, actor: 0-1}\ngranularity: {loop: 2}\n")
     out = tmp_path / "run"

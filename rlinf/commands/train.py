@@ -197,11 +197,10 @@ def _plan_and_train(
                 f"conflicts with --plan, whose placement is {plan.mode}",
                 "drop --mode or change the plan",
             )
-        config = job.with_plan(config, plan)
     elif (args.mode or job.options(config).mode) == "auto":
         plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
-        plan, logical = job.plan_for_mode(args.mode or job.options(config).mode, num_devices, config)
+        plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
     job.check_plan(plan, config)
     devices, nodes = _placement(args, logical, num_devices)
     node_of = nodes or [0] * logical
@@ -308,13 +307,6 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
     from rlinf.runner import Candidate, plan_from_trace
     from rlinf.trace import load_trace
 
-    require(
-        hasattr(job, "probe_plans"),
-        "--mode",
-        "auto",
-        f"the {job.name} job does not propose probe plans yet",
-        "use --mode collocated, disaggregated or hybrid, or --plan",
-    )
     if args.trace:
         trace = load_trace(args.trace)
         print(f"auto: planning from {args.trace} ({len(trace.samples)} samples; profiling skipped)")
@@ -359,7 +351,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             f"auto:   runner-up {other.plan.describe()} ({other.source}): {other.predicted_s:.4f} s "
             f"(+{100 * (other.predicted_s / best.predicted_s - 1):.1f}%)"
         )
-    return best.plan, best.num_devices, job.with_plan(config, best.plan), auto.predicted
+    return best.plan, best.num_devices, config, auto.predicted
 
 
 def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
         trace = profile(job, config, num_devices, settings=settings, progress=progress).trace
-        probes = [(plan, logical) for plan, logical in job.probe_plans(num_devices, config)]
+        probes = [(plan, logical) for plan, logical in job.probes(num_devices, config)]
     auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
     chosen = _choose(auto.candidates, args.plans, num_devices)
     entries = [(c.plan, c.num_devices) for c in chosen]

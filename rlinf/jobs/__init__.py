@@ -1,30 +1,32 @@
-"""Jobs: the adapters that let the runner train a workload with real workers.
+"""Jobs: any workload (:class:`rlinf.Workload`) made trainable by the runner.
 
-RL code (``rlinf/workloads/``, ``rlinf/algorithms/``) knows nothing of the executor; a job adapter joins the two:
-it builds the workload's config, workflow, plans and workers, and reads metrics from measured iterations. A
-config file names its job with a top-level ``workload:`` key; the registry below is explicit and loud.
+A :class:`Job` wraps a workload and derives everything the runner, the profiler and the commands need from its
+workflow and the lowered program: run options from the config keys the workload names, fixed-mode and probe
+plans and the plan check (:mod:`rlinf.jobs.plans`), and the executor's worker specs with each component's facts
+(:mod:`rlinf.jobs.binding`). A config file names its workload with ``workload:`` (:mod:`rlinf.jobs.loading`).
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import yaml
 
 import executor
+from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
+from rlinf.jobs import plans
+from rlinf.jobs.binding import Binding, BoundWorker
+from rlinf.jobs.loading import BUILTIN, check_workers, load_workload
+from rlinf.lowering import lower
 from rlinf.plan import Plan
+from rlinf.program import Program
+from rlinf.worker_context import component_facts
 from rlinf.workflow import Workflow
-
-# Job name -> "module:attribute" of its adapter (imported on first use: each pulls in its own libraries).
-JOBS = {
-    "embodied_ppo": "rlinf.jobs.embodied:JOB",
-    "grpo_arith": "rlinf.jobs.grpo_arith:JOB",
-}
 
 
 @attrs.frozen(kw_only=True)
@@ -38,65 +40,137 @@ class RunOptions:
     checkpoint_every: int
 
 
-class Job(Protocol):
-    """What the runner needs from a workload."""
+def _get(config: Any, path: str) -> Any:
+    for part in path.split("."):
+        config = getattr(config, part)
+    return config
 
-    name: str
+
+def _evolve(config: Any, path: str, value: Any) -> Any:
+    head, _, tail = path.partition(".")
+    if not tail:
+        return attrs.evolve(config, **{head: value})
+    return attrs.evolve(config, **{head: _evolve(getattr(config, head), tail, value)})
+
+
+@attrs.frozen
+class Job:
+    """A workload as the runner trains it."""
+
+    workload: Any
+    reference: str = attrs.field(default="")
+
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return str(self.workload.name)
 
     def config_from_mapping(self, data: Mapping[str, Any], source: str) -> Any:
-        """Validate a config mapping (the YAML without its ``workload`` key); unknown keys are errors."""
+        """The workload's typed config."""
+        return self.workload.load_config(data, source)
 
     def options(self, config: Any) -> RunOptions:
-        """Iterations, seed, default mode and checkpoint interval of a config."""
+        """Iterations, seed, default mode and checkpoint interval, read where the workload's config keys say."""
+        keys = self.workload.config_keys
+        return RunOptions(
+            iterations=_get(config, keys.iterations),
+            seed=_get(config, keys.seed),
+            mode=_get(config, keys.mode),
+            checkpoint_every=_get(config, keys.checkpoint_every),
+        )
 
     def with_options(self, config: Any, *, iterations: int | None, seed: int | None) -> Any:
         """The config with ``--iterations`` / ``--seed`` applied (None leaves a value as it is)."""
+        keys = self.workload.config_keys
+        if iterations is not None:
+            config = _evolve(config, keys.iterations, iterations)
+        if seed is not None:
+            config = _evolve(config, keys.seed, seed)
+        return config
 
     def workflow(self, config: Any) -> Workflow:
-        """The macro flow of one iteration (validates what needs the outside world, e.g. an env id)."""
+        """The workload's macro flow."""
+        return self.workload.workflow(config)
 
-    def plan_for_mode(self, mode: str, num_devices: int, config: Any) -> tuple[Plan, int]:
-        """A plan for a fixed mode on ``num_devices`` devices and how many logical devices it uses."""
+    def fixed_plan(self, mode: str, num_devices: int, config: Any) -> tuple[Plan, int]:
+        """The fixed ``mode`` plan (:func:`rlinf.jobs.plans.fixed_plan`) with the config's granularity and
+        offload, and its logical devices."""
+        keys = self.workload.config_keys
+        granularity = 1 if keys.granularity is None else int(_get(config, keys.granularity))
+        offload = () if keys.offload is None else tuple(_get(config, keys.offload))
+        return plans.fixed_plan(
+            self.workflow(config), mode, num_devices, granularity=granularity, offload=offload
+        )
+
+    def lower(self, plan: Plan, config: Any, num_devices: int | None = None) -> Program:
+        """The checked program of ``plan`` (:func:`rlinf.jobs.plans.check_plan`)."""
+        workflow = self.workflow(config)
+        logical = num_devices or max(plan.devices_used) + 1
+        return plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cpu_cluster(logical)))
 
     def check_plan(self, plan: Plan, config: Any) -> None:
-        """Raise :class:`ConfigError` when the workload cannot run under ``plan`` (e.g. uneven splits)."""
+        """Raise :class:`ConfigError` when the workload cannot run under ``plan``."""
+        self.lower(plan, config)
 
-    def with_plan(self, config: Any, plan: Plan) -> Any:
-        """The config with what the workers read from the plan (e.g. the loop's pipeline stages or the rollout's
-        granularity), so that a plan chosen by the planner (``--mode auto``) can run; call before ``check_plan``."""
+    def probes(self, num_devices: int, config: Any) -> list[tuple[Plan, int]]:
+        """Plans the profiling phase measures (:func:`rlinf.jobs.plans.derive_probes`)."""
+        workflow = self.workflow(config)
 
-    def probe_plans(self, num_devices: int, config: Any) -> list[tuple[Plan, int]]:
-        """Plans (with their logical device counts) whose iterations the profiling phase measures
-        (:mod:`rlinf.profiling`), most informative first. Together they should give the cost model samples for
-        every (component, op) at every device count the planner considers on ``num_devices`` devices, and
-        samples per replica spanning the granularities it considers, so that ``--mode auto`` plans without
-        extrapolating. Each plan must pass ``check_plan`` under ``with_plan(config, plan)``."""
+        def runnable(plan: Plan) -> bool:
+            try:
+                plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cpu_cluster(num_devices)))
+            except ConfigError:
+                return False
+            return True
 
-    def worker_specs(self, config: Any) -> dict[str, executor.WorkerSpec]:
-        """One worker spec per component."""
+        return [(plan, num_devices) for plan in plans.derive_probes(workflow, num_devices, runnable)]
 
-    def iteration_metrics(self, result: executor.RunResult, config: Any, iteration: int) -> dict[str, Any]:
-        """Metrics of one measured iteration (JSON-ready; ``iteration_s`` and a throughput included)."""
+    def worker_specs(self, config: Any, plan: Plan, program: Program) -> dict[str, executor.WorkerSpec]:
+        """One spec per component: the workload's worker class, set up with the config and the component's
+        facts read from ``program``."""
+        workflow = self.workflow(config)
+        classes = self.workload.workers(config)
+        syncs = tuple((s.src, s.dst) for s in workflow.weight_sync)
+        check_workers(self.reference or self.name, classes, workflow.component_names, syncs)
+        facts = component_facts(workflow, plan, program, seed=self.options(config).seed)
+        return {
+            name: executor.WorkerSpec(
+                factory=functools.partial(BoundWorker, classes[name]),
+                config=Binding(config=config, facts=facts[name]),
+            )
+            for name in workflow.component_names
+        }
+
+    def iteration_metrics(self, result: Any, config: Any, iteration: int) -> dict[str, Any]:
+        """The workload's metrics of one measured iteration, with ``iteration`` and ``iteration_s``."""
+        metrics = dict(self.workload.metrics(result, config, iteration))
+        metrics.setdefault("iteration_s", result.timeline.iteration_s)
+        return {"iteration": iteration, **{k: v for k, v in metrics.items() if k != "iteration"}}
 
     def progress(self, metrics: Mapping[str, Any]) -> dict[str, str]:
-        """A few short fields for the progress bar."""
+        """The workload's headline metrics, shortened for the progress bar."""
+        shown = {}
+        for key, label in getattr(self.workload, "headline", {}).items():
+            value = metrics.get(key)
+            if isinstance(value, float):
+                shown[label] = f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+            elif value is not None:
+                shown[label] = str(value)
+        return shown
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
-        """One line about the last iteration, printed when training ends."""
+        """The workload's one-line summary."""
+        return str(self.workload.summary(metrics))
 
 
-def get_job(name: str) -> Job:
-    """The adapter registered as ``name``; raises listing the registered names."""
-    target = JOBS.get(name)
-    if target is None:
-        raise ConfigError("workload", name, "unknown workload", f"use one of {sorted(JOBS)}")
-    module_name, attribute = target.split(":")
-    return getattr(importlib.import_module(module_name), attribute)
+def get_job(reference: str, *, base: Path = Path(".")) -> Job:
+    """The job of a built-in workload name or a reference (see :mod:`rlinf.jobs.loading`)."""
+    return Job(load_workload(reference, base=base), reference=reference)
 
 
 def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Job, Any]:
     """Read a YAML config, apply ``key=value`` overrides (dotted keys reach nested sections; values are parsed
-    as YAML) and build the job's config. The file's ``workload`` key names the job."""
+    as YAML) and build the job's config. The file's ``workload`` key names the workload."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(
@@ -113,9 +187,9 @@ def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Jo
         f"{path.name}.workload",
         None,
         "is missing",
-        f"add 'workload: <one of {sorted(JOBS)}>'",
+        f"add 'workload: <one of {sorted(BUILTIN)} or package.module:attribute>'",
     )
-    job = get_job(str(data.pop("workload")))
+    job = get_job(data.pop("workload"), base=path.parent)
     for item in overrides:
         key, sep, text = item.partition("=")
         require(

@@ -28,6 +28,7 @@ import torch
 
 from rlinf.errors import ConfigError
 from rlinf.lowering import micro_batch_ranges
+from rlinf.worker_context import WorkerContext
 from rlinf.workloads.arith import components
 from rlinf.workloads.arith.backend_registry import rollout_backend_class
 from rlinf.workloads.arith.backends import (
@@ -74,7 +75,8 @@ def long_tail_prompts(config: ArithGrpoConfig, iteration: int) -> frozenset[int]
 class RolloutWorker:
     """Generates this replica's share of the prompt groups, streaming finished groups op by op."""
 
-    def setup(self, config: ArithGrpoConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
+        rank, world, device = context.rank, context.world, context.device
         self.config, self.rank, self.world = config, rank, world
         self.tokenizer = ArithTokenizer()
         self.sizes = model_config(config, self.tokenizer)
@@ -94,10 +96,7 @@ class RolloutWorker:
         self.iteration = 0
         self.stream: Any = None
         self.finished: list[components.ProblemGroup] = []
-        groups = config.grpo.prompts_per_iteration
-        self.quotas = [
-            (hi - lo) // world for lo, hi in micro_batch_ranges(groups, config.execution.granularity)
-        ]
+        self.quotas = [hi - lo for lo, hi in map(context.my_groups, range(context.num_micro_batches))]
 
     def _start_iteration(self) -> None:
         self.iteration += 1
@@ -176,7 +175,7 @@ def _copy_weights(model: torch.nn.Module | None) -> dict[str, torch.Tensor] | No
 class RewardWorker:
     """The verifier and the group-relative advantages of every group it receives."""
 
-    def setup(self, config: ArithGrpoConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
         self.tokenizer = ArithTokenizer()
         self.reward = components.RewardWorker(
             self.tokenizer, answer_format=config.task.answer_format, grpo=config.grpo.grpo()
@@ -213,7 +212,8 @@ class RewardWorker:
 class InferenceWorker:
     """Old-policy (synced from the actor every iteration) and reference (warm start) log-probabilities."""
 
-    def setup(self, config: ArithGrpoConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
+        device = context.device
         self.tokenizer = ArithTokenizer()
         self.sizes = model_config(config, self.tokenizer)
         self.device = torch.device(device.torch_device)
@@ -268,7 +268,8 @@ class InferenceWorker:
 class ActorWorker:
     """GRPO training on micro-batches as they arrive; data-parallel over the component's replicas."""
 
-    def setup(self, config: ArithGrpoConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
+        rank, world, device = context.rank, context.world, context.device
         if config.backends.train != "torch":
             raise ConfigError(
                 "backends.train",

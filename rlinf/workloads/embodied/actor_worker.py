@@ -14,6 +14,8 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
+from rlinf.errors import require
+from rlinf.worker_context import WorkerContext
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload
@@ -22,11 +24,17 @@ from rlinf.workloads.embodied.policy import ActorCritic, to_payload
 class ActorWorker:
     """Owns the trained weights, the optimizer and the observation / reward statistics."""
 
-    def setup(self, config: EmbodiedConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: EmbodiedConfig, context: WorkerContext) -> None:
         obs_dim, act_dim = check_env_id(config.env_id)
         self.config = config
-        self.rank, self.world = rank, world
-        self.device = torch.device(device.torch_device)
+        rank, self.rank, self.world = context.rank, context.rank, context.world
+        samples = config.num_envs * config.num_steps // self.world
+        require(
+            samples >= config.num_minibatches, "num_minibatches", config.num_minibatches,
+            f"exceeds the {samples} samples of each of the {self.world} actor replicas",
+            "use fewer minibatches or fewer actor devices",
+        )  # fmt: skip
+        self.device = torch.device(context.device.torch_device)
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate, eps=1e-5)

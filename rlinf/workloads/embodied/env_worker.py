@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
+from rlinf.worker_context import WorkerContext
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
@@ -158,17 +159,12 @@ class _Stage:
 class EnvWorker:
     """Steps its stages' environments when the executor runs ``env_step`` ops."""
 
-    def setup(self, config: EmbodiedConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: EmbodiedConfig, context: WorkerContext) -> None:
         self.config = config
-        per_stage = config.num_envs // config.stages
-        assert per_stage % world == 0, "num_envs must split evenly between stages and env replicas"
-        mine = per_stage // world
         self.stages = []
-        for stage in range(config.stages):
-            first = stage * per_stage + rank * mine
-            self.stages.append(
-                _Stage(config.env_id, [config.seed * 100_003 + first + i for i in range(mine)])
-            )
+        for stage in range(context.num_micro_batches):  # the loop's pipeline stages
+            first, last = context.my_groups(stage)  # this replica's environments of the stage
+            self.stages.append(_Stage(config.env_id, [config.seed * 100_003 + i for i in range(first, last)]))
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
+from rlinf.worker_context import WorkerContext
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import ActorCritic, load_payload
@@ -17,12 +18,13 @@ from rlinf.workloads.embodied.policy import ActorCritic, load_payload
 class RolloutWorker:
     """Samples actions with the weights and observation statistics last synced from the actor."""
 
-    def setup(self, config: EmbodiedConfig, rank: int, world: int, device: Any) -> None:
+    def setup(self, config: EmbodiedConfig, context: WorkerContext) -> None:
         from rlinf.workloads.embodied.config import check_env_id
 
         obs_dim, act_dim = check_env_id(config.env_id)
         self.config = config
-        self.device = torch.device(device.torch_device)
+        rank = context.rank
+        self.device = torch.device(context.device.torch_device)
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
         self.norm = RunningNorm.zeros((obs_dim,))

@@ -1,0 +1,165 @@
+"""Plans derived from a workflow, for any workload: the fixed modes, the profiling phase's probe plans, and the
+check that a plan's micro-batches split evenly over the replicas that handle them.
+
+Fixed modes on ``n`` devices (the shapes the planner's plan space holds, with one granularity everywhere):
+
+* **collocated**: every component on every device;
+* **disaggregated**: every component on its own contiguous block, in topological order, the blocks as equal as
+  ``n`` allows (the extra devices go to the components with the most state); with fewer devices than components
+  each gets one logical device and the caller maps them onto the physical ones (oversubscribed);
+* **hybrid**: with an env <-> policy loop, env on the first half, policy on the second and every other component
+  on all devices; otherwise the components in topological order cut in two, the first half (rounded up) on the
+  first half of the devices, the rest on the second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from rlinf.errors import ConfigError, RlinfError, require
+from rlinf.plan import Placement, Plan
+from rlinf.program import Program
+from rlinf.workflow import Workflow
+
+MODES = ("collocated", "disaggregated", "hybrid")
+Layout = dict[str, tuple[int, ...]]
+
+
+def fixed_plan(
+    workflow: Workflow, mode: str, num_devices: int, *, granularity: int = 1, offload: Iterable[str] = ()
+) -> tuple[Plan, int]:
+    """The ``mode`` plan on ``num_devices`` devices and its number of logical devices."""
+    require(num_devices >= 1, "--devices", num_devices, "must be >= 1", "use at least one device")
+    order = workflow.topological_order()
+    devices = tuple(range(num_devices))
+    logical = num_devices
+    if mode == "collocated":
+        layout = dict.fromkeys(order, devices)
+    elif mode == "disaggregated":
+        logical = max(num_devices, len(order))
+        layout = _blocks(workflow, order, logical)
+    elif mode == "hybrid":
+        require(
+            num_devices >= 2, "--devices", num_devices, "hybrid needs at least 2 devices (two groups apart)",
+            "use --devices 2 or more, or --mode collocated",
+        )  # fmt: skip
+        layout = _halves(workflow, order, num_devices)
+    else:
+        raise ConfigError("mode", mode, "unknown mode", f"use one of {list(MODES)}")
+    return _plan(workflow, layout, granularity, frozenset(offload)), logical
+
+
+def _blocks(workflow: Workflow, order: tuple[str, ...], num_devices: int) -> Layout:
+    base, extra = divmod(num_devices, len(order))
+    heaviest = sorted(order, key=lambda n: (-workflow.component(n).state_bytes, order.index(n)))[:extra]
+    layout, start = {}, 0
+    for name in order:
+        size = base + (name in heaviest)
+        layout[name] = tuple(range(start, start + size))
+        start += size
+    return layout
+
+
+def _halves(workflow: Workflow, order: tuple[str, ...], num_devices: int) -> Layout:
+    half = num_devices // 2
+    first, second, every = tuple(range(half)), tuple(range(half, num_devices)), tuple(range(num_devices))
+    loop = workflow.loop
+    if loop is not None:
+        return {n: first if n == loop.env else second if n == loop.policy else every for n in order}
+    cut = math.ceil(len(order) / 2)
+    return {n: first if i < cut else second for i, n in enumerate(order)}
+
+
+def _plan(workflow: Workflow, layout: Layout, granularity: int, offload: frozenset[str]) -> Plan:
+    return Plan(
+        placements=[Placement(component=name, devices=ids) for name, ids in layout.items()],
+        granularity=dict.fromkeys(workflow.granularity_keys, granularity),
+        offload=offload,
+    )
+
+
+def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program]) -> Program:
+    """The program of ``plan`` (``lowered``), after checking that every micro-batch of every component splits
+    into whole groups over the component's replicas and over each consumer's; raises :class:`ConfigError`."""
+    try:
+        program = lowered(plan)
+    except ConfigError:
+        raise
+    except RlinfError as error:  # e.g. states that do not fit: a plan this workload cannot run
+        raise ConfigError("plan", plan.describe(), str(error), "choose another plan") from None
+    counts: dict[str, int] = {}
+    for op in program.ops:
+        if op.kind == "compute":
+            counts[op.component] = max(counts.get(op.component, 1), op.num_micro_batches)
+    from rlinf.lowering import micro_batch_ranges
+
+    num_groups = workflow.batch_size // workflow.group_size
+    loop = workflow.loop
+    for name in workflow.component_names:
+        replicas = [len(plan.devices_of(name))]
+        replicas += [len(plan.devices_of(e.dst)) for e in workflow.outgoing(name)]
+        if loop is not None and name in (loop.env, loop.policy):
+            replicas += [len(plan.devices_of(loop.env)), len(plan.devices_of(loop.policy))]
+        split = math.lcm(*replicas)
+        for lo, hi in micro_batch_ranges(num_groups, counts.get(name, 1)):
+            require(
+                (hi - lo) % split == 0, f"{name} replicas", split,
+                f"a micro-batch of {hi - lo} groups does not split over them (plan {plan.describe()})",
+                f"use a batch of a multiple of {split * counts.get(name, 1)} groups, or another plan",
+            )  # fmt: skip
+    return program
+
+
+def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan], bool]) -> list[Plan]:
+    """Plans whose iterations the profiling phase measures, most informative first, each on ``num_devices``
+    devices and accepted by ``runnable``. They put every component on all devices and on each half, cut the
+    pipeline at every point between two components (so every edge is measured as a transfer, at each replica
+    count), and take the fewest, the most and intermediate micro-batch counts that split evenly (the cost of a
+    pipelined op depends on how many micro-batches are in flight, so intermediate counts are measured, not
+    interpolated), and measure onload/offload once (collocated, every component with state offloaded)."""
+    order = workflow.topological_order()
+    every = tuple(range(num_devices))
+    half = num_devices // 2
+    first, rest = tuple(range(half)), tuple(range(half, num_devices))
+    collocated = dict.fromkeys(order, every)
+    stateful = frozenset(n for n in order if workflow.component(n).state_bytes > 0)
+    layouts: list[tuple[Layout, str, frozenset[str]]] = [
+        (collocated, "fewest", frozenset()),
+        (collocated, "most", frozenset()),
+    ]
+    if half >= 1:
+        if workflow.loop is not None:
+            layouts.append((_halves(workflow, order, num_devices), "fewest", frozenset()))
+        for cut, which in zip(
+            range(1, len(order)),
+            ("most", "fewest", "middle", "third", "two-thirds") * len(order),
+            strict=False,
+        ):
+            layouts.append(({n: first if i < cut else rest for i, n in enumerate(order)}, which, frozenset()))
+        cut = 1 if workflow.loop is not None else math.ceil(len(order) / 2)
+        for which in ("third", "two-thirds"):
+            layouts.append(({n: first if i < cut else rest for i, n in enumerate(order)}, which, frozenset()))
+    layouts.append((collocated, "middle", stateful))
+    out: list[Plan] = []
+    for layout, which, offload in layouts:
+        fitting = [
+            plan
+            for plan in (_plan(workflow, layout, g, offload) for g in _granularities(workflow))
+            if runnable(plan)
+        ]
+        if not fitting:
+            continue
+        position = {"fewest": 0, "most": -1, "middle": len(fitting) // 2, "third": len(fitting) // 3,
+                    "two-thirds": 2 * len(fitting) // 3}[which]  # fmt: skip
+        chosen = fitting[position]
+        if chosen not in out:
+            out.append(chosen)
+    return out
+
+
+def _granularities(workflow: Workflow) -> list[int]:
+    """Uniform granularities for probes: the divisors of the groups of a batch (of the environments for a
+    loop), so that every micro-batch of a probe holds as many groups."""
+    num_groups = workflow.batch_size // workflow.group_size
+    return [g for g in range(1, num_groups + 1) if num_groups % g == 0]

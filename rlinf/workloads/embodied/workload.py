@@ -1,0 +1,86 @@
+"""Embodied PPO as a workload (:class:`rlinf.Workload`): env and rollout in a loop pipelined by the plan, the
+actor trained on the trajectories, weights synced back every iteration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlinf.workflow import Workflow
+from rlinf.workload import ConfigKeys
+from rlinf.workloads.embodied.actor_worker import ActorWorker
+from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
+from rlinf.workloads.embodied.env_worker import EnvWorker
+from rlinf.workloads.embodied.rollout_worker import RolloutWorker
+from rlinf.workloads.embodied.workflow import embodied_workflow
+
+KEYS = ConfigKeys(
+    iterations="iterations",
+    seed="seed",
+    mode="mode",
+    checkpoint_every="checkpoint_every",
+    granularity="stages",
+    offload="offload",
+)
+
+
+@attrs.frozen
+class EmbodiedWorkload:
+    """PPO on a gymnasium MuJoCo task (CleanRL's continuous-action recipe)."""
+
+    name: str = "embodied_ppo"
+    config_keys: ConfigKeys = KEYS
+    headline: Mapping[str, str] = attrs.field(
+        factory=lambda: {"episodic_return": "ret", "env_steps_per_s": "sps"}
+    )
+
+    def load_config(self, data: Mapping[str, Any], source: str) -> EmbodiedConfig:
+        """Validate the config; unknown keys are errors."""
+        return config_from_dict(dict(data), source)
+
+    def workflow(self, config: EmbodiedConfig) -> Workflow:
+        """env <-> rollout loop, trajectories to the actor, weight sync back."""
+        obs_dim, act_dim = check_env_id(config.env_id)
+        return embodied_workflow(config, obs_dim, act_dim)
+
+    def workers(self, config: EmbodiedConfig) -> dict[str, type]:
+        """The env, rollout and actor workers."""
+        return {"env": EnvWorker, "rollout": RolloutWorker, "actor": ActorWorker}
+
+    def metrics(self, result: Any, config: EmbodiedConfig, iteration: int) -> dict[str, Any]:
+        """Returns of finished episodes, env steps/s (whole iteration and rollout loop), losses."""
+        timeline = result.timeline
+        env_steps = config.num_envs * config.num_steps
+        loop_spans = [s for s in timeline.spans if s.name in ("act", "env_step")]
+        loop_s = max(s.end_s for s in loop_spans) - min(s.start_s for s in loop_spans)
+        returns = [r for info in result.infos for r in info.info.get("episode_returns", [])]
+        losses: dict[str, list[float]] = {}
+        for info in result.infos:
+            if info.op_name == "train":
+                for key, value in info.info.items():
+                    losses.setdefault(key, []).append(float(value))
+        metrics: dict[str, Any] = {
+            "iteration": iteration,
+            "env_steps": iteration * env_steps,
+            "iteration_s": timeline.iteration_s,
+            "env_steps_per_s": env_steps / timeline.iteration_s,
+            "rollout_env_steps_per_s": env_steps / loop_s if loop_s > 0 else 0.0,
+            "episodes": len(returns),
+            "episodic_return": float(np.mean(returns)) if returns else None,
+        }
+        metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
+        return metrics
+
+    def summary(self, metrics: Mapping[str, Any]) -> str:
+        """Env steps, throughput and return of the last iteration."""
+        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
+        return (
+            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s (last iteration), "
+            f"episodic return {shown}"
+        )
+
+
+WORKLOAD = EmbodiedWorkload()

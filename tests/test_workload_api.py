@@ -1,0 +1,159 @@
+"""The public workload API: a workload from outside the package trains in every mode and in auto mode, bad
+references fail in one line, plans and worker contexts are derived by rlinf (no per-workload plan code)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import typing
+from pathlib import Path
+
+import pytest
+
+import rlinf
+from executor.protocol import share_slice
+from rlinf.cli import main
+from rlinf.jobs import get_job, load_job_config
+from rlinf.worker_context import component_facts, context_for
+from rlinf.workload import WORKLOAD_METHODS
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = str(ROOT / "examples" / "custom_workload" / "config.yaml")
+QUICK = ["--set", "num_steps=16", "--set", "epochs=1", "--no-progress"]
+
+
+@pytest.mark.parametrize("mode", ["collocated", "disaggregated", "hybrid"])
+def test_the_example_workload_trains_in_every_mode(mode: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["train", EXAMPLE, "--mode", mode, "--iterations", "2", "--devices", "2", *QUICK]
+    assert main([*args, "--out", str(out)]) == 0
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["iteration"] for m in metrics] == [1, 2]
+    assert all(m["env_steps_per_s"] > 0 and "value_loss" in m and "policy_loss" in m for m in metrics)
+    assert f"mode: {mode}" in (out / "plan.yaml").read_text()
+
+
+def test_the_example_workload_plans_and_trains_in_auto_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "auto"
+    args = ["train", EXAMPLE, "--mode", "auto", "--iterations", "3", "--profile-budget", "10", *QUICK]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "auto: profiled" in printed and "auto: chose" in printed and "predicted" in printed
+    assert (out / "profile_trace.json").is_file() and (out / "trace.json").is_file()
+
+
+def test_the_example_lives_outside_the_package_and_uses_only_the_public_api() -> None:
+    source = (ROOT / "examples" / "custom_workload" / "ppo_critic.py").read_text()
+    imported = [line for line in source.splitlines() if line.startswith(("from rlinf", "import rlinf"))]
+    assert imported and all(line.startswith("from rlinf import ") for line in imported)
+    assert len(source.splitlines()) <= 265
+
+
+def test_no_per_workload_plan_functions_remain() -> None:
+    found = subprocess.run(
+        ["grep", "-rn", r"def plan_for_mode\|def probe_plans\|def with_plan", "rlinf/workloads", "rlinf/jobs", "examples"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert found.returncode == 1 and found.stdout == "", found.stdout
+
+
+def test_the_workload_protocol_is_small_and_generic() -> None:
+    assert len(WORKLOAD_METHODS) <= 6
+    assert (
+        typing.Generic in rlinf.Workload.__mro__ and rlinf.Workload.__parameters__
+    )  # generic over the config
+
+
+def write(tmp_path: Path, module: str, workload_line: str) -> str:
+    (tmp_path / "userwl.py").write_text(textwrap.dedent(module))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"workload: {workload_line}\n")
+    return str(config)
+
+
+BROKEN_WORKER = """
+    import sys
+    sys.path.insert(0, {example!r})
+    import ppo_critic
+
+    class NoCompute:
+        def setup(self, config, context): ...
+        def checkpoint(self): return {{}}
+        def restore(self, state): ...
+
+    class Broken(ppo_critic.PPOCritic):
+        def workers(self, config):
+            return {{**super().workers(config), "critic": NoCompute}}
+
+    WORKLOAD = Broken()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "reference", "message"),
+    [
+        ("", "nosuch.module:x", "workload='nosuch.module:x': cannot import nosuch"),
+        ("X = 1\n", "userwl.py:WORKLOAD", "module userwl has no attribute 'WORKLOAD'"),
+        ("WORKLOAD = 42\n", "userwl.py:WORKLOAD", "is a int, not a workload: it lacks name, load_config"),
+        (BROKEN_WORKER, "userwl.py:WORKLOAD", "worker critic='NoCompute': lacks compute"),
+        ("", "no_colon_here", "is not a built-in workload"),
+        ("", "missing_file.py:W", "file missing_file.py does not exist"),
+        (
+            "raise RuntimeError('boom')\n",
+            "userwl.py:WORKLOAD",
+            "importing userwl failed (RuntimeError: boom)",
+        ),
+    ],
+)
+def test_bad_references_are_one_line(
+    module: str, reference: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    module = module.format(example=str(ROOT / "examples" / "custom_workload"))
+    config = write(tmp_path, module, reference)
+    code = main(
+        ["train", config, "--mode", "collocated", "--iterations", "1", "--out", str(tmp_path / "run")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_contexts_give_each_replica_the_executors_share() -> None:
+    """Two loop stages over two env replicas: each replica's environments are the rows the executor would hand
+    it, and the facts come from the program (stages, offload)."""
+    job, config = load_job_config(EXAMPLE, ["num_envs=8", "stages=2"])
+    plan, logical = job.fixed_plan("collocated", 2, config)
+    program = job.lower(plan, config, logical)
+    facts = component_facts(job.workflow(config), plan, program, seed=7)
+    assert (
+        facts["env"].num_micro_batches == 2
+        and facts["env"].loop_stages == 2
+        and facts["critic"].num_micro_batches == 1
+    )
+    for rank in (0, 1):
+        context = context_for(facts["env"], rank=rank, world=2, device=None)
+        for stage, (lo, hi) in enumerate(context.micro_batch_groups):
+            first, last = share_slice(hi - lo, 0, 1, rank, 2)
+            assert context.my_groups(stage) == (lo + first, lo + last)
+    assert context.seed == 7 and not context.offload
+
+
+def test_fixed_plans_are_derived_from_the_workflow() -> None:
+    job, config = load_job_config(EXAMPLE)
+    workflow = job.workflow(config)
+    collocated, _ = job.fixed_plan("collocated", 4, config)
+    assert {p.devices for p in collocated.placements} == {(0, 1, 2, 3)}
+    disaggregated, logical = job.fixed_plan("disaggregated", 2, config)
+    assert logical == 4 and disaggregated.mode == "disaggregated"
+    hybrid, _ = job.fixed_plan("hybrid", 4, config)
+    assert hybrid.devices_of("env") == (0, 1) and hybrid.devices_of("policy") == (2, 3)
+    assert hybrid.devices_of("actor") == (0, 1, 2, 3) and set(hybrid.granularity) == set(
+        workflow.granularity_keys
+    )
+    grpo = get_job("grpo_arith")
+    _, grpo_config = load_job_config(ROOT / "examples" / "grpo_arith.yaml")
+    split, _ = grpo.fixed_plan("hybrid", 2, grpo_config)
+    assert split.devices_of("rollout") == split.devices_of("reward") == (0,)
+    assert split.devices_of("inference") == split.devices_of("actor") == (1,)

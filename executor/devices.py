@@ -16,6 +16,8 @@ import attrs
 from rlinf.errors import ConfigError, require
 
 KINDS = ("cpu", "cuda")
+ACCELERATORS = KINDS
+"""What ``--accelerator`` may name: devices are CPU cores or CUDA GPUs."""
 
 
 @attrs.frozen
@@ -44,6 +46,25 @@ class Device:
         """torch.distributed backend for data-parallel groups on this kind of device."""
         return "gloo" if self.kind == "cpu" else "nccl"
 
+    def synchronize(self) -> None:
+        """Wait for the work queued on this device (CUDA kernels run asynchronously; a CPU op is done when it
+        returns), so that an op's measured end is its real end."""
+        if self.kind == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.core)
+
+    def peak_bytes(self) -> int | None:
+        """On a GPU: the most memory allocated on it since the last call (then the counter restarts); ``None``
+        on a CPU core (the executor counts state tensors there)."""
+        if self.kind != "cuda":
+            return None
+        import torch
+
+        peak = int(torch.cuda.max_memory_allocated(self.core))
+        torch.cuda.reset_peak_memory_stats(self.core)
+        return peak
+
     def bind(self) -> None:
         """Pin the calling process to this device (call once, in the worker process)."""
         import torch
@@ -71,19 +92,48 @@ def cpu_devices(num_devices: int, cores: tuple[int, ...] | None = None) -> tuple
     return tuple(Device(index=i, kind="cpu", core=cores[i % len(cores)]) for i in range(num_devices))
 
 
-def cuda_devices(num_devices: int) -> tuple[Device, ...]:
-    """``num_devices`` CUDA devices ``cuda:0..``; raises when the machine has fewer."""
+def visible_gpus() -> tuple[int, ...]:
+    """Ordinals of the CUDA GPUs this process sees (none without CUDA)."""
     import torch
 
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if num_devices > available:
+    return tuple(range(torch.cuda.device_count())) if torch.cuda.is_available() else ()
+
+
+def resolve_accelerator(name: str | None) -> str:
+    """``--accelerator``: ``cuda`` when a GPU is visible and nothing is asked, else ``cpu``; asking for ``cuda``
+    without a GPU is a :class:`ConfigError`."""
+    if name is None:
+        return "cuda" if visible_gpus() else "cpu"
+    require(
+        name in ACCELERATORS, "--accelerator", name, "unknown accelerator", f"use one of {list(ACCELERATORS)}"
+    )
+    if name == "cuda" and not visible_gpus():
         raise ConfigError(
-            "devices",
-            num_devices,
-            f"this machine has {available} CUDA devices",
-            f"use at most {available} devices or device kind cpu",
-        )
-    return tuple(Device(index=i, kind="cuda", core=i) for i in range(num_devices))
+            "--accelerator", name, "no CUDA GPU is visible to this process (torch.cuda.is_available() is False)",
+            "use --accelerator cpu, or run on a machine with a GPU and a CUDA build of torch",
+        )  # fmt: skip
+    return name
+
+
+def physical_units(accelerator: str) -> tuple[int, ...]:
+    """What one device is on this machine: the CPU cores this process may use, or the visible GPUs."""
+    return available_cores() if accelerator == "cpu" else visible_gpus()
+
+
+def cuda_devices(num_devices: int, gpus: tuple[int, ...] | None = None) -> tuple[Device, ...]:
+    """``num_devices`` logical CUDA devices, round-robin over ``gpus`` (default: every visible GPU; more logical
+    devices than GPUs time-share them); raises when no GPU is visible."""
+    gpus = gpus or visible_gpus()
+    require(num_devices >= 1, "devices", num_devices, "must be >= 1", "use at least one device")
+    require(bool(gpus), "devices", "cuda", "no CUDA GPU is visible", "use CPU devices")
+    return tuple(Device(index=i, kind="cuda", core=gpus[i % len(gpus)]) for i in range(num_devices))
+
+
+def logical_devices(
+    accelerator: str, num_devices: int, units: tuple[int, ...] | None = None
+) -> tuple[Device, ...]:
+    """``num_devices`` logical devices of ``accelerator`` over the physical ``units`` (cores or GPU ordinals)."""
+    return cpu_devices(num_devices, units) if accelerator == "cpu" else cuda_devices(num_devices, units)
 
 
 def is_oversubscribed(devices: tuple[Device, ...]) -> bool:

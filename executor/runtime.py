@@ -140,6 +140,7 @@ class CommandRunner:
         try:
             start = self.clock()
             moved, info = getattr(self, f"_{kind}")(*command[1:])
+            self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
             end = self.clock()
         except BaseException as error:
             return ("error", self.replica.worker, op_index, _describe(error), traceback.format_exc())
@@ -147,7 +148,9 @@ class CommandRunner:
             if holds_device:
                 assert self.locks is not None
                 self.locks.release(self.own_device)
-        return ("done", self.replica.worker, op_index, start, end, dict(info), self.resident_bytes(), moved)
+        peak = self.device.peak_bytes()  # GPU: the most allocated during the op, counted by torch
+        resident = self.resident_bytes() if peak is None else peak
+        return ("done", self.replica.worker, op_index, start, end, dict(info), resident, moved)
 
     # ------------------------------------------------------------ commands
     def _compute(

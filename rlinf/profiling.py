@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 import executor
-from executor.devices import available_cores, cpu_devices
+from executor.devices import logical_devices, physical_units
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
@@ -186,18 +186,21 @@ def merge_traces(base: Trace, *others: Trace) -> Trace:
     return attrs.evolve(base, samples=tuple(merged), provenance=info)
 
 
-def _devices(num_logical: int, num_cores: int | None) -> tuple[executor.Device, ...]:
-    cores = available_cores()
-    return cpu_devices(num_logical, cores[: num_cores or len(cores)])
+def _devices(
+    num_logical: int, num_cores: int | None, accelerator: str = "cpu"
+) -> tuple[executor.Device, ...]:
+    units = physical_units(accelerator)
+    return logical_devices(accelerator, num_logical, units[: num_cores or len(units)])
 
 
 BackendFactory = Callable[[int], Any]
 """Opens a backend (a context manager) for a plan on the given number of logical devices."""
 
 
-def local_backends(num_cores: int | None = None) -> BackendFactory:
-    """Local backends over this process's first ``num_cores`` cores (all by default)."""
-    return lambda logical: executor.LocalBackend(_devices(logical, num_cores))
+def local_backends(num_cores: int | None = None, accelerator: str = "cpu") -> BackendFactory:
+    """Local backends over this process's first ``num_cores`` cores, or GPUs with ``accelerator="cuda"`` (all
+    by default)."""
+    return lambda logical: executor.LocalBackend(_devices(logical, num_cores, accelerator))
 
 
 def _program(job: Job, config: Any, plan: Plan, num_devices: int) -> tuple[Program, Any]:

@@ -50,7 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--devices",
         type=int,
-        help="devices (CPU cores) to use, over all --nodes (default: every core this process may use)",
+        help="devices (CPU cores or GPUs) to use, over all --nodes (default: every core or GPU this process may "
+        "use); more than there are time-share them",
+    )
+    parser.add_argument(
+        "--accelerator",
+        choices=("cpu", "cuda"),
+        help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
     parser.add_argument("--seed", type=int, help="random seed (default: the config's)")
     parser.add_argument(
@@ -95,7 +101,7 @@ itself to its core; Ray's CPU count only gates placement)."""
 
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
-    from executor.devices import available_cores
+    from executor.devices import physical_units, resolve_accelerator
     from rlinf.jobs import load_job_config
 
     job, config = load_job_config(args.config, args.set)
@@ -116,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     )
     config = job.with_options(config, iterations=args.iterations, seed=args.seed)
     job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
-    cores = available_cores()
+    args.accelerator = resolve_accelerator(args.accelerator)
+    cores = physical_units(args.accelerator)
+    unit = "CPU cores" if args.accelerator == "cpu" else "GPUs"
     num_devices = len(cores) if args.devices is None else args.devices
     require(num_devices >= 1, "--devices", num_devices, "must be >= 1", "use at least one device")
     _check_nodes(args, num_devices)
@@ -125,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         per_node <= len(cores),
         "--devices",
         num_devices,
-        f"this machine lets rlinf use {len(cores)} CPU cores"
+        f"this machine lets rlinf use {len(cores)} {unit}"
         + (f" and {args.nodes} nodes are assumed to have as many" if args.nodes > 1 else ""),
         f"use --devices {len(cores) * args.nodes} or fewer",
     )
@@ -165,8 +173,10 @@ def _backend_session(args: argparse.Namespace, num_devices: int) -> Iterator[Non
 
     executor.require_ray()
     from executor import ray_session
+    from executor.devices import physical_units
 
-    with ray_session.session(args.address, num_cpus=RAY_CPUS_PER_CORE * num_devices):
+    gpus = len(physical_units("cuda")) if args.accelerator == "cuda" else 0
+    with ray_session.session(args.address, num_cpus=RAY_CPUS_PER_CORE * num_devices, num_gpus=gpus):
         where = (
             f"joined the Ray cluster at {args.address}"
             if args.address
@@ -209,7 +219,8 @@ def _plan_and_train(
         for node in set(node_of)
     ):
         print(
-            f"rlinf: warning: {logical} logical devices share {num_devices} CPU core(s); devices are oversubscribed",
+            f"rlinf: warning: {logical} logical devices share {num_devices} "
+            f"{'CPU core' if args.accelerator == 'cpu' else 'GPU'}(s); devices are oversubscribed",
             file=sys.stderr,
         )
     result = train(
@@ -277,15 +288,15 @@ def _placement(
     over this process's first ``num_devices`` cores; over ``--nodes N`` the devices split into ``N`` contiguous
     blocks and each block takes cores 0, 1, ... of its node (the nodes are assumed to have this machine's core
     ids). The nodes are ``None`` when every device is on node 0 (as is a plan on fewer devices than nodes)."""
-    from executor.devices import Device, available_cores, cpu_devices
+    from executor.devices import Device, logical_devices, physical_units
 
-    cores = available_cores()
+    cores = physical_units(args.accelerator)
     if args.nodes == 1 or logical < args.nodes:
-        return cpu_devices(logical, cores[:num_devices]), None
+        return logical_devices(args.accelerator, logical, cores[:num_devices]), None
     nodes = [d * args.nodes // logical for d in range(logical)]  # contiguous blocks
     devices, taken = [], dict.fromkeys(range(args.nodes), 0)
     for index, node in enumerate(nodes):
-        devices.append(Device(index=index, kind="cpu", core=cores[taken[node] % len(cores)]))
+        devices.append(Device(index=index, kind=args.accelerator, core=cores[taken[node] % len(cores)]))
         taken[node] += 1
     return tuple(devices), nodes
 

@@ -42,7 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"measured iterations per plan, after warm-up (default {DEFAULT_ITERATIONS})",
     )
     parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations per plan (default 2)")
-    parser.add_argument("--devices", type=int, help="devices (CPU cores) to use (default: all usable cores)")
+    parser.add_argument(
+        "--devices", type=int, help="devices (CPU cores or GPUs) to use (default: all usable cores or GPUs)"
+    )
+    parser.add_argument(
+        "--accelerator",
+        choices=("cpu", "cuda"),
+        help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
+    )
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
     parser.add_argument("--profile-budget", type=float, default=120.0, help="profiling seconds (default 120)")
     parser.add_argument(
@@ -57,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Profile (or load), choose plans, measure and simulate them, report the errors."""
     import attrs
 
-    from executor.devices import available_cores
+    from executor.devices import physical_units, resolve_accelerator
     from planner.judge import quiet_copy
     from rlinf import fidelity
     from rlinf.cluster import cpu_cluster
@@ -65,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
     from rlinf.export import write_timeline_pair_png
     from rlinf.jobs import load_job_config
     from rlinf.lowering import lower
-    from rlinf.profiling import COST_STATISTIC, ProfileSettings, measure_plans, profile, provenance
+    from rlinf.profiling import (
+        COST_STATISTIC,
+        ProfileSettings,
+        local_backends,
+        measure_plans,
+        profile,
+        provenance,
+    )
     from rlinf.runner import plan_from_trace
     from rlinf.trace import load_trace
     from simulator import simulate
@@ -74,15 +88,17 @@ def run(args: argparse.Namespace) -> int:
     require(args.iterations >= 1, "--iterations", args.iterations, "must be >= 1", "measure an iteration")
     require(args.warmup >= 0, "--warmup", args.warmup, "must be >= 0", "use 0 or more")
     job, config = load_job_config(args.config, args.set)
-    cores = available_cores()
+    accelerator = resolve_accelerator(args.accelerator)
+    cores = physical_units(accelerator)
     num_devices = len(cores) if args.devices is None else args.devices
     require(
         1 <= num_devices <= len(cores),
         "--devices",
         num_devices,
-        f"this machine lets rlinf use {len(cores)} CPU cores",
+        f"this machine lets rlinf use {len(cores)} {'CPU cores' if accelerator == 'cpu' else 'GPUs'}",
         f"use 1 to {len(cores)} devices",
     )
+    backends = local_backends(num_devices, accelerator)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.no_progress and not args.json
@@ -91,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         probes: list[tuple[Plan, int]] = []
     else:
         settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
-        trace = profile(job, config, num_devices, settings=settings, progress=progress).trace
+        trace = profile(
+            job, config, num_devices, settings=settings, progress=progress, backends=backends
+        ).trace
         probes = [(plan, logical) for plan, logical in job.probes(num_devices, config)]
     auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
     chosen = _choose(auto.candidates, args.plans, num_devices)
@@ -103,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         entries,
         iterations=args.iterations,
         warmup_iterations=args.warmup,
-        num_cores=num_devices,
+        backends=backends,
         progress=progress,
     )
     if probes:

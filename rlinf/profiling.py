@@ -88,6 +88,8 @@ class ProfileResult:
     longest_step_s: float
     """The longest single step (a plan's first iteration, worker start-up included, or one iteration): the
     most the phase can run past its budget, besides stopping the workers."""
+    samples_by_plan: tuple[tuple[Plan, tuple[CostSample, ...]], ...] = ()
+    """The trace's samples, per probe plan that measured them (validation predicts a plan from the others')."""
 
 
 @attrs.frozen(kw_only=True)
@@ -234,6 +236,7 @@ def profile(
     require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
     started = clock()
     samples: list[CostSample] = []
+    by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
     used: list[str] = []
     iterations = 0
     first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
@@ -247,7 +250,7 @@ def profile(
         if used and expected + per_op_s * program.num_ops > left:
             continue
         bar.set_description(f"profile {plan.describe()}")
-        count = 0
+        count, first_sample = 0, len(samples)
         with (backends or local_backends(num_cores))(logical) as backend:
             for index in range(settings.warmup_iterations + settings.iterations_per_plan):
                 tick = clock()
@@ -267,6 +270,7 @@ def profile(
                     break
         if count:
             used.append(plan.describe())
+            by_plan.append((plan, tuple(samples[first_sample:])))
             iterations += count
     bar.close()
     require(
@@ -295,6 +299,7 @@ def profile(
         iterations=iterations,
         elapsed_s=clock() - started,
         longest_step_s=longest_s,
+        samples_by_plan=tuple(by_plan),
     )
 
 

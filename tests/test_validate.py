@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 from test_auto_mode import CONFIG, SMALL, synthetic_trace
 
@@ -70,3 +71,27 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_validate_rejects_bad_counts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", CONFIG, "--plans", "1"]) == 2
     assert "--plans=1: must be >= 2" in capsys.readouterr().err
+
+
+def test_each_plan_is_predicted_without_its_own_samples_or_those_of_its_offload_variant() -> None:
+    """Out of sample, as in real use: the profile's samples of the plan itself and of a probe with the same
+    compute ops (differing only in offload) never feed its prediction; the others' all do."""
+    from rlinf.commands.validate import out_of_sample, same_compute
+    from rlinf.jobs import load_job_config
+    from rlinf.trace import load_trace
+
+    job, config = load_job_config(CONFIG)
+    probes = [plan for plan, _ in job.probes(2, config)]
+    offloaded = next(p for p in probes if p.offload)
+    variant = attrs.evolve(offloaded, offload=frozenset())  # the same compute ops, nothing offloaded
+    trace = load_trace("traces/hopper_ppo_cpu2.json")
+    samples = trace.samples
+    by_plan = [(plan, samples[i :: len(probes)]) for i, plan in enumerate(probes)]
+    kept, feeding = out_of_sample(trace, by_plan, variant)
+    left_out = [plan for plan in probes if same_compute(plan, variant)]
+    assert left_out and all(plan.describe() not in feeding for plan in left_out)
+    assert len(feeding) == len(probes) - len(left_out)
+    own = {id(s) for plan, chunk in by_plan if plan in left_out for s in chunk}
+    assert not any(id(s) in own for s in kept.samples)
+    assert len(kept.samples) == sum(len(chunk) for plan, chunk in by_plan if plan not in left_out)
+    assert out_of_sample(trace, [], variant) == (trace, [])

@@ -1,11 +1,12 @@
 """Validate the simulator against reality: run K plans for real and in simulation from one profiled trace.
 
 A short profile (or ``--trace``) lets the auto mode's planning propose candidates; K of them are chosen, spread
-over their predicted times, every mode represented. All chosen plans then run side by side (every plan's workers
-alive, iterations alternating between plans) and each plan's measured time is the median of its iterations after
-warm-up. Without ``--trace`` the job's probe plans run in the same rotation, and the predictions come from *their*
-samples (written to ``OUT/trace.json``): profile and measurement see the same load from other processes on a
-shared machine. A plan that needs more logical devices than there are cores (disaggregated env, rollout and actor
+over their predicted times, every mode represented. Each is predicted *out of sample*, as in real use: from the
+profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the samples of the plan
+itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
+probe plans fed each prediction. All chosen plans then run side by side (every plan's workers alive, iterations
+alternating between plans, each round starting with another plan) and each plan's measured time is the median of
+its iterations after warm-up. With ``--trace`` the predictions come from that file, whose plans are unknown. A plan that needs more logical devices than there are cores (disaggregated env, rollout and actor
 on 2 cores) is run and reported too, but kept out of the summary: the simulator does not model devices that share
 a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above
 measured).
@@ -17,12 +18,14 @@ import argparse
 import json
 import math
 import statistics
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlinf.commands import values
 from rlinf.errors import require
 from rlinf.files import write_text_atomic
+from rlinf.outputs import check_output_dir
 from rlinf.plan import Plan
 
 DEFAULT_PLANS = 6
@@ -51,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
-    parser.add_argument("--profile-budget", type=float, default=120.0, help="profiling seconds (default 120)")
+    parser.add_argument(
+        "--profile-budget",
+        type=values.positive_seconds,
+        default=120.0,
+        help="profiling seconds (default 120)",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -62,7 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile (or load), choose plans, measure and simulate them, report the errors."""
-    import attrs
 
     from executor.devices import physical_units, resolve_accelerator
     from planner.judge import quiet_copy
@@ -78,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
         local_backends,
         measure_plans,
         profile,
-        provenance,
     )
     from rlinf.runner import plan_from_trace
     from rlinf.trace import load_trace
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     require(args.plans >= 2, "--plans", args.plans, "must be >= 2", "compare at least two plans")
     require(args.iterations >= 1, "--iterations", args.iterations, "must be >= 1", "measure an iteration")
     require(args.warmup >= 0, "--warmup", args.warmup, "must be >= 0", "use 0 or more")
+    check_output_dir(args.out, "--out")
     job, config = load_job_config(args.config, args.set)
     accelerator = resolve_accelerator(args.accelerator)
     cores = physical_units(accelerator)
@@ -104,48 +111,33 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress and not args.json
     if args.trace:
         trace = load_trace(args.trace)
-        probes: list[tuple[Plan, int]] = []
+        by_plan: tuple = ()
     else:
         settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
-        trace = profile(
-            job, config, num_devices, settings=settings, progress=progress, backends=backends
-        ).trace
-        probes = [(plan, logical) for plan, logical in job.probes(num_devices, config)]
+        profiled = profile(job, config, num_devices, settings=settings, progress=progress, backends=backends)
+        trace, by_plan = profiled.trace, profiled.samples_by_plan
+    trace.save(out / "trace.json")
     auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
     chosen = _choose(auto.candidates, args.plans, num_devices)
-    entries = [(c.plan, c.num_devices) for c in chosen]
-    entries += [entry for entry in probes if entry not in entries]
+    # Predictions come from the profile, taken before any plan's measurement window, without the samples of
+    # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.
+    predicted, sources = [], []
+    for c in chosen:
+        plan_trace, feeding = out_of_sample(trace, by_plan, c.plan)
+        sources.append(feeding if by_plan else [f"--trace {args.trace}"])
+        cluster = cpu_cluster(c.num_devices)
+        costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
+        predicted.append(simulate(lower(job.workflow(config), c.plan, cluster), costs))
     measured = measure_plans(
         job,
         config,
-        entries,
+        [(c.plan, c.num_devices) for c in chosen],
         iterations=args.iterations,
         warmup_iterations=args.warmup,
         backends=backends,
         progress=progress,
     )
-    if probes:
-        # The trace the predictions come from: the probe plans, measured side by side with the plans.
-        samples = tuple(s for m in measured if (m.plan, m.num_devices) in probes for s in m.samples)
-        trace = attrs.evolve(
-            trace,
-            samples=samples,
-            provenance=provenance(
-                " ".join(["rlinf", *sys.argv[1:]]),
-                source=f"rlinf validate ({job.name}, probe plans measured alongside the validated plans)",
-                probe_plans=[plan.describe() for plan, _ in probes],
-                iterations_per_plan=args.iterations,
-                sample_kind="dispatch-inclusive (op ready -> op end)",
-            ),
-        )
-    trace.save(out / "trace.json")
-    predicted = [
-        simulate(
-            lower(job.workflow(config), c.plan, cpu_cluster(c.num_devices)),
-            quiet_copy(fit(trace, cpu_cluster(c.num_devices), statistic=COST_STATISTIC)),
-        )
-        for c in chosen
-    ]
+    probes = [(plan, num_devices) for plan, _ in by_plan]
     rows = [
         fidelity.PlanFidelity(
             name=c.plan.describe(),
@@ -158,11 +150,12 @@ def run(args: argparse.Namespace) -> int:
         for c, p, m in zip(chosen, predicted, measured, strict=False)
     ]
     order = sorted(range(len(rows)), key=lambda i: rows[i].predicted_s)
-    rows, chosen, measured, predicted = (
+    rows, chosen, measured, predicted, sources = (
         [rows[i] for i in order],
         [chosen[i] for i in order],
         [measured[i] for i in order],
         [predicted[i] for i in order],
+        [sources[i] for i in order],
     )
     on_cores = fidelity.report([r for r in rows if not r.oversubscribed])
     every = fidelity.report(rows)
@@ -177,6 +170,9 @@ def run(args: argparse.Namespace) -> int:
         "iterations": args.iterations,
         "warmup_iterations": args.warmup,
         "trace": str(out / "trace.json"),
+        "prediction": "out of sample: each plan from profile samples taken before the measurements, excluding "
+        "the plan's own and those of plans with the same compute ops",
+        "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
     }
@@ -186,6 +182,25 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(rows, on_cores, every, result)
     return 0
+
+
+def same_compute(a: Plan, b: Plan) -> bool:
+    """Whether two plans run the same compute ops (the same placement and granularity; offload aside)."""
+    return a.placements == b.placements and a.granularity == b.granularity
+
+
+def out_of_sample(
+    trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan
+) -> tuple[Any, list[str]]:
+    """The profile ``trace`` without the samples of ``plan`` and of every probe plan with the same compute ops,
+    and the probe plans whose samples it keeps (``by_plan`` empty: the trace as it is)."""
+    import attrs
+
+    if not by_plan:
+        return trace, []
+    feeding = [(probe, samples) for probe, samples in by_plan if not same_compute(probe, plan)]
+    kept = tuple(sample for _, samples in feeding for sample in samples)
+    return attrs.evolve(trace, samples=kept), [probe.describe() for probe, _ in feeding]
 
 
 def _choose(candidates: tuple, count: int, num_devices: int) -> list:
@@ -242,5 +257,5 @@ def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> Non
             f"* more logical devices than cores (not in the summary); with them: median error "
             f"{100 * every.median_error:.1f}%, max {100 * every.max_error:.1f}%, tau {every.kendall_tau:.2f}"
         )
-    print("p: also a probe plan of the profile (its own samples are in the trace)")
+    print("p: also a probe plan of the profile (its own samples were left out of its prediction)")
     print(f"wrote {result['timeline_pair_png']} ({result['timeline_pair_plan']})")

@@ -113,7 +113,8 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
 
 def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan], bool]) -> list[Plan]:
     """Plans whose iterations the profiling phase measures, most informative first, each on ``num_devices``
-    devices and accepted by ``runnable``. They put every component on all devices and on each half, cut the
+    devices and accepted by ``runnable``. They put every component on all devices and on each half (all of them
+    together on the first half too, so plans on fewer devices are measured, not extrapolated), cut the
     pipeline at every point between two components (so every edge is measured as a transfer, at each replica
     count), and take the fewest, the most and intermediate micro-batch counts that split evenly (the cost of a
     pipelined op depends on how many micro-batches are in flight, so intermediate counts are measured, not
@@ -129,6 +130,7 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
         (collocated, "most", frozenset()),
     ]
     if half >= 1:
+        layouts.append((dict.fromkeys(order, first), "fewest", frozenset()))  # everything on half the devices
         if workflow.loop is not None:
             layouts.append((_halves(workflow, order, num_devices), "fewest", frozenset()))
         for cut, which in zip(

@@ -1,0 +1,27 @@
+"""The README's simulated figures equal what the code computes now (benchmarks/readme_figures.py), and a hand
+edit of any figure is caught."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "benchmarks" / "readme_figures.py")
+assert _spec is not None and _spec.loader is not None
+figures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(figures)
+
+
+def test_the_readme_tables_are_what_the_code_computes() -> None:
+    tables = {name: make() for name, make in figures.TABLES.items()}
+    readme = (ROOT / "README.md").read_text()
+    assert figures.differences(readme, tables) == [], "run: python benchmarks/readme_figures.py --write"
+
+
+def test_a_hand_edited_figure_is_caught() -> None:
+    tables = {name: make() for name, make in figures.TABLES.items()}
+    readme = (ROOT / "README.md").read_text()
+    assert "| 229.0 s |" in readme and "| 250.3 |" in readme
+    assert figures.differences(readme.replace("| 229.0 s |", "| 219.0 s |"), tables) == ["simulate-7b"]
+    assert figures.differences(readme.replace("| 250.3 |", "| 240.3 |"), tables) == ["plan-by-size-7b"]

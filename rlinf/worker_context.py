@@ -71,14 +71,20 @@ class WorkerContext:
         return lo * self.group_size, hi * self.group_size
 
 
-def component_facts(
-    workflow: Workflow, plan: Plan, program: Program, *, seed: int = 0
-) -> dict[str, ComponentFacts]:
-    """Per component, the facts its workers get, read from ``program`` (lowered from ``workflow`` and ``plan``)."""
+def micro_batch_counts(program: Program) -> dict[str, int]:
+    """Per component with compute ops, how many micro-batches ``program`` cuts its batch into."""
     counts: dict[str, int] = {}
     for op in program.ops:
         if op.kind == "compute":
             counts[op.component] = max(counts.get(op.component, 1), op.num_micro_batches)
+    return counts
+
+
+def component_facts(
+    workflow: Workflow, plan: Plan, program: Program, *, seed: int = 0
+) -> dict[str, ComponentFacts]:
+    """Per component, the facts its workers get, read from ``program`` (lowered from ``workflow`` and ``plan``)."""
+    counts = micro_batch_counts(program)
     num_groups = workflow.batch_size // workflow.group_size
     loop = workflow.loop
     stages = counts.get(loop.env, 1) if loop is not None else 1

@@ -18,8 +18,10 @@ import math
 from collections.abc import Callable, Iterable
 
 from rlinf.errors import ConfigError, RlinfError, require
+from rlinf.lowering import micro_batch_ranges
 from rlinf.plan import Placement, Plan
 from rlinf.program import Program
+from rlinf.worker_context import micro_batch_counts
 from rlinf.workflow import Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
@@ -88,12 +90,7 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
         raise
     except RlinfError as error:  # e.g. states that do not fit: a plan this workload cannot run
         raise ConfigError("plan", plan.describe(), str(error), "choose another plan") from None
-    counts: dict[str, int] = {}
-    for op in program.ops:
-        if op.kind == "compute":
-            counts[op.component] = max(counts.get(op.component, 1), op.num_micro_batches)
-    from rlinf.lowering import micro_batch_ranges
-
+    counts = micro_batch_counts(program)
     num_groups = workflow.batch_size // workflow.group_size
     loop = workflow.loop
     for name in workflow.component_names:

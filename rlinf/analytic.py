@@ -124,15 +124,19 @@ class Physics:
         )
         mp = workload.rollout_model_parallel
         kv_pool = workload.kv_cache_fraction * device.memory_bytes * mp
-        _check_fits("rollout_model_parallel", (weight_bytes + kv_pool) / mp, device.memory_bytes, device.name)
+        _check_fits(
+            "rollout_model_parallel", mp, (weight_bytes + kv_pool) / mp, device.memory_bytes, device.name
+        )
         _check_fits(
             "inference_model_parallel",
+            workload.inference_model_parallel,
             workload.num_reference_forwards * weight_bytes / workload.inference_model_parallel,
             device.memory_bytes,
             device.name,
         )
         _check_fits(
             "actor_model_parallel",
+            workload.actor_model_parallel,
             model.num_params * workload.train_state_bytes_per_param / workload.actor_model_parallel,
             device.memory_bytes,
             device.name,
@@ -279,12 +283,13 @@ class Physics:
         return out
 
 
-def _check_fits(field: str, bytes_per_device: float, capacity: int, device_name: str) -> None:
+def _check_fits(field: str, value: int, bytes_per_device: float, capacity: int, device_name: str) -> None:
     require(
         bytes_per_device <= capacity,
         field,
-        bytes_per_device / 2**30,
-        f"needs that many GiB per {device_name} device, more than its {capacity / 2**30:.0f} GiB",
+        value,
+        f"needs {bytes_per_device / 2**30:.1f} GiB per {device_name} device, more than its "
+        f"{capacity / 2**30:.0f} GiB",
         f"raise {field}",
     )
 

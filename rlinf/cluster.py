@@ -6,14 +6,17 @@ a YAML mapping with the fields of :class:`Cluster`. On this project's CPU machin
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import yaml
 
-from rlinf.errors import ConfigError, build_from_mapping, positive, reject_unknown_keys, require
+from rlinf import limits
+from rlinf.config_structure import structure_config
+from rlinf.errors import ConfigError, integer, positive, reject_unknown_keys, require
+from rlinf.inputs import load_yaml
 
 GIB = 1024**3
 
@@ -32,7 +35,14 @@ class DeviceSpec:
     """Device memory (HBM) bandwidth."""
 
     def __attrs_post_init__(self) -> None:
-        require(bool(self.name), "device.name", self.name, "must not be empty", "name the device type")
+        require(
+            isinstance(self.name, str) and bool(self.name.strip()),
+            "device.name",
+            self.name,
+            "must be a non-empty name",
+            "name the device type",
+        )
+        integer("device.memory_bytes", self.memory_bytes, fix="give the device memory in bytes")
         positive("device.memory_bytes", self.memory_bytes)
         positive("device.peak_flops", self.peak_flops)
         positive("device.memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s)
@@ -91,20 +101,29 @@ class Cluster:
     links: Links
 
     def __attrs_post_init__(self) -> None:
-        require(
-            isinstance(self.num_nodes, int) and self.num_nodes >= 1,
-            "cluster.num_nodes",
-            self.num_nodes,
-            "must be an integer >= 1",
-            "use e.g. 4x8xH100 for 4 nodes",
-        )
-        require(
-            isinstance(self.devices_per_node, int) and self.devices_per_node >= 1,
+        integer("cluster.num_nodes", self.num_nodes, minimum=1, fix="use e.g. 4x8xH100 for 4 nodes")
+        integer(
             "cluster.devices_per_node",
             self.devices_per_node,
-            "must be an integer >= 1",
-            "use e.g. 4x8xH100 for 8 devices per node",
+            minimum=1,
+            fix="use e.g. 4x8xH100 for 8 devices per node",
         )
+        require(
+            isinstance(self.device, DeviceSpec),
+            "cluster.device",
+            self.device,
+            "is not a device",
+            "use a preset",
+        )
+        require(isinstance(self.links, Links), "cluster.links", self.links, "are not links", "use a preset")
+        bound = limits.current().max_devices
+        if self.num_nodes > bound:
+            raise limits.exceeded("cluster.num_nodes", self.num_nodes, "nodes", "max_devices", bound)
+        if self.num_nodes * self.devices_per_node > bound:
+            field = "cluster.devices_per_node" if self.devices_per_node > bound else "cluster.num_nodes"
+            raise limits.exceeded(
+                field, self.num_nodes * self.devices_per_node, "devices in all", "max_devices", bound
+            )
 
     @property
     def num_devices(self) -> int:
@@ -125,6 +144,7 @@ class Cluster:
 
     def with_num_devices(self, num_devices: int) -> Cluster:
         """The same kind of cluster with ``num_devices`` devices (whole nodes when larger than one node)."""
+        integer("num_devices", num_devices, minimum=1)
         per_node = min(self.devices_per_node, num_devices)
         require(
             num_devices % per_node == 0,
@@ -157,8 +177,10 @@ def cpu_cluster(num_devices: int) -> Cluster:
 def parse_cluster(spec: str) -> Cluster:
     """Parse ``NODESxDEVICESxTYPE``, ``DEVICESxTYPE`` or a path to a YAML file."""
     text = str(spec).strip()
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
-        return _cluster_from_file(Path(text))
+    if text.endswith((".yaml", ".yml")) or os.path.isfile(text):
+        return cluster_from_dict(
+            load_yaml(text, "cluster", what="cluster YAML file"), source=os.path.basename(text)
+        )
     match = _SPEC.match(text)
     if not match:
         raise ConfigError(
@@ -178,25 +200,27 @@ def parse_cluster(spec: str) -> Cluster:
         )
     device, links = preset
     return Cluster(
-        num_nodes=int(nodes_text or 1), devices_per_node=int(devices_text), device=device, links=links
+        num_nodes=_spec_count(nodes_text or "1", "cluster.num_nodes"),
+        devices_per_node=_spec_count(devices_text, "cluster.devices_per_node"),
+        device=device,
+        links=links,
     )
 
 
-def _cluster_from_file(path: Path) -> Cluster:
-    if not path.is_file():
-        raise ConfigError("cluster", str(path), "file does not exist", "pass an existing YAML file or a spec")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise ConfigError(
-            "cluster", str(path), f"is not valid YAML ({_first_line(error)})", "fix the YAML syntax"
-        ) from None
-    return cluster_from_dict(data, source=str(path))
+def _spec_count(text: str, field: str) -> int:
+    """A count of a cluster spec; one of more digits than any limit is refused before it is converted."""
+    if len(text.lstrip("0")) > 18:
+        bound = limits.current().max_devices
+        raise limits.exceeded(
+            field, text if len(text) < 40 else text[:37] + "...", "devices", "max_devices", bound
+        )
+    return int(text)
 
 
 def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
-    """Build a cluster from a mapping; ``device`` may be a preset name or a full mapping."""
-    if not isinstance(data, dict):
+    """Build a cluster from a mapping; ``device`` may be a preset name or a full mapping. Errors name the field's
+    path under ``source``."""
+    if not isinstance(data, Mapping):
         raise ConfigError(
             source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links"
         )
@@ -205,8 +229,8 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
     for key in ("num_nodes", "devices_per_node", "device"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
     device_value = data["device"]
-    preset = DEVICE_PRESETS.get(str(device_value).upper()) if isinstance(device_value, str) else None
     if isinstance(device_value, str):
+        preset = DEVICE_PRESETS.get(device_value.upper())
         require(
             preset is not None,
             f"{source}.device",
@@ -217,11 +241,11 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
         assert preset is not None
         device, links = preset
     else:
-        device = build_from_mapping(DeviceSpec, device_value, f"{source}.device")
+        device = structure_config(DeviceSpec, device_value, source, f"{source}.device.")
         links = None
     links_value = data.get("links")
     if links_value is not None:
-        links = build_from_mapping(Links, links_value, f"{source}.links")
+        links = structure_config(Links, links_value, source, f"{source}.links.")
     require(
         links is not None,
         f"{source}.links",
@@ -230,10 +254,10 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
         "add links with the three bandwidths",
     )
     assert links is not None
-    return Cluster(
-        num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
-    )
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    try:
+        return Cluster(
+            num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
+        )
+    except ConfigError as error:
+        leaf = error.field.rsplit(".", 1)[-1]
+        raise ConfigError(f"{source}.{leaf}", error.value, error.problem, error.fix) from None

@@ -5,6 +5,9 @@ Every message names the field, the offending value and the fix, so the CLI can p
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,7 +26,7 @@ class ConfigError(RlinfError, ValueError):
         self.value = value
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{field}={_short(value)}: {problem}; fix: {fix}")
+        super().__init__(f"{_one_line(field)}={_short(value)}: {_one_line(problem)}; fix: {_one_line(fix)}")
 
 
 class InfeasiblePlanError(RlinfError):
@@ -39,8 +42,19 @@ class ExtrapolationWarning(RlinfWarning):
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an integer of thousands of digits, a structure nested too deeply
+        text = f"<{type(value).__name__} too large to show>"
+    return _one_line(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped: a message is always one line."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def require(condition: bool, field: str, value: Any, problem: str, fix: str) -> None:
@@ -49,15 +63,60 @@ def require(condition: bool, field: str, value: Any, problem: str, fix: str) -> 
         raise ConfigError(field, value, problem, fix)
 
 
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool, not text, not NaN or infinite)."""
+    if type(value) is float:  # the common cases first: traces hold hundreds of thousands of numbers
+        return math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    if isinstance(value, numbers.Integral):
+        return bool(abs(int(value)) <= sys.float_info.max)  # an integer of hundreds of digits is no float
+    return math.isfinite(value)
+
+
 def number(field: str, value: Any) -> None:
-    """Validate that ``value`` is an int or float (not a bool, not text)."""
+    """Validate that ``value`` is a finite int or float (not a bool, not text, not NaN or infinite)."""
+    if (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) <= MAX_INTEGER):
+        return  # the common case, before any message is formatted
     fix = (
         "write a plain number (in YAML, exponents need a sign: 1.0e+12)"
         if isinstance(value, str)
         else "write a number"
     )
     require(
-        isinstance(value, (int, float)) and not isinstance(value, bool), field, value, "must be a number", fix
+        isinstance(value, numbers.Real) and not isinstance(value, bool), field, value, "must be a number", fix
+    )
+    require(is_number(value), field, value, "must be a finite number", f"give {field} a finite value")
+
+
+MAX_INTEGER = 2**63 - 1
+"""Counts are 64-bit integers once they reach numpy."""
+
+
+def integer(
+    field: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, fix: str = ""
+) -> None:
+    """Validate that ``value`` is a whole number (an int, not a bool or a float) in ``[minimum, maximum]``."""
+    if (
+        type(value) is int
+        and -MAX_INTEGER <= value <= MAX_INTEGER
+        and (minimum is None or value >= minimum)
+        and (maximum is None or value <= maximum)
+    ):
+        return  # the common case, before any message is formatted
+    parts = ([f">= {minimum}"] if minimum is not None else []) + (
+        [f"<= {maximum}"] if maximum is not None else []
+    )
+    bounds = " and ".join(parts)
+    problem = f"must be an integer {bounds}".rstrip()
+    advice = fix or f"set {field} to a whole number {bounds}".rstrip()
+    require(
+        isinstance(value, numbers.Integral) and not isinstance(value, bool), field, value, problem, advice
+    )
+    require(minimum is None or value >= minimum, field, value, problem, advice)
+    require(maximum is None or value <= maximum, field, value, problem, advice)
+    require(
+        abs(value) <= MAX_INTEGER, field, value, f"is beyond the 64-bit range (|n| <= {MAX_INTEGER})", advice
     )
 
 
@@ -81,7 +140,8 @@ def to_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
 def reject_unknown_keys(data: Mapping[str, Any], known: Iterable[str], source: str) -> None:
     """Raise naming the first key of ``data`` that is not in ``known``, listing the valid keys."""
     valid = sorted(known)
-    unknown = sorted(set(data) - set(valid))
+    allowed = set(valid)
+    unknown = sorted((key for key in data if key not in allowed), key=repr)
     if unknown:
         raise ConfigError(f"{source}.{unknown[0]}", unknown, "unknown key", f"use only {valid}")
 

@@ -16,15 +16,19 @@ pairwise disjoint device sets are ``disaggregated``, anything else is ``hybrid``
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 import yaml
 
-from rlinf.errors import ConfigError, RlinfWarning, reject_unknown_keys, require
+from rlinf import limits
+from rlinf.errors import ConfigError, RlinfWarning, integer, reject_unknown_keys, require
+from rlinf.inputs import parse_yaml, read_text
 from rlinf.workflow import Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
@@ -42,18 +46,34 @@ class Placement:
 
     def __attrs_post_init__(self) -> None:
         require(
+            isinstance(self.component, str) and bool(self.component),
+            "placement",
+            self.component,
+            "must be a component name",
+            "write component: devices",
+        )
+        require(
             len(self.devices) > 0,
             f"placement.{self.component}",
             self.devices,
             "has no devices",
             "give a range like 0-7 or 'all'",
         )
+        if not all(type(device) is int for device in self.devices):  # the common case, checked at once
+            for device in self.devices:
+                integer(f"placement.{self.component}", device, fix="use whole device ids")
         require(
             min(self.devices) >= 0,
             f"placement.{self.component}",
             min(self.devices),
             "negative device id",
             "use ids from 0",
+        )
+        integer(
+            f"data_parallel.{self.component}",
+            self.data_parallel_size,
+            minimum=0,
+            fix="give the number of replicas (or drop it to derive it)",
         )
 
     @property
@@ -93,11 +113,25 @@ class Plan:
         )
         for key, value in self.granularity.items():
             require(
-                isinstance(value, int) and value >= 1,
+                isinstance(key, str),
+                f"granularity.{key}",
+                key,
+                "must be an edge name",
+                "write src->dst or loop",
+            )
+            integer(
                 f"granularity.{key}",
                 value,
-                "must be an integer >= 1",
-                "give the number of micro-batches (1 = whole batch)",
+                minimum=1,
+                fix="give the number of micro-batches (1 = whole batch)",
+            )
+        for name in self.offload:
+            require(
+                isinstance(name, str),
+                "offload",
+                name,
+                "must be a component name",
+                "write offload: [name, ...]",
             )
 
     def __hash__(self) -> int:
@@ -183,7 +217,8 @@ class Plan:
             )
             resolved.append(attrs.evolve(placement, data_parallel_size=dp))
         valid_keys = set(workflow.granularity_keys)
-        for key in self.granularity:
+        num_groups = workflow.batch_size // workflow.group_size
+        for key, value in self.granularity.items():
             require(
                 key in valid_keys,
                 f"granularity.{key}",
@@ -191,6 +226,22 @@ class Plan:
                 "not a stream edge or loop of the workflow",
                 f"use one of {sorted(valid_keys)}",
             )
+            if key == "loop":
+                require(
+                    workflow.batch_size % value == 0,
+                    f"granularity.{key}",
+                    value,
+                    f"does not divide the {workflow.batch_size} environments",
+                    "use a divisor of the number of environments",
+                )
+            else:
+                require(
+                    value <= num_groups,
+                    f"granularity.{key}",
+                    value,
+                    f"exceeds the {num_groups} prompt groups in a batch",
+                    f"use at most {num_groups} micro-batches",
+                )
         for name in sorted(self.offload):
             require(
                 name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}"
@@ -252,17 +303,25 @@ def parse_devices(value: Any, num_devices: int, field: str) -> tuple[int, ...]:
         items = value
     else:
         raise ConfigError(field, value, "is not a device range", "write e.g. 0-7, 0-3,8-11 or all")
+    bound = limits.current().max_devices
     devices: set[int] = set()
     for item in items:
         if isinstance(item, int) and not isinstance(item, bool):
+            if not 0 <= item < bound:
+                require(item >= 0, field, item, "negative device id", "use ids from 0")
+                raise limits.exceeded(field, item, "devices", "max_devices", bound)
             devices.add(item)
             continue
-        match = _RANGE.match(str(item).strip())
+        match = _RANGE.match(item.strip()) if isinstance(item, str) else None
         if not match:
             raise ConfigError(field, item, "is not a device range", "write e.g. 0-7, 0-3,8-11 or all")
+        if max(len(group.lstrip("0")) for group in match.groups() if group is not None) > len(str(bound)):
+            raise limits.exceeded(field, item, "devices", "max_devices", bound)
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) else low
         require(low <= high, field, item, "range ends before it starts", f"write {high}-{low}")
+        if high >= bound:
+            raise limits.exceeded(field, item, "devices", "max_devices", bound)
         devices.update(range(low, high + 1))
     require(bool(devices), field, value, "is empty", "give at least one device")
     return tuple(sorted(devices))
@@ -301,41 +360,43 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
         "must be a non-empty mapping",
         "write component: devices",
     )
-    data_parallel = data.get("data_parallel") or {}
-    require(
-        isinstance(data_parallel, Mapping),
-        f"{source}.data_parallel",
-        data_parallel,
-        "must be a mapping",
-        "write component: size",
+    data_parallel = _optional(
+        data, "data_parallel", Mapping, {}, source, "a mapping", "write component: size"
     )
+    for name, size in data_parallel.items():
+        require(
+            name in placement,
+            f"data_parallel.{name}",
+            name,
+            "names a component that is not placed",
+            f"use components of placement: {sorted(map(str, placement))}",
+        )
+        integer(f"data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it")
     placements = [
         Placement(
-            component=str(name),
+            component=name,
             devices=parse_devices(devices, num_devices, f"placement.{name}"),
-            data_parallel_size=int(data_parallel.get(name, 0)),
+            data_parallel_size=data_parallel.get(name, 0),
         )
         for name, devices in placement.items()
     ]
-    granularity = data.get("granularity") or {}
-    require(
-        isinstance(granularity, Mapping),
-        f"{source}.granularity",
-        granularity,
-        "must be a mapping",
-        "write edge: micro-batches",
+    granularity = _optional(
+        data, "granularity", Mapping, {}, source, "a mapping", "write edge: micro-batches"
     )
-    offload = data.get("offload") or []
-    require(
-        isinstance(offload, list),
-        f"{source}.offload",
-        offload,
-        "must be a list",
-        "write offload: [component, ...]",
-    )
-    plan = Plan(
-        placements=placements, granularity={str(k): v for k, v in granularity.items()}, offload=offload
-    )
+    offload = _optional(data, "offload", list, [], source, "a list", "write offload: [component, ...]")
+    for i, name in enumerate(offload):
+        require(
+            isinstance(name, str),
+            f"{source}.offload[{i}]",
+            name,
+            "must be a component name",
+            "write offload: [name, ...]",
+        )
+    plan = Plan(placements=placements, granularity=granularity, offload=offload)
+    bound = limits.current().max_micro_batches
+    for key, value in plan.granularity.items():
+        if value > bound:
+            raise limits.exceeded(f"granularity.{key}", value, "micro-batches", "max_micro_batches", bound)
     declared = data.get("mode")
     if declared is not None:
         require(
@@ -348,11 +409,24 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
     return plan
 
 
+def _optional(
+    data: Mapping[str, Any], key: str, kind: type, empty: Any, source: str, what: str, fix: str
+) -> Any:
+    """``data[key]`` when it is a ``kind``; ``empty`` when absent or null."""
+    value = data.get(key)
+    if value is None:
+        return empty
+    require(isinstance(value, kind), f"{source}.{key}", value, f"must be {what}", fix)
+    return value
+
+
 def plan_from_yaml(text: str, num_devices: int, source: str = "plan") -> Plan:
-    """Parse plan YAML text."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
-        raise ConfigError(source, first, "is not valid YAML", "fix the YAML syntax") from None
-    return plan_from_dict(data, num_devices, source)
+    """Parse plan YAML text (aliases, nesting and sizes within :mod:`rlinf.limits`)."""
+    return plan_from_dict(parse_yaml(text, source, source), num_devices, source)
+
+
+def load_plan(path: str | Path, num_devices: int, field: str = "plan") -> Plan:
+    """Read a plan YAML file (bytes, UTF-8, YAML within :mod:`rlinf.limits`); errors name the file (``field``: the
+    flag it came from) or the field in it."""
+    text = read_text(path, field, what="plan YAML file (see examples/plans/)")
+    return plan_from_yaml(text, num_devices, source=os.path.basename(str(path)))

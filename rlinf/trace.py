@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from typing import Any
 import attrs
 
 from rlinf.cluster import Cluster, cluster_from_dict
-from rlinf.errors import ConfigError, non_negative, reject_unknown_keys, require, require_keys, to_tuple
+from rlinf.config_structure import structure_config
+from rlinf.errors import MAX_INTEGER, ConfigError, integer, is_number, reject_unknown_keys, require, to_tuple
 from rlinf.files import write_text_atomic
+from rlinf.inputs import load_json
 from rlinf.workflow import Workflow, workflow_from_dict
 
 SCHEMA = "rlinf.trace/v1"
@@ -50,25 +53,37 @@ class CostSample:
     """Bytes moved, for transfer / onload / offload / sync_weights samples."""
 
     def __attrs_post_init__(self) -> None:
+        if (  # the common case at once (a profiled trace holds tens of thousands of samples); else each check
+            type(self.component) is str
+            and self.component
+            and self.op in SAMPLE_OPS
+            and type(self.devices) is type(self.samples) is type(self.tokens) is type(self.num_bytes) is int
+            and self.devices >= 1
+            and min(self.samples, self.tokens, self.num_bytes) >= 0
+            and max(self.devices, self.samples, self.tokens, self.num_bytes) <= MAX_INTEGER
+            and type(self.seconds) is float
+            and 0.0 <= self.seconds < math.inf
+        ):
+            return
         where = f"samples[{self.component}.{self.op}]"
-        require(self.op in SAMPLE_OPS, f"{where}.op", self.op, "unknown op", f"use one of {list(SAMPLE_OPS)}")
         require(
-            isinstance(self.devices, int) and self.devices >= 1,
-            f"{where}.devices",
-            self.devices,
-            "must be an integer >= 1",
-            "give the device count",
+            isinstance(self.component, str) and bool(self.component),
+            f"{where}.component",
+            self.component,
+            "must be a component name",
+            "name the component that ran the op",
         )
-        non_negative(f"{where}.samples", self.samples)
-        non_negative(f"{where}.tokens", self.tokens)
+        require(self.op in SAMPLE_OPS, f"{where}.op", self.op, "unknown op", f"use one of {list(SAMPLE_OPS)}")
+        integer(f"{where}.devices", self.devices, minimum=1, fix="give the device count")
+        for name in ("samples", "tokens", "num_bytes"):
+            integer(f"{where}.{name}", getattr(self, name), minimum=0, fix=f"record a whole number of {name}")
         require(
-            isinstance(self.seconds, (int, float)) and math.isfinite(self.seconds) and self.seconds >= 0,
+            is_number(self.seconds) and self.seconds >= 0,
             f"{where}.seconds",
             self.seconds,
             "must be a finite number >= 0",
             "record a non-negative duration",
         )
-        non_negative(f"{where}.num_bytes", self.num_bytes)
 
 
 @attrs.frozen(kw_only=True)
@@ -102,21 +117,35 @@ class Trace:
                 "unknown component",
                 f"use one of {sorted(names)}",
             )
-        for length in self.response_lengths:
+        for i, length in enumerate(self.response_lengths):
             require(
-                length > 0,
-                "distributions.response_length",
+                is_number(length) and length > 0,
+                f"distributions.response_length[{i}]",
                 length,
-                "must be > 0",
+                "must be a finite number > 0",
                 "record generated token counts",
             )
-        for name in self.activation_bytes_per_sample:
+        require(
+            isinstance(self.activation_bytes_per_sample, Mapping),
+            "memory.activation_bytes_per_sample",
+            self.activation_bytes_per_sample,
+            "must be a mapping",
+            "write component: bytes",
+        )
+        for name, value in self.activation_bytes_per_sample.items():
             require(
                 name in names,
-                "memory.activation_bytes_per_sample",
+                f"memory.activation_bytes_per_sample.{name}",
                 name,
                 "unknown component",
                 f"use one of {sorted(names)}",
+            )
+            require(
+                is_number(value) and value >= 0,
+                f"memory.activation_bytes_per_sample.{name}",
+                value,
+                "must be a finite number >= 0",
+                "give the bytes per sample",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,8 +165,12 @@ class Trace:
         write_text_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
 
 
+DISTRIBUTION_KEYS = ("response_length",)
+MEMORY_KEYS = ("activation_bytes_per_sample",)
+
+
 def trace_from_dict(data: Any, source: str = "trace") -> Trace:
-    """Validate and build a trace from its JSON form."""
+    """Validate and build a trace from its JSON form; errors name the field's path under ``source``."""
     if not isinstance(data, Mapping):
         raise ConfigError(
             source,
@@ -146,9 +179,16 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
             "write a trace with schema, workflow, cluster, provenance, samples",
         )
     require(
-        data.get("schema") == SCHEMA,
+        "schema" in data,
         f"{source}.schema",
-        data.get("schema"),
+        None,
+        "is missing",
+        f"add schema: {SCHEMA!r} (see traces/README.md)",
+    )
+    require(
+        data["schema"] == SCHEMA,
+        f"{source}.schema",
+        data["schema"],
         "unsupported schema",
         f"set schema to {SCHEMA!r}",
     )
@@ -156,59 +196,92 @@ def trace_from_dict(data: Any, source: str = "trace") -> Trace:
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key} (see traces/README.md)")
     known = {"schema", "workflow", "cluster", "provenance", "samples", "distributions", "memory"}
     reject_unknown_keys(data, known, source)
-    samples_data = data["samples"]
+    provenance = data["provenance"]
     require(
-        isinstance(samples_data, list),
+        isinstance(provenance, Mapping),
+        f"{source}.provenance",
+        provenance,
+        "must be an object",
+        "say how the numbers came to be: {kind: profiled | synthesized, ...}",
+    )
+    require(
+        "kind" in provenance,
+        f"{source}.provenance.kind",
+        None,
+        "is missing",
+        "say 'profiled' or 'synthesized'",
+    )
+    workflow = workflow_from_dict(data["workflow"], f"{source}.workflow")
+    cluster = cluster_from_dict(data["cluster"], f"{source}.cluster")
+    samples = _samples(data["samples"], workflow, source)
+    distributions = _section(data, "distributions", DISTRIBUTION_KEYS, source)
+    memory = _section(data, "memory", MEMORY_KEYS, source)
+    lengths = distributions.get("response_length", [])
+    require(
+        isinstance(lengths, list),
+        f"{source}.distributions.response_length",
+        lengths,
+        "must be a list",
+        "write generated token counts",
+    )
+    activations = memory.get("activation_bytes_per_sample", {})
+    try:
+        return Trace(
+            workflow=workflow,
+            cluster=cluster,
+            provenance=provenance,
+            samples=samples,
+            response_lengths=lengths,
+            activation_bytes_per_sample=activations,
+        )
+    except ConfigError as error:  # the trace's own checks name fields relative to the document
+        raise ConfigError(f"{source}.{error.field}", error.value, error.problem, error.fix) from None
+
+
+def _section(data: Mapping[str, Any], key: str, known: tuple[str, ...], source: str) -> Mapping[str, Any]:
+    section = data.get(key)
+    if section is None:
+        return {}
+    require(
+        isinstance(section, Mapping), f"{source}.{key}", section, "must be an object", f"write {list(known)}"
+    )
+    reject_unknown_keys(section, known, f"{source}.{key}")
+    return section
+
+
+def _samples(items: Any, workflow: Workflow, source: str) -> list[CostSample]:
+    require(
+        isinstance(items, list),
         f"{source}.samples",
-        type(samples_data).__name__,
+        items,
         "must be a list",
         "write a list of samples",
     )
+    names = set(workflow.component_names)
     samples = []
-    for i, item in enumerate(samples_data):
+    for i, item in enumerate(items):
+        where = f"{source}.samples[{i}]"
         require(
             isinstance(item, Mapping),
-            f"{source}.samples[{i}]",
+            where,
             item,
             "must be an object",
             "write component, op, devices, samples, seconds",
         )
-        reject_unknown_keys(item, (a.name for a in attrs.fields(CostSample)), f"{source}.samples[{i}]")
-        require_keys(item, ("component", "op", "devices", "samples", "seconds"), f"{source}.samples[{i}]")
-        try:
-            samples.append(CostSample(**item))
-        except ConfigError as error:
-            # Name the sample by its position, so that one bad value among thousands can be found.
-            attribute = error.field.rsplit(".", 1)[-1]
-            raise ConfigError(
-                f"{source}.samples[{i}].{attribute}", error.value, error.problem, error.fix
-            ) from None
-    distributions = data.get("distributions") or {}
-    memory = data.get("memory") or {}
-    return Trace(
-        workflow=workflow_from_dict(data["workflow"], f"{source}.workflow"),
-        cluster=cluster_from_dict(data["cluster"], f"{source}.cluster"),
-        provenance=data["provenance"],
-        samples=samples,
-        response_lengths=distributions.get("response_length", []),
-        activation_bytes_per_sample=memory.get("activation_bytes_per_sample", {}),
-    )
-
-
-def load_trace(path: str | Path) -> Trace:
-    """Read a trace file, with errors naming the file and the field."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(
-            "trace", str(path), "file does not exist", "pass the path of a trace JSON file (see traces/)"
+        sample = structure_config(CostSample, item, source, f"{where}.")
+        require(
+            sample.component in names,
+            f"{where}.component",
+            sample.component,
+            "unknown component",
+            f"use one of {sorted(names)}",
         )
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            "trace",
-            f"{path}:{error.lineno}:{error.colno}",
-            f"is not valid JSON ({error.msg})",
-            "fix the JSON syntax",
-        ) from None
-    return trace_from_dict(data, source=path.name)
+        samples.append(sample)
+    return samples
+
+
+def load_trace(path: str | Path, field: str = "trace") -> Trace:
+    """Read a trace file (bytes, UTF-8, JSON within :mod:`rlinf.limits`), with errors naming the file and the
+    field (``field`` names the file itself: the flag or argument it came from)."""
+    data = load_json(path, field, what="trace JSON file (see traces/)")
+    return trace_from_dict(data, source=os.path.basename(str(path)))

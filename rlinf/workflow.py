@@ -13,15 +13,9 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import (
-    ConfigError,
-    build_from_mapping,
-    non_negative,
-    positive,
-    reject_unknown_keys,
-    require,
-    to_tuple,
-)
+from rlinf import limits
+from rlinf.config_structure import structure_config
+from rlinf.errors import ConfigError, integer, non_negative, positive, require, to_tuple
 
 ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
 EDGE_KINDS = ("stream", "barrier")
@@ -43,13 +37,7 @@ class Component:
     """Devices per replica (tensor x pipeline parallel). A component's device count is a multiple of it."""
 
     def __attrs_post_init__(self) -> None:
-        require(
-            bool(self.name) and "->" not in self.name,
-            "component.name",
-            self.name,
-            "must be a non-empty name without '->'",
-            "rename the component",
-        )
+        _name("component.name", self.name)
         require(
             self.role in ROLES,
             f"components.{self.name}.role",
@@ -57,13 +45,13 @@ class Component:
             "unknown role",
             f"use one of {list(ROLES)}",
         )
-        non_negative(f"components.{self.name}.state_bytes", self.state_bytes)
-        require(
-            isinstance(self.model_parallel_size, int) and self.model_parallel_size >= 1,
+        _byte_count(f"components.{self.name}.state_bytes", self.state_bytes)
+        integer(
             f"components.{self.name}.model_parallel_size",
             self.model_parallel_size,
-            "must be an integer >= 1",
-            "set it to the devices one replica spans",
+            minimum=1,
+            maximum=limits.current().max_devices,
+            fix="set it to the devices one replica spans",
         )
 
     def state_bytes_per_device(self) -> int:
@@ -83,6 +71,8 @@ class Edge:
     """Payload moved per sample (tokens, log-probs, trajectories)."""
 
     def __attrs_post_init__(self) -> None:
+        _name("edge.src", self.src)
+        _name("edge.dst", self.dst)
         require(
             self.kind in EDGE_KINDS,
             f"edges.{self.key}.kind",
@@ -90,7 +80,7 @@ class Edge:
             "unknown edge kind",
             f"use one of {list(EDGE_KINDS)}",
         )
-        non_negative(f"edges.{self.key}.bytes_per_sample", self.bytes_per_sample)
+        _byte_count(f"edges.{self.key}.bytes_per_sample", self.bytes_per_sample)
 
     @property
     def key(self) -> str:
@@ -111,9 +101,15 @@ class Loop:
     """Action payload per env per step (policy -> env)."""
 
     def __attrs_post_init__(self) -> None:
+        _name("loop.env", self.env)
+        _name("loop.policy", self.policy)
+        integer("loop.num_steps", self.num_steps, fix="give the env steps per iteration")
         positive("loop.num_steps", self.num_steps)
-        non_negative("loop.obs_bytes_per_env", self.obs_bytes_per_env)
-        non_negative("loop.action_bytes_per_env", self.action_bytes_per_env)
+        bound = limits.current().max_loop_steps
+        if self.num_steps > bound:
+            raise limits.exceeded("loop.num_steps", self.num_steps, "loop steps", "max_loop_steps", bound)
+        _byte_count("loop.obs_bytes_per_env", self.obs_bytes_per_env)
+        _byte_count("loop.action_bytes_per_env", self.action_bytes_per_env)
 
     key = "loop"
     """The name a plan's granularity uses for the loop's pipeline stages."""
@@ -128,7 +124,9 @@ class WeightSync:
     num_bytes: int
 
     def __attrs_post_init__(self) -> None:
-        non_negative("weight_sync.num_bytes", self.num_bytes)
+        _name("weight_sync.src", self.src)
+        _name("weight_sync.dst", self.dst)
+        _byte_count("weight_sync.num_bytes", self.num_bytes)
 
 
 @attrs.frozen(kw_only=True)
@@ -150,9 +148,29 @@ class Workflow:
     """What throughput counts: ``samples`` or ``env_steps`` (env steps = batch_size x loop.num_steps)."""
 
     def __attrs_post_init__(self) -> None:
+        require(
+            isinstance(self.name, str), "workflow.name", self.name, "must be a string", "name the workflow"
+        )
         require(len(self.components) > 0, "workflow.components", [], "is empty", "add at least one component")
-        positive("workflow.batch_size", self.batch_size)
-        positive("workflow.group_size", self.group_size)
+        for field, values, cls in (
+            ("components", self.components, Component),
+            ("edges", self.edges, Edge),
+            ("weight_sync", self.weight_sync, WeightSync),
+        ):
+            for i, value in enumerate(values):
+                require(
+                    isinstance(value, cls), f"workflow.{field}[{i}]", value, f"is not a {cls.__name__}", ""
+                )
+        require(
+            self.loop is None or isinstance(self.loop, Loop), "workflow.loop", self.loop, "is not a Loop", ""
+        )
+        for field in ("batch_size", "group_size"):
+            integer(f"workflow.{field}", getattr(self, field), fix=f"give the {field.replace('_', ' ')}")
+            positive(f"workflow.{field}", getattr(self, field))
+        bound = limits.current().max_batch_size
+        if self.batch_size > bound:
+            raise limits.exceeded("workflow.batch_size", self.batch_size, "samples", "max_batch_size", bound)
+        non_negative("workflow.tokens_per_sample", self.tokens_per_sample)
         require(
             self.batch_size % self.group_size == 0,
             "workflow.batch_size",
@@ -190,9 +208,13 @@ class Workflow:
         keys = [e.key for e in self.edges]
         require(len(set(keys)) == len(keys), "workflow.edges", keys, "duplicate edge", "list each edge once")
         if self.loop is not None:
-            for end in (self.loop.env, self.loop.policy):
+            for end, side in ((self.loop.env, "env"), (self.loop.policy, "policy")):
                 require(
-                    end in known, "loop", end, "names an unknown component", f"use one of {sorted(known)}"
+                    end in known,
+                    f"loop.{side}",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
                 )
             require(
                 self.unit == "env_steps",
@@ -201,11 +223,19 @@ class Workflow:
                 "an embodied loop counts env steps",
                 "set unit: env_steps",
             )
-        for sync in self.weight_sync:
-            for end in (sync.src, sync.dst):
+        pairs = [(sync.src, sync.dst) for sync in self.weight_sync]
+        for i, sync in enumerate(self.weight_sync):
+            require(
+                sync.src != sync.dst and pairs.index((sync.src, sync.dst)) == i,
+                f"weight_sync[{i}].dst",
+                sync.dst,
+                "repeats a weight sync or syncs a component with itself",
+                "list each src -> dst weight sync once",
+            )
+            for end, side in ((sync.src, "src"), (sync.dst, "dst")):
                 require(
                     end in known,
-                    "weight_sync",
+                    f"weight_sync[{i}].{side}",
                     end,
                     "names an unknown component",
                     f"use one of {sorted(known)}",
@@ -288,30 +318,38 @@ class Workflow:
         }
 
 
-def workflow_from_dict(data: Mapping[str, Any], source: str = "workflow") -> Workflow:
-    """Build a workflow from its :meth:`Workflow.to_dict` form, naming the bad field on error."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(source, data, "must be a mapping", "write the workflow's fields")
-    fields = {a.name for a in attrs.fields(Workflow)}
-    reject_unknown_keys(data, fields, source)
-    for key in ("name", "components"):
-        require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
-    return Workflow(
-        name=data["name"],
-        components=[
-            build_from_mapping(Component, c, f"{source}.components[{i}]")
-            for i, c in enumerate(data["components"])
-        ],
-        edges=[
-            build_from_mapping(Edge, e, f"{source}.edges[{i}]") for i, e in enumerate(data.get("edges", []))
-        ],
-        loop=None if data.get("loop") is None else build_from_mapping(Loop, data["loop"], f"{source}.loop"),
-        weight_sync=[
-            build_from_mapping(WeightSync, w, f"{source}.weight_sync[{i}]")
-            for i, w in enumerate(data.get("weight_sync", []))
-        ],
-        batch_size=data.get("batch_size", 1),
-        group_size=data.get("group_size", 1),
-        tokens_per_sample=data.get("tokens_per_sample", 0.0),
-        unit=data.get("unit", "samples"),
+def workflow_from_dict(data: Any, source: str = "workflow") -> Workflow:
+    """Build a workflow from its :meth:`Workflow.to_dict` form (types checked by
+    :func:`~rlinf.config_structure.structure_config`), naming the bad field's path under ``source`` on error."""
+    try:
+        return structure_config(Workflow, data, source, f"{source}.")
+    except ConfigError as error:
+        raise _edge_by_index(error, data, source) from None
+
+
+def _edge_by_index(error: ConfigError, data: Any, source: str) -> ConfigError:
+    """An error the workflow raised about edge ``src->dst``, renamed to that edge's place in ``data``."""
+    prefix = f"{source}.edges."
+    if not error.field.startswith(prefix) or not isinstance(data, Mapping):
+        return error
+    key = error.field[len(prefix) :]  # the whole rest: a component name may hold dots
+    for i, edge in enumerate(data.get("edges") or ()):
+        if isinstance(edge, Mapping) and f"{edge.get('src')}->{edge.get('dst')}" == key:
+            side = "src" if error.value == edge.get("src") and error.problem.startswith("names") else "dst"
+            return ConfigError(f"{source}.edges[{i}].{side}", error.value, error.problem, error.fix)
+    return error
+
+
+def _name(field: str, value: Any) -> None:
+    require(
+        isinstance(value, str) and bool(value) and "->" not in value,
+        field,
+        value,
+        "must be a non-empty name without '->'",
+        "write the component's name",
     )
+
+
+def _byte_count(field: str, value: Any) -> None:
+    integer(field, value, fix=f"give {field} as a whole number of bytes")
+    non_negative(field, value)

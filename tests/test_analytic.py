@@ -344,12 +344,12 @@ def test_cli_command_in_provenance_regenerates_the_trace(tmp_path):
     ("argv", "field"),
     [
         (["--model", "13b"], "model"),
-        (["--model", "7b", "--params=-5e9"], "model.num_params"),
+        (["--model", "7b", "--params=-5e9"], "--params"),
         (["--params", "2e9"], "--layers"),
         (["--model", "7b", "--algorithm", "dpo"], "algorithm"),
         (["--model", "7b", "--device", "TPU"], "--device"),
-        (["--model", "7b", "--group-size", "0"], "group_size"),
-        (["--model", "32b", "--device", "H100", "--actor-mp", "2"], "actor_model_parallel"),
+        (["--model", "7b", "--group-size", "0"], "--group-size"),
+        (["--model", "32b", "--device", "H100", "--actor-mp", "2"], "--actor-mp"),
     ],
 )
 def test_cli_bad_input_exits_2_naming_the_field(tmp_path, capsys, argv, field):

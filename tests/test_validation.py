@@ -181,7 +181,7 @@ def test_plan_against_workflow_errors() -> None:
             ),
             cluster,
         )
-    with pytest.raises(ConfigError, match=r"granularity of rollout=128: exceeds the 64 prompt groups"):
+    with pytest.raises(ConfigError, match=r"granularity.rollout->reward=128: exceeds the 64 prompt groups"):
         lower(
             workflow,
             plan_from_yaml(
@@ -237,7 +237,7 @@ def test_trace_validation(tmp_path) -> None:
         trace_from_dict(data)
     data = grpo_trace().to_dict()
     data["samples"][0]["component"] = "ghost"
-    with pytest.raises(ConfigError, match=r"samples.component='ghost': unknown component"):
+    with pytest.raises(ConfigError, match=r"trace.samples\[0\].component='ghost': unknown component"):
         trace_from_dict(data)
     data = grpo_trace().to_dict()
     data["schema"] = "rlinf.trace/v0"

@@ -7,15 +7,12 @@ progression when the second term is a whole multiple >= 2 of the first, as here:
 
 from __future__ import annotations
 
-import math
-
 import attrs
 
-from rlinf.errors import ConfigError, require, to_tuple
+from rlinf import limits
+from rlinf.errors import ConfigError, is_number, require, to_tuple
 
 TARGET_KINDS = ("throughput", "deadline")
-MAX_DEVICE_COUNTS = 64
-"""A sweep over more cluster sizes than this is almost certainly a typo in the progression."""
 
 
 @attrs.frozen(kw_only=True)
@@ -36,7 +33,7 @@ class Target:
         )
         flag = "--target-throughput" if self.kind == "throughput" else "--deadline-s"
         require(
-            isinstance(self.value, (int, float)) and math.isfinite(self.value) and self.value > 0,
+            is_number(self.value) and self.value > 0,
             flag,
             self.value,
             "must be a finite number > 0",
@@ -97,16 +94,14 @@ class SweepOptions:
         require(len(self.strategies) > 0, "--modes", "", "is empty", "name at least one mode")
         if self.price_per_device_hour is not None:
             require(
-                isinstance(self.price_per_device_hour, (int, float))
-                and math.isfinite(self.price_per_device_hour)
-                and self.price_per_device_hour > 0,
+                is_number(self.price_per_device_hour) and self.price_per_device_hour > 0,
                 "--price-per-device-hour",
                 self.price_per_device_hour,
                 "must be a finite number > 0",
                 "give the price of one device for one hour, e.g. 2.5",
             )
         require(
-            self.search_time_s > 0,
+            is_number(self.search_time_s) and self.search_time_s > 0,
             "--search-time-s",
             self.search_time_s,
             "must be > 0",
@@ -120,6 +115,7 @@ def parse_device_counts(text: str) -> tuple[int, ...]:
     if not parts:
         raise ConfigError("--devices", text, "is empty", "list cluster sizes, e.g. 8,16,32 or 8,16,...,1024")
     if "..." not in parts:
+        _check_size(len(parts), text)
         return tuple(_count(part, text) for part in parts)
     require(
         parts.count("...") == 1 and parts.index("...") >= 2 and parts.index("...") == len(parts) - 2,
@@ -130,18 +126,22 @@ def parse_device_counts(text: str) -> tuple[int, ...]:
     )
     head = [_count(part, text) for part in parts[:-2]]
     last = _count(parts[-1], text)
-    counts = _progression(head, last, text)
-    require(
-        len(counts) <= MAX_DEVICE_COUNTS,
-        "--devices",
-        text,
-        f"expands to {len(counts)} sizes (more than {MAX_DEVICE_COUNTS})",
-        "use a coarser progression",
-    )
-    return tuple(counts)
+    return tuple(_progression(head, last, text))
+
+
+def _check_size(num_sizes: int, text: str) -> None:
+    bound = limits.current().max_sweep_sizes
+    if num_sizes > bound:
+        raise limits.exceeded(
+            "--devices", text, f"cluster sizes (it expands to {num_sizes:,})", "max_sweep_sizes", bound
+        )
 
 
 def _count(part: str, text: str) -> int:
+    bound = limits.current().max_devices
+    digits = part.lstrip("+").lstrip("0")
+    if part.isascii() and digits.isdigit() and len(digits) > len(str(bound)):
+        raise limits.exceeded("--devices", text, "devices", "max_devices", bound)
     try:
         value = int(part)
     except ValueError:
@@ -149,6 +149,8 @@ def _count(part: str, text: str) -> int:
             "--devices", text, f"{part!r} is not a whole number", "write e.g. 8,16,...,1024"
         ) from None
     require(value >= 1, "--devices", text, f"{value} is not >= 1", "use positive device counts")
+    if value > bound:
+        raise limits.exceeded("--devices", text, "devices", "max_devices", bound)
     return value
 
 
@@ -180,6 +182,7 @@ def _progression(head: list[int], last: int, text: str) -> list[int]:
             "the terms before '...' are not an ascending progression",
             "write e.g. 8,16,24,...,64 or 8,16,...,1024",
         )
+        _check_size(len(head) + max(0, -(-(last - head[-1]) // step)), text)
         counts = list(head)
         while counts[-1] < last:
             counts.append(counts[-1] + step)
@@ -190,4 +193,5 @@ def _progression(head: list[int], last: int, text: str) -> list[int]:
         f"the progression does not reach {last} (it passes {counts[-1]})",
         f"end it at a term of the progression, e.g. {counts[-2] if len(counts) > 1 else counts[-1]}",
     )
+    _check_size(len(counts), text)
     return counts

@@ -157,7 +157,7 @@ def sweep(
     duplicates = sorted({label for label in labels if labels.count(label) > 1})
     if duplicates:
         raise ConfigError("--set", duplicates[0], "is given twice", "give each what-if series once")
-    series = [(BASELINE, trace)] + [(w.label, apply_whatif(trace, w)) for w in whatifs]
+    series = [(BASELINE, trace)] + [(w.label, _applied(trace, w)) for w in whatifs]
     for label, series_trace in series[1:]:
         check_trace(series_trace, f"--set {label}")
     for n in options.device_counts:
@@ -190,6 +190,21 @@ def sweep(
         rows=rows,
         series_devices={label: t.cluster.device.name for label, t in series},
     )
+
+
+def _applied(trace: Trace, whatif: WhatIf) -> Trace:
+    """The what-if series' trace; an error it causes in the trace is named by its ``--set``."""
+    try:
+        return apply_whatif(trace, whatif)
+    except ConfigError as error:
+        if error.field.startswith("--set"):
+            raise
+        raise ConfigError(
+            "--set",
+            whatif.label,
+            f"makes {error.field}={error.value!r}: {error.problem}",
+            "use a smaller change",
+        ) from None
 
 
 def _best_of_all(rows: list[CapacityRow]) -> list[CapacityRow]:

@@ -19,12 +19,16 @@ import attrs
 
 from rlinf.analytic import synthesize
 from rlinf.cluster import DEVICE_PRESETS, Cluster
+from rlinf.config_structure import structure_config
 from rlinf.errors import ConfigError, require
-from rlinf.llm_workload import LLMWorkload, ModelSpec, ResponseLengths
+from rlinf.llm_workload import LLMWorkload, ResponseLengths
 from rlinf.trace import Trace
 
 PREFIX = "trace."
 ANALYTIC_GENERATOR = "rlinf.analytic.synthesize"
+MAX_SCALE = 1e6
+"""A what-if scale beyond this is a typo, not a question (and would overflow the cost model)."""
+MAX_WHOLE = 1_000_000
 
 
 def _scale(key: str, text: str) -> float:
@@ -33,10 +37,10 @@ def _scale(key: str, text: str) -> float:
     except ValueError:
         raise ConfigError(f"--set {PREFIX}{key}", text, "is not a number", f"write e.g. {key}=1.5") from None
     require(
-        math.isfinite(value) and value > 0,
+        math.isfinite(value) and 0 < value <= MAX_SCALE,
         f"--set {PREFIX}{key}",
         text,
-        "must be > 0",
+        f"must be > 0 and <= {MAX_SCALE:g}",
         f"write e.g. {key}=1.5",
     )
     return value
@@ -44,12 +48,18 @@ def _scale(key: str, text: str) -> float:
 
 def _whole(key: str, text: str) -> int:
     try:
-        value = int(text)
+        value = int(text) if len(text.strip()) <= len(str(MAX_WHOLE)) else MAX_WHOLE + 1
     except ValueError:
         raise ConfigError(
             f"--set {PREFIX}{key}", text, "is not a whole number", f"write e.g. {key}=16"
         ) from None
-    require(value >= 1, f"--set {PREFIX}{key}", text, "must be >= 1", f"write e.g. {key}=16")
+    require(
+        1 <= value <= MAX_WHOLE,
+        f"--set {PREFIX}{key}",
+        text,
+        f"must be in 1-{MAX_WHOLE:,}",
+        f"write e.g. {key}=16",
+    )
     return value
 
 
@@ -211,20 +221,7 @@ def is_synthesized(trace: Trace) -> bool:
 
 def workload_of(trace: Trace) -> LLMWorkload:
     """The :class:`LLMWorkload` a synthesized trace's provenance records."""
-    fields = dict(trace.provenance["workload"])
-    try:
-        return LLMWorkload(
-            model=ModelSpec(**fields.pop("model")),
-            response=ResponseLengths(**fields.pop("response")),
-            **fields,
-        )
-    except (TypeError, KeyError) as error:
-        raise ConfigError(
-            "trace.provenance.workload",
-            type(error).__name__,
-            f"cannot be read back ({error})",
-            "re-synthesize the trace with this version of rlinf trace synth",
-        ) from None
+    return structure_config(LLMWorkload, trace.provenance["workload"], "trace", "trace.provenance.workload.")
 
 
 def apply_whatif(trace: Trace, whatif: WhatIf) -> Trace:
@@ -234,13 +231,12 @@ def apply_whatif(trace: Trace, whatif: WhatIf) -> Trace:
         for key, value in whatif.settings:
             workload, cluster = KNOBS[key].on_workload(workload, cluster, value)
         provenance = trace.provenance
-        sampling = provenance.get("sampling", {})
         result = synthesize(
             workload,
             cluster,
-            seed=int(provenance.get("seed", 0)),
+            seed=_recorded_int(provenance, ("seed",), 0, 0, 2**32 - 1),
             date=str(provenance.get("date", "unspecified")),
-            max_devices=int(sampling.get("max_devices", 2048)) if isinstance(sampling, Mapping) else 2048,
+            max_devices=_recorded_int(provenance, ("sampling", "max_devices"), 2048, 1024, 1 << 20),
         )
     else:
         result = trace
@@ -259,6 +255,25 @@ def apply_whatif(trace: Trace, whatif: WhatIf) -> Trace:
     provenance = dict(result.provenance)
     provenance["whatif"] = {"settings": dict(whatif.settings), "base_provenance": _brief(trace.provenance)}
     return attrs.evolve(result, provenance=provenance)
+
+
+def _recorded_int(
+    provenance: Mapping[str, Any], path: tuple[str, ...], default: int, low: int, high: int
+) -> int:
+    """The whole number a synthesized trace's provenance records at ``path`` (``default`` when absent)."""
+    value: Any = provenance
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if value is None:
+        return default
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
+        "trace.provenance." + ".".join(path),
+        value,
+        f"must be an integer in {low}-{high}",
+        "re-synthesize the trace with rlinf trace synth",
+    )
+    return value
 
 
 def _brief(provenance: Mapping[str, Any]) -> dict[str, Any]:

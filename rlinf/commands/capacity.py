@@ -14,8 +14,11 @@ from rlinf.capacity.report import write_report
 from rlinf.capacity.result import BASELINE, CapacityResult
 from rlinf.capacity.sweep import default_jobs, sweep
 from rlinf.capacity.whatif import KNOBS, PREFIX, parse_whatif
-from rlinf.errors import ConfigError
+from rlinf.commands import values
+from rlinf.outputs import check_output_dir, writing
 from rlinf.trace import load_trace
+
+MAX_JOBS = 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,17 +28,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--devices", required=True, help="cluster sizes: 8,16,32 or a progression such as 8,16,...,1024"
     )
     parser.add_argument("--out", required=True, help="folder for report.html, report.md, PNGs, capacity.json")
+    positive = values.real(0.0, exclusive_minimum=True)
     parser.add_argument(
-        "--price-per-device-hour", type=float, default=None, help="currency per device-hour (default: none)"
+        "--price-per-device-hour",
+        type=positive,
+        default=None,
+        help="currency per device-hour (default: none)",
     )
     target = parser.add_mutually_exclusive_group()
     target.add_argument(
         "--target-throughput",
-        type=float,
+        type=positive,
         default=None,
         help="units (samples or env steps) per second to reach",
     )
-    target.add_argument("--deadline-s", type=float, default=None, help="iteration seconds not to exceed")
+    target.add_argument("--deadline-s", type=positive, default=None, help="iteration seconds not to exceed")
     parser.add_argument(
         "--set",
         dest="whatifs",
@@ -52,28 +59,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--search-time-s",
-        type=float,
+        type=values.positive_seconds,
         default=5.0,
         help="CP-SAT time limit of the best-plan search, per size (default 5)",
     )
     parser.add_argument(
-        "--jobs", type=int, default=None, help=f"worker processes (default: CPU count, {default_jobs()} here)"
+        "--jobs",
+        type=values.count(1, MAX_JOBS),
+        default=None,
+        help=f"worker processes (default: CPU count, {default_jobs()} here)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="planner and simulator seed (default 0)")
+    parser.add_argument("--seed", type=values.seed, default=0, help="planner and simulator seed (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
 
 def run(args: argparse.Namespace) -> int:
     """Sweep, write the report, print a summary. An unmet target is reported, not an error (exit 0)."""
+    out = check_output_dir(args.out, "--out")
     trace = load_trace(args.trace)
     target = None
     if args.target_throughput is not None:
         target = Target(kind="throughput", value=args.target_throughput)
     elif args.deadline_s is not None:
         target = Target(kind="deadline", value=args.deadline_s)
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError("--jobs", args.jobs, "must be >= 1", "give the number of worker processes")
     modes = tuple(m.strip() for m in str(args.modes).split(",") if m.strip())
     options = SweepOptions(
         device_counts=parse_device_counts(args.devices),
@@ -84,11 +93,6 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     whatifs = [parse_whatif(text) for text in args.whatifs]
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(
-            "--out", str(out), "is a file, not a folder", "pass a folder path (created if missing)"
-        )
     result = sweep(
         trace,
         options,
@@ -97,12 +101,8 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         progress=not args.quiet,
     )
-    try:
+    with writing(out, "--out"):
         files = write_report(result, trace, out)
-    except OSError as error:
-        raise ConfigError(
-            "--out", str(out), f"cannot be written ({error.strerror})", "pass a writable folder"
-        ) from None
     outputs = [str(files.html), str(files.markdown), str(files.json), *map(str, files.images)]
     if args.json:
         json.dump({**result.to_dict(), "outputs": outputs}, sys.stdout)

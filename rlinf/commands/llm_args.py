@@ -8,13 +8,17 @@ and parallel sizes of its :class:`Recipe`; every flag overrides one value.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import numpy as np
 
+from rlinf import limits
 from rlinf.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
+from rlinf.commands import values
 from rlinf.errors import ConfigError, require
 from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, model_preset
 
@@ -66,37 +70,106 @@ ASSUMPTION_FLAGS = {
 }
 
 
+MAX_PARAMS = 1e15
+MAX_MODEL_SIZE = 10_000_000
+"""Layers, hidden size, heads, tokens: far beyond any model, small enough that no cost overflows."""
+MAX_TOKENS = 10_000_000
+MAX_SIGMA = 10.0
+
+# LLMWorkload / ModelSpec / ResponseLengths field (and the analytic model's memory checks) -> the flag that sets it.
+FLAG_OF_FIELD = {
+    "model.num_params": "--params",
+    "model.num_layers": "--layers",
+    "model.hidden_size": "--hidden-size",
+    "model.num_attention_heads": "--heads",
+    "model.num_kv_heads": "--kv-heads",
+    "num_prompts": "--prompts",
+    "group_size": "--group-size",
+    "prompt_tokens": "--prompt-tokens",
+    "response.median_tokens": "--response-median",
+    "response.sigma": "--response-sigma",
+    "response.max_tokens": "--response-max",
+    "algorithm": "--algorithm",
+    "rollout_model_parallel": "--rollout-mp",
+    "inference_model_parallel": "--inference-mp",
+    "actor_model_parallel": "--actor-mp",
+}
+
+
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     """Model, device, cluster, batch, response lengths, parallel sizes and efficiency assumptions."""
+    size = values.count(1, MAX_MODEL_SIZE)
+    tokens = values.count(1, MAX_TOKENS)
+    batch = values.count(1, limit="max_batch_size")
+    parallel = values.count(1, limit="max_devices")
     parser.add_argument("--model", default=None, help=f"model preset: {', '.join(MODEL_PRESETS)}")
-    parser.add_argument("--params", type=float, default=None, help="parameter count (overrides the preset's)")
     parser.add_argument(
-        "--layers", type=int, default=None, help="layers (required with --params, no --model)"
+        "--params",
+        type=values.real(0.0, MAX_PARAMS, exclusive_minimum=True),
+        default=None,
+        help="parameter count (overrides the preset's)",
     )
     parser.add_argument(
-        "--hidden-size", type=int, default=None, help="hidden size (with --params, no --model)"
+        "--layers", type=size, default=None, help="layers (required with --params, no --model)"
     )
-    parser.add_argument("--heads", type=int, default=None, help="attention heads (default hidden/128)")
-    parser.add_argument("--kv-heads", type=int, default=None, help="KV heads (default heads/8, at least 1)")
+    parser.add_argument(
+        "--hidden-size", type=size, default=None, help="hidden size (with --params, no --model)"
+    )
+    parser.add_argument("--heads", type=size, default=None, help="attention heads (default hidden/128)")
+    parser.add_argument("--kv-heads", type=size, default=None, help="KV heads (default heads/8, at least 1)")
     parser.add_argument("--device", default=None, help=f"device type: {', '.join(DEVICE_PRESETS)}")
-    parser.add_argument("--num-devices", type=int, default=None, help="devices of the cluster (8 per node)")
-    parser.add_argument("--prompts", type=int, default=None, help="prompts per iteration")
-    parser.add_argument("--group-size", type=int, default=None, help="responses per prompt")
     parser.add_argument(
-        "--prompt-tokens", type=int, default=None, help=f"tokens per prompt (default {DEFAULT_PROMPT_TOKENS})"
+        "--num-devices",
+        type=values.count(1, limit="max_devices"),
+        default=None,
+        help="devices of the cluster (8 per node)",
     )
-    parser.add_argument("--response-median", type=float, default=None, help="median response tokens")
-    parser.add_argument("--response-sigma", type=float, default=None, help="sigma of the log response length")
+    parser.add_argument("--prompts", type=batch, default=None, help="prompts per iteration")
+    parser.add_argument("--group-size", type=batch, default=None, help="responses per prompt")
     parser.add_argument(
-        "--response-max", type=int, default=None, help="max response tokens (generation limit)"
+        "--prompt-tokens",
+        type=tokens,
+        default=None,
+        help=f"tokens per prompt (default {DEFAULT_PROMPT_TOKENS})",
+    )
+    parser.add_argument(
+        "--response-median",
+        type=values.real(0.0, MAX_TOKENS, exclusive_minimum=True),
+        default=None,
+        help="median response tokens",
+    )
+    parser.add_argument(
+        "--response-sigma",
+        type=values.real(0.0, MAX_SIGMA),
+        default=None,
+        help="sigma of the log response length",
+    )
+    parser.add_argument(
+        "--response-max", type=tokens, default=None, help="max response tokens (generation limit)"
     )
     parser.add_argument("--algorithm", default="grpo", help="grpo or ppo (default grpo)")
-    parser.add_argument("--rollout-mp", type=int, default=None, help="rollout model-parallel size")
-    parser.add_argument("--inference-mp", type=int, default=None, help="inference model-parallel size")
-    parser.add_argument("--actor-mp", type=int, default=None, help="actor (and critic) model-parallel size")
+    parser.add_argument("--rollout-mp", type=parallel, default=None, help="rollout model-parallel size")
+    parser.add_argument("--inference-mp", type=parallel, default=None, help="inference model-parallel size")
+    parser.add_argument(
+        "--actor-mp", type=parallel, default=None, help="actor (and critic) model-parallel size"
+    )
     for field, meaning in ASSUMPTION_FLAGS.items():
         default = attrs.fields_dict(LLMWorkload)[field].default
-        parser.add_argument(_flag(field), type=float, default=None, help=f"{meaning} (default {default:g})")
+        parser.add_argument(
+            _flag(field), type=values.real(), default=None, help=f"{meaning} (default {default:g})"
+        )
+
+
+@contextlib.contextmanager
+def flags_named() -> Iterator[None]:
+    """Re-raise the analytic model's errors about a workload field under the flag that sets it."""
+    try:
+        yield
+    except ConfigError as error:
+        flag = FLAG_OF_FIELD.get(error.field)
+        if flag is None:
+            raise
+        raise ConfigError(flag, error.value, error.problem, error.fix.replace(error.field, flag)) from None
 
 
 def describes_workload(args: argparse.Namespace) -> bool:
@@ -129,22 +202,29 @@ def workload_from_args(
     assumptions = {
         field: getattr(args, field) for field in ASSUMPTION_FLAGS if getattr(args, field) is not None
     }
-    workload = LLMWorkload(
-        model=model,
-        num_prompts=pick("prompts", recipe.num_prompts),
-        group_size=pick("group_size", recipe.group_size),
-        prompt_tokens=pick("prompt_tokens", DEFAULT_PROMPT_TOKENS),
-        response=ResponseLengths(
-            median_tokens=pick("response_median", recipe.response_median),
-            sigma=pick("response_sigma", recipe.response_sigma),
-            max_tokens=pick("response_max", recipe.response_max),
-        ),
-        algorithm=args.algorithm,
-        rollout_model_parallel=pick("rollout_mp", recipe.rollout_mp),
-        inference_model_parallel=pick("inference_mp", recipe.inference_mp),
-        actor_model_parallel=pick("actor_mp", recipe.actor_mp),
-        **assumptions,
-    )
+    prompts, group_size = pick("prompts", recipe.num_prompts), pick("group_size", recipe.group_size)
+    bound = limits.current().max_batch_size
+    if prompts * group_size > bound:
+        raise limits.exceeded(
+            "--prompts", prompts, "samples (prompts x --group-size)", "max_batch_size", bound
+        )
+    with flags_named():
+        workload = LLMWorkload(
+            model=model,
+            num_prompts=prompts,
+            group_size=group_size,
+            prompt_tokens=pick("prompt_tokens", DEFAULT_PROMPT_TOKENS),
+            response=ResponseLengths(
+                median_tokens=pick("response_median", recipe.response_median),
+                sigma=pick("response_sigma", recipe.response_sigma),
+                max_tokens=pick("response_max", recipe.response_max),
+            ),
+            algorithm=args.algorithm,
+            rollout_model_parallel=pick("rollout_mp", recipe.rollout_mp),
+            inference_model_parallel=pick("inference_mp", recipe.inference_mp),
+            actor_model_parallel=pick("actor_mp", recipe.actor_mp),
+            **assumptions,
+        )
     return workload, cluster_of(DEVICE_PRESETS[device_name], pick("num_devices", recipe.num_devices))
 
 
@@ -225,13 +305,31 @@ def _model_and_recipe(args: argparse.Namespace) -> tuple[ModelSpec, Recipe]:
         args.hidden_size is not None, "--hidden-size", None, "is missing", "give --hidden-size with --params"
     )
     heads = args.heads or max(1, args.hidden_size // 128)
-    model = ModelSpec(
-        name=f"{args.params / 1e9:g}b",
-        num_params=args.params,
-        num_layers=args.layers,
-        hidden_size=args.hidden_size,
-        num_attention_heads=heads,
-        num_kv_heads=args.kv_heads or max(1, heads // 8),
+    kv_heads = args.kv_heads or max(1, heads // 8)
+    require(
+        args.hidden_size % heads == 0,
+        "--heads" if args.heads else "--hidden-size",
+        heads if args.heads else args.hidden_size,
+        f"does not divide the hidden size {args.hidden_size}"
+        if args.heads
+        else f"is not a multiple of {heads} heads",
+        "give a head count that divides --hidden-size",
     )
+    require(
+        heads % kv_heads == 0,
+        "--kv-heads" if args.kv_heads else "--heads",
+        kv_heads if args.kv_heads else heads,
+        f"KV heads ({kv_heads}) must divide the attention heads ({heads})",
+        "give --kv-heads that divides --heads (grouped-query attention)",
+    )
+    with flags_named():
+        model = ModelSpec(
+            name=f"{args.params / 1e9:g}b",
+            num_params=args.params,
+            num_layers=args.layers,
+            hidden_size=args.hidden_size,
+            num_attention_heads=heads,
+            num_kv_heads=kv_heads,
+        )
     nearest = min(MODEL_PRESETS.values(), key=lambda m: abs(np.log(m.num_params / max(args.params, 1.0))))
     return model, RECIPES[nearest.name]

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from planner import search
 from planner.search import DEFAULT_K, DEFAULT_TIME_LIMIT_S, SearchResult
 from planner.space import DEFAULT_MAX_GRANULARITY
 from rlinf.cluster import GIB, parse_cluster
+from rlinf.commands import values
 from rlinf.costs import fit
-from rlinf.errors import ConfigError
 from rlinf.files import write_text_atomic
+from rlinf.outputs import check_output_file, writing
 from rlinf.trace import load_trace
+
+MAX_TOP = 10_000
+"""More CP-SAT candidates than this cannot all be simulated in any useful time."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,15 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
     )
     parser.add_argument(
-        "--top", type=int, default=DEFAULT_K, help=f"CP-SAT candidates to simulate (default {DEFAULT_K})"
+        "--top",
+        type=values.count(1, MAX_TOP),
+        default=DEFAULT_K,
+        help=f"CP-SAT candidates to simulate (default {DEFAULT_K})",
     )
     parser.add_argument(
-        "--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="CP-SAT seconds in all (default 10)"
+        "--time-limit",
+        type=values.positive_seconds,
+        default=DEFAULT_TIME_LIMIT_S,
+        help="CP-SAT seconds in all (default 10)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
+    parser.add_argument("--seed", type=values.seed, default=0, help="CP-SAT random seed (default 0)")
     parser.add_argument(
         "--max-granularity",
-        type=int,
+        type=values.count(1, limit="max_micro_batches"),
         default=DEFAULT_MAX_GRANULARITY,
         help="largest micro-batch count tried (default 32)",
     )
@@ -46,12 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fit, search, print the ranking and write the chosen plan."""
-    if args.top < 1:
-        raise ConfigError("--top", args.top, "must be >= 1", "ask for at least one candidate")
-    if args.time_limit <= 0:
-        raise ConfigError("--time-limit", args.time_limit, "must be > 0", "give the solver some seconds")
+    out = check_output_file(args.out, "--out") if args.out is not None else None
     trace = load_trace(args.trace)
-    cluster = parse_cluster(args.cluster) if args.cluster else trace.cluster
+    cluster = parse_cluster(args.cluster) if args.cluster is not None else trace.cluster
     costs = fit(trace, cluster)
     result = search(
         trace.workflow,
@@ -64,22 +70,20 @@ def run(args: argparse.Namespace) -> int:
     )
     report = result.to_dict()
     report.update(trace=str(args.trace), cluster=cluster.spec(), seed=args.seed)
-    if args.out:
-        out = Path(args.out)
-        if out.is_dir():
-            raise ConfigError("--out", str(out), "is a folder", "pass a file path such as plan.yaml")
-        write_text_atomic(
-            out,
-            f"# rlinf plan --trace {args.trace} --cluster {cluster.spec()} --seed {args.seed}\n"
-            + result.plan.to_yaml(),
-        )
+    if out is not None:
+        with writing(out, "--out"):
+            write_text_atomic(
+                out,
+                f"# rlinf plan --trace {args.trace} --cluster {cluster.spec()} --seed {args.seed}\n"
+                + result.plan.to_yaml(),
+            )
         report["out"] = str(out)
     if args.json:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_table(result, cluster.spec()))
-        if args.out:
+        if out is not None:
             sys.stdout.write(f"plan written to {args.out}\n")
     return 0
 

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.cluster import GIB, Cluster, parse_cluster
+from rlinf.commands import values
 from rlinf.costs import fit
-from rlinf.errors import ConfigError
 from rlinf.export import device_groups, write_chrome_trace, write_gantt_png
 from rlinf.files import write_text_atomic
 from rlinf.lowering import lower
-from rlinf.plan import plan_from_yaml
+from rlinf.outputs import check_output_dir, writing
+from rlinf.plan import load_plan
 from rlinf.timeline import Timeline
 from rlinf.trace import load_trace
 from simulator import simulate
@@ -29,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed for --stochastic (default 0)")
+    parser.add_argument(
+        "--seed", type=values.seed, default=0, help="random seed for --stochastic (default 0)"
+    )
     parser.add_argument(
         "--stochastic",
         action="store_true",
@@ -45,29 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load, lower, fit, simulate; print the summary and write the exports."""
+    out = check_output_dir(args.out, "--out") if args.out is not None else None
     trace = load_trace(args.trace)
-    cluster = parse_cluster(args.cluster) if args.cluster else trace.cluster
+    cluster = parse_cluster(args.cluster) if args.cluster is not None else trace.cluster
     plan_path = Path(args.plan)
-    plan = plan_from_yaml(_read_plan(plan_path), cluster.num_devices, source=str(plan_path))
+    plan = load_plan(plan_path, cluster.num_devices)
     program = lower(trace.workflow, plan, cluster)
     costs = fit(trace, cluster)
     timeline = simulate(program, costs, seed=args.seed, stochastic=args.stochastic)
     report = build_report(timeline, cluster, trace_path=str(args.trace), plan_path=str(plan_path))
     report.update(seed=args.seed, stochastic=bool(args.stochastic))
-    if args.out:
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(
-                "--out", str(out), "is a file, not a folder", "pass a folder path (created if missing)"
-            )
-        try:
+    if out is not None:
+        with writing(out, "--out"):
             write_chrome_trace(timeline, out / "timeline.json")
             write_gantt_png(timeline, out / "gantt.png", title=f"{plan_path.name}: {_title(timeline)}")
             write_text_atomic(out / "summary.json", json.dumps(report, indent=1) + "\n")
-        except OSError as error:
-            raise ConfigError(
-                "--out", str(out), f"cannot be written ({error.strerror})", "pass a writable folder"
-            ) from None
         report["outputs"] = [str(out / name) for name in ("timeline.json", "gantt.png", "summary.json")]
     if args.json:
         json.dump(report, sys.stdout)
@@ -75,17 +70,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_report(report))
     return 0
-
-
-def _read_plan(path: Path) -> str:
-    if not path.is_file():
-        raise ConfigError(
-            "plan",
-            str(path),
-            "file does not exist",
-            "pass the path of a plan YAML file (see examples/plans/)",
-        )
-    return path.read_text()
 
 
 def _title(timeline: Timeline) -> str:

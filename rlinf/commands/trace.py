@@ -14,8 +14,15 @@ import numpy as np
 
 from rlinf.analytic import synthesize
 from rlinf.cluster import GIB
-from rlinf.commands import trace_calibrate, trace_import
-from rlinf.commands.llm_args import add_workload_arguments, today, workload_flags, workload_from_args
+from rlinf.commands import trace_calibrate, trace_import, values
+from rlinf.commands.llm_args import (
+    add_workload_arguments,
+    flags_named,
+    today,
+    workload_flags,
+    workload_from_args,
+)
+from rlinf.outputs import check_output_file, writing
 from rlinf.trace import Trace, load_trace
 
 
@@ -24,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
     synth = sub.add_parser("synth", help="synthesize an analytic LLM trace (roofline model)")
     add_workload_arguments(synth)
-    synth.add_argument("--seed", type=int, default=0, help="seed of the response-length draw (default 0)")
+    synth.add_argument(
+        "--seed", type=values.seed, default=0, help="seed of the response-length draw (default 0)"
+    )
     synth.add_argument("--date", default=None, help="date recorded in provenance (default: today, UTC)")
     synth.add_argument("--out", required=True, help="trace JSON file to write (atomically)")
     trace_calibrate.add_arguments(
@@ -55,17 +64,20 @@ def run(args: argparse.Namespace) -> int:
         return trace_calibrate.run(args)
     if args.trace_command == "import":
         return trace_import.run(args)
-    sys.stdout.write(describe_trace(load_trace(args.path)))
+    sys.stdout.write(describe_trace(load_trace(args.path, field="path")))
     return 0
 
 
 def _synth(args: argparse.Namespace) -> int:
+    check_output_file(args.out, "--out")
     workload, cluster = workload_from_args(args)
-    trace = synthesize(workload, cluster, seed=args.seed, date=args.date or today())
+    with flags_named():
+        trace = synthesize(workload, cluster, seed=args.seed, date=args.date or today())
     parts = ["rlinf", "trace", "synth", *workload_flags(args, workload, cluster)]
     command = shlex.join([*parts, "--seed", str(args.seed), "--out", args.out])
     trace = attrs.evolve(trace, provenance={**trace.provenance, "command": command})
-    trace.save(args.out)
+    with writing(args.out, "--out"):
+        trace.save(args.out)
     print(f"wrote {args.out}: {len(trace.samples)} samples, {trace.workflow.name} on {cluster.spec()}")
     return 0
 
@@ -107,7 +119,7 @@ def _provenance_lines(provenance: Mapping[str, Any]) -> list[str]:
         lines.append(f"provenance {trace_import.summary_line(provenance['imported_from'])}")
     if isinstance(provenance.get("calibration"), Mapping):
         lines.append(f"provenance {trace_calibrate.summary_line(provenance['calibration'])}")
-    assumptions = provenance.get("assumptions") or []
-    if assumptions:
+    assumptions = provenance.get("assumptions")
+    if isinstance(assumptions, list) and assumptions:
         lines.append(f"provenance assumptions: {len(assumptions)} (see the trace file)")
     return lines

@@ -23,15 +23,19 @@ import attrs
 
 from rlinf.calibration import Calibration, calibrate, calibrated_trace
 from rlinf.cluster import Cluster
+from rlinf.commands import values
 from rlinf.commands.llm_args import (
     add_workload_arguments,
     describes_workload,
+    flags_named,
     today,
     workload_flags,
     workload_from_args,
 )
-from rlinf.errors import ConfigError
-from rlinf.llm_workload import LLMWorkload, workload_from_dict
+from rlinf.config_structure import structure_config
+from rlinf.errors import ConfigError, is_number
+from rlinf.llm_workload import LLMWorkload
+from rlinf.outputs import check_output_file, writing
 from rlinf.trace import Trace, load_trace
 
 
@@ -44,10 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trace whose provenance.workload is the prior (instead of model flags)",
     )
     add_workload_arguments(parser)
-    parser.add_argument("--seed", type=int, default=None, help="seed of the response-length draw (default 0)")
-    parser.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split (default 0)")
     parser.add_argument(
-        "--holdout", type=float, default=0.25, help="share of the samples held out of the fit (default 0.25)"
+        "--seed", type=values.seed, default=None, help="seed of the response-length draw (default 0)"
+    )
+    parser.add_argument(
+        "--split-seed", type=values.seed, default=0, help="seed of the held-out split (default 0)"
+    )
+    parser.add_argument(
+        "--holdout",
+        dest="holdout_fraction",
+        type=values.real(),
+        default=0.25,
+        help="share of the samples held out of the fit, 0 to 0.9 (default 0.25)",
     )
     parser.add_argument("--date", default=None, help="date recorded in provenance (default: today, UTC)")
     parser.add_argument("--out", required=True, help="calibrated trace JSON file to write (atomically)")
@@ -55,22 +67,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fit, print the report, write the calibrated trace."""
-    measured = load_trace(args.measured)
+    check_output_file(args.out, "--out")
+    measured = load_trace(args.measured, field="--measured")
     prior, cluster, seed, prior_flags = _prior(args, measured)
-    result = calibrate(
-        prior, cluster, measured, seed=seed, split_seed=args.split_seed, holdout_fraction=args.holdout
-    )
+    with flags_named():
+        result = calibrate(
+            prior,
+            cluster,
+            measured,
+            seed=seed,
+            split_seed=args.split_seed,
+            holdout_fraction=args.holdout_fraction,
+        )
     trace = calibrated_trace(
         result, cluster, measured, seed=seed, date=args.date or today(), measured_source=args.measured
     )
     command = shlex.join(
         ["rlinf", "trace", "calibrate", "--measured", args.measured, *prior_flags]
-        + ["--seed", str(seed), "--split-seed", str(args.split_seed), "--holdout", f"{args.holdout:g}"]
+        + [
+            "--seed",
+            str(seed),
+            "--split-seed",
+            str(args.split_seed),
+            "--holdout",
+            f"{args.holdout_fraction:g}",
+        ]
         + ["--out", args.out]
     )
     trace = attrs.evolve(trace, provenance={**trace.provenance, "command": command})
     sys.stdout.write(format_report(result, measured_source=args.measured, measured=measured, cluster=cluster))
-    trace.save(args.out)
+    with writing(args.out, "--out"):
+        trace.save(args.out)
     print(f"wrote {args.out}: {len(trace.samples)} samples, {trace.workflow.name} on {cluster.spec()}")
     return 0
 
@@ -85,7 +112,7 @@ def _prior(args: argparse.Namespace, measured: Trace) -> tuple[LLMWorkload, Clus
         workload, cluster = workload_from_args(args)
         return workload, cluster, args.seed or 0, workload_flags(args, workload, cluster)
     if args.analytic is not None:
-        source = load_trace(args.analytic)
+        source = load_trace(args.analytic, field="--analytic")
         flags = ["--analytic", args.analytic]
         where = "--analytic"
     else:
@@ -97,8 +124,15 @@ def _prior(args: argparse.Namespace, measured: Trace) -> tuple[LLMWorkload, Clus
             "records no provenance.workload to start from",
             "give --analytic TRACE (made by rlinf trace synth) or describe the model with --model / --params",
         )
-    workload = workload_from_dict(source.provenance["workload"], f"{where}.provenance.workload")
-    seed = args.seed if args.seed is not None else int(source.provenance.get("seed", 0))
+    workload = structure_config(
+        LLMWorkload, source.provenance["workload"], where, f"{where}.provenance.workload."
+    )
+    recorded = source.provenance.get("seed", 0)
+    if args.seed is None and not (isinstance(recorded, int) and 0 <= recorded <= values.MAX_SEED):
+        raise ConfigError(
+            f"{where}.provenance.seed", recorded, f"must be an integer in 0-{values.MAX_SEED}", "give --seed"
+        )
+    seed = args.seed if args.seed is not None else recorded
     return workload, source.cluster, seed, flags
 
 
@@ -138,12 +172,24 @@ def _error_lines(label: str, rows: tuple[Any, ...]) -> list[str]:
 
 
 def summary_line(calibration: Mapping[str, Any]) -> str:
-    """One line about a calibrated trace's fit, for ``rlinf trace show``."""
-    heldout = calibration.get("residuals", {}).get("median_relative_error_heldout", {}).get("all")
-    source = calibration.get("measured", {}).get("file")
-    if not heldout:
+    """One line about a calibrated trace's fit, for ``rlinf trace show`` (parts a hand-edited trace lacks or
+    mistypes are left out)."""
+    heldout = _get(calibration, "residuals", "median_relative_error_heldout", "all")
+    source = _get(calibration, "measured", "file")
+    numbers = [_get(heldout, key) for key in ("median_before", "median_after", "num_samples")]
+    if not all(is_number(value) for value in numbers):
         return f"calibrated against {source}"
+    assert isinstance(heldout, Mapping)
     return (
         f"calibrated against {source}: held-out median error {heldout['median_before']:.1%} -> "
         f"{heldout['median_after']:.1%} ({heldout['num_samples']} samples)"
     )
+
+
+def _get(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...``, or ``None`` where a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import shlex
 from collections.abc import Mapping
@@ -25,9 +26,19 @@ import attrs
 
 from rlinf.analytic import synthesize
 from rlinf.cluster import Cluster
-from rlinf.commands.llm_args import add_workload_arguments, today, workload_flags, workload_from_args
+from rlinf.commands import values
+from rlinf.commands.llm_args import (
+    MAX_TOKENS,
+    add_workload_arguments,
+    flags_named,
+    today,
+    workload_flags,
+    workload_from_args,
+)
 from rlinf.errors import ConfigError, require
+from rlinf.inputs import read_text
 from rlinf.llm_workload import LLMWorkload
+from rlinf.outputs import check_output_file, writing
 from rlinf.step_log import FORMATS, format_of, read_step_log
 from rlinf.trace import Trace
 from rlinf.trace_import import SYSTEMS, ImportSummary, imported_samples, mean_lengths, metric_names
@@ -53,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input-format", default=None, help=f"{' or '.join(FORMATS)} (default: from the file name)"
     )
     parser.add_argument(
-        "--skip-steps", type=int, default=0, help="leave out the first N logged steps (warm-up)"
+        "--skip-steps", type=values.count(0), default=0, help="leave out the first N logged steps (warm-up)"
     )
     parser.add_argument(
         "--component-devices",
@@ -61,7 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="devices per component where not all, e.g. rollout=16,reward=16,inference=8,actor=8",
     )
     add_workload_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the response-length draw (default 0)")
+    parser.add_argument(
+        "--seed", type=values.seed, default=0, help="seed of the response-length draw (default 0)"
+    )
     parser.add_argument("--date", default=None, help="date recorded in provenance (default: today, UTC)")
     parser.add_argument("--out", required=True, help="trace JSON file to write (atomically)")
 
@@ -69,22 +82,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read the log, build the trace, print a summary, write the trace."""
     names = metric_names(args.format)
+    check_output_file(args.out, "--out")
     path = Path(args.path)
-    if not path.is_file():
-        raise ConfigError(
-            "path", str(path), "file does not exist", "pass the run's metric log (JSONL or CSV)"
-        )
     file_format = args.input_format or format_of(str(path))
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise ConfigError(
-            "path", str(path), "is not a text file", "export the metrics as JSONL or CSV"
-        ) from None
-    log = read_step_log(text, source=path.name, file_format=file_format, keep=names.keep)
+    text = read_text(path, "path", what="run's metric log (JSONL or CSV)")
+    log = _read_log(text, path, file_format, names.keep)
+    _check_lengths(log, names, path)
     prompt_mean, response_mean = mean_lengths(log, names)
     workload, cluster = _workload(args, prompt_mean, response_mean)
-    description = synthesize(workload, cluster, seed=args.seed, date="unused")
+    with flags_named():
+        description = synthesize(workload, cluster, seed=args.seed, date="unused")
     workflow = description.workflow
     devices = _component_devices(args.component_devices, workflow, cluster)
     samples, summary = imported_samples(
@@ -116,9 +123,41 @@ def run(args: argparse.Namespace) -> int:
     }
     trace = attrs.evolve(description, provenance=provenance, samples=samples)
     print(_report(trace, summary, path))
-    trace.save(args.out)
+    with writing(args.out, "--out"):
+        trace.save(args.out)
     print(f"wrote {args.out}: {len(samples)} samples, {workflow.name} on {cluster.spec()}")
     return 0
+
+
+def _read_log(text: str, path: Path, file_format: str, keep: Any) -> Any:
+    """The step log of ``text``; a line the JSON or CSV parser cannot take (nested too deeply, a number of
+    thousands of digits, a CSV field over the parser's limit) is one line naming the file."""
+    try:
+        return read_step_log(text, source=path.name, file_format=file_format, keep=keep)
+    except ConfigError:
+        raise
+    except (ValueError, RecursionError, ArithmeticError, csv.Error) as error:
+        problem = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            "path",
+            str(path),
+            f"cannot be parsed as {file_format} ({problem})",
+            "export the metrics as JSONL or CSV",
+        ) from None
+
+
+def _check_lengths(log: Any, names: Any, path: Path) -> None:
+    """Logged mean prompt and response lengths are token counts: >= 0 and below the analytic model's limit."""
+    for step, metrics in sorted(log.values.items()):
+        for metric in (names.prompt_length, names.response_length):
+            value = metrics.get(metric)
+            require(
+                value is None or 0 <= value <= MAX_TOKENS,
+                f"{path.name} step {step} {metric}",
+                value,
+                f"must be a token count in 0-{MAX_TOKENS:,}",
+                "export the run's mean lengths in tokens",
+            )
 
 
 def _workload(
@@ -152,7 +191,10 @@ def _component_devices(spec: str | None, workflow: Workflow, cluster: Cluster) -
             f"use components of {sorted(devices)} as name=count",
         )
         require(
-            count.strip().isdigit() and 1 <= int(count) <= cluster.num_devices,
+            count.strip().isascii()
+            and count.strip().isdigit()
+            and len(count.strip()) <= 9
+            and 1 <= int(count) <= cluster.num_devices,
             f"--component-devices.{name}",
             count,
             f"must be a device count in 1-{cluster.num_devices}",
@@ -211,7 +253,8 @@ def _report(trace: Trace, summary: ImportSummary, path: Path) -> str:
 
 def summary_line(imported_from: Mapping[str, Any]) -> str:
     """One line about an imported trace, for ``rlinf trace show``."""
-    steps = imported_from.get("steps", {})
+    steps = imported_from.get("steps")
+    steps = steps if isinstance(steps, Mapping) else {}
     return (
         f"imported from {imported_from.get('system')} log {imported_from.get('file')}: "
         f"{steps.get('count')} steps ({steps.get('first')}-{steps.get('last')})"

@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlinf.commands import values
 from rlinf.errors import ConfigError, require
-from rlinf.plan import plan_from_yaml
+from rlinf.outputs import check_output_dir
+from rlinf.plan import load_plan
 
 DEFAULT_MAX_RESTARTS = 3
 """Worker failures a run survives by restarting from its newest checkpoint."""
@@ -43,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto mode: merge the samples of an earlier run's trace.json into the trace (repeatable)",
     )
     parser.add_argument(
-        "--profile-budget", type=float, default=120.0, help="auto mode: profiling seconds (default 120)"
+        "--profile-budget",
+        type=values.positive_seconds,
+        default=120.0,
+        help="auto mode: profiling seconds (default 120)",
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
@@ -58,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("cpu", "cuda"),
         help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
-    parser.add_argument("--seed", type=int, help="random seed (default: the config's)")
+    parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -158,7 +163,7 @@ def _choose_out(args: argparse.Namespace, workload: str) -> None:
     if args.out is None:
         args.out = str(default_out(workload))
     else:
-        require_fresh(Path(args.out))
+        require_fresh(check_output_dir(args.out, "--out"))
     print(f"rlinf: writing the run to {args.out}")
 
 
@@ -198,7 +203,7 @@ def _plan_and_train(
     if args.plan:
         path = Path(args.plan)
         require(path.is_file(), "--plan", str(path), "file does not exist", "pass a plan YAML file")
-        plan = plan_from_yaml(path.read_text(), max(num_devices, 64), source=path.name)
+        plan = load_plan(path, max(num_devices, 64), field="--plan")
         logical = max(plan.devices_used) + 1
         if args.mode is not None and args.mode != plan.mode:
             raise ConfigError(

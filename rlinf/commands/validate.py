@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlinf.commands import values
 from rlinf.errors import require
 from rlinf.files import write_text_atomic
+from rlinf.outputs import check_output_dir
 from rlinf.plan import Plan
 
 DEFAULT_PLANS = 6
@@ -52,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
-    parser.add_argument("--profile-budget", type=float, default=120.0, help="profiling seconds (default 120)")
+    parser.add_argument(
+        "--profile-budget",
+        type=values.positive_seconds,
+        default=120.0,
+        help="profiling seconds (default 120)",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -86,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     require(args.plans >= 2, "--plans", args.plans, "must be >= 2", "compare at least two plans")
     require(args.iterations >= 1, "--iterations", args.iterations, "must be >= 1", "measure an iteration")
     require(args.warmup >= 0, "--warmup", args.warmup, "must be >= 0", "use 0 or more")
+    check_output_dir(args.out, "--out")
     job, config = load_job_config(args.config, args.set)
     accelerator = resolve_accelerator(args.accelerator)
     cores = physical_units(accelerator)

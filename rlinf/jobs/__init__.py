@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import yaml
 
 import executor
+from rlinf import limits
 from rlinf.cluster import cpu_cluster
-from rlinf.errors import ConfigError, require
+from rlinf.errors import ConfigError, integer, require
+from rlinf.inputs import load_yaml, parse_yaml
 from rlinf.jobs import plans
 from rlinf.jobs.binding import Binding, BoundWorker
 from rlinf.jobs.loading import BUILTIN, check_workers, load_workload
@@ -170,18 +171,16 @@ def get_job(reference: str, *, base: Path = Path(".")) -> Job:
 
 def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Job, Any]:
     """Read a YAML config, apply ``key=value`` overrides (dotted keys reach nested sections; values are parsed
-    as YAML) and build the job's config. The file's ``workload`` key names the workload."""
+    as YAML) and build the job's config. The file's ``workload`` key names the workload. The file and every
+    override are read within :mod:`rlinf.limits` (:mod:`rlinf.inputs`), and the config's types are checked here,
+    before any worker starts."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(
-            "config", str(path), "file does not exist", "pass a YAML file such as examples/hopper_ppo.yaml"
-        )
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else "syntax error"
-        raise ConfigError(path.name, first, "is not valid YAML", "fix the YAML syntax") from None
-    require(isinstance(data, dict), path.name, data, "must be a mapping", "write the config's keys")
+    data = load_yaml(path, "config", what="YAML config such as examples/hopper_ppo.yaml")
+    if data is None:
+        data = {}
+    require(
+        isinstance(data, dict), path.name, type(data).__name__, "must be a mapping", "write the config's keys"
+    )
     require(
         "workload" in data,
         f"{path.name}.workload",
@@ -192,11 +191,76 @@ def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Jo
     job = get_job(data.pop("workload"), base=path.parent)
     for item in overrides:
         key, sep, text = item.partition("=")
+        keys = [part.strip() for part in key.split(".")]
+        require(bool(sep) and all(keys), "--set", item, "is not key=value", "write e.g. --set num_envs=16")
+        require(keys != ["workload"], "--set", item, "cannot change the workload", "edit the config file")
+        _assign(data, keys, parse_yaml(text, "--set", item, root="--set"), item)
+    config = job.config_from_mapping(data, path.name)
+    _check_run_options(job, config)
+    _check_workflow(job, config, data, path.name)
+    return job, config
+
+
+RUN_MODES = ("auto", "collocated", "disaggregated", "hybrid")
+MAX_SEED = 2**32 - 1
+
+
+def _check_run_options(job: Job, config: Any) -> None:
+    """The settings rlinf reads from any workload's config (:class:`rlinf.ConfigKeys`), named by their key."""
+    keys = job.workload.config_keys
+    for path, low, high in (
+        (keys.iterations, 1, None),
+        (keys.checkpoint_every, 1, None),
+        (keys.seed, 0, MAX_SEED),
+        (keys.granularity, 1, limits.current().max_micro_batches),
+    ):
+        if path is not None:
+            integer(path, _get(config, path), minimum=low, maximum=high)
+    mode = _get(config, keys.mode)
+    require(mode in RUN_MODES, keys.mode, mode, "unknown mode", f"use one of {list(RUN_MODES)}")
+    if keys.offload is not None:
+        offload = _get(config, keys.offload)
         require(
-            bool(sep) and bool(key.strip()), "--set", item, "is not key=value", "write e.g. --set num_envs=16"
+            isinstance(offload, (list, tuple)) and all(isinstance(name, str) for name in offload),
+            keys.offload,
+            offload,
+            "must be a list of component names",
+            "write e.g. [rollout, actor]",
         )
-        _assign(data, key.strip().split("."), yaml.safe_load(text), item)
-    return job, job.config_from_mapping(data, path.name)
+
+
+def _check_workflow(job: Job, config: Any, data: Mapping[str, Any], source: str) -> None:
+    """Build the workflow once, so that a config value that makes an invalid workflow is reported now, naming
+    the config, and not when a worker starts (an error about a config key keeps its own name)."""
+    try:
+        workflow = job.workflow(config)
+    except ConfigError as error:
+        if error.field.replace("[", ".").split(".", 1)[0] in data:
+            raise
+        raise ConfigError(
+            source, f"{error.field}={error.value!r}", f"makes an invalid workflow: {error.problem}", error.fix
+        ) from None
+    key = job.workload.config_keys.granularity
+    if key is None:
+        return
+    granularity = _get(config, key)  # the fixed-mode plans use it on every stream edge and the loop
+    if workflow.loop is not None:
+        require(
+            workflow.batch_size % granularity == 0,
+            key,
+            granularity,
+            f"does not divide the {workflow.batch_size} environments (the loop's pipeline stages)",
+            "use a divisor of the number of environments",
+        )
+    groups = workflow.batch_size // workflow.group_size
+    if any(edge.kind == "stream" for edge in workflow.edges):
+        require(
+            granularity <= groups,
+            key,
+            granularity,
+            f"exceeds the {groups} prompt groups of a batch",
+            f"use at most {groups} micro-batches",
+        )
 
 
 def _assign(data: dict[str, Any], keys: list[str], value: Any, item: str) -> None:

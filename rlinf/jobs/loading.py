@@ -15,6 +15,7 @@ from rlinf.workload import WORKER_METHODS, WORKLOAD_METHODS, ConfigKeys
 BUILTIN = {
     "embodied_ppo": "rlinf.workloads.embodied.workload:WORKLOAD",
     "grpo_arith": "rlinf.workloads.arith.workload:WORKLOAD",
+    "grpo_hf": "rlinf.workloads.hf_grpo.workload:WORKLOAD",
 }
 """Built-in workloads by name; any other workload is named by its reference."""
 FIX = "write 'workload: <built-in name>', 'package.module:attribute' or 'path/to/file.py:attribute'"

@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import yaml
 
+from rlinf import limits
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.errors import ConfigError, non_negative, positive, reject_unknown_keys, require
+from rlinf.config_structure import structure_config
+from rlinf.errors import integer, non_negative, positive, require
+from rlinf.inputs import load_yaml
 from rlinf.workloads.arith.task import TaskConfig
+
+MAX_SEED = 2**32 - 1
+MAX_PARAMETERS = 100_000_000
+"""Weights of the arithmetic transformer (400 MB in float32): building the workflow instantiates the model."""
 
 
 @attrs.frozen(kw_only=True)
@@ -37,6 +43,15 @@ class ModelSizes:
             self.num_heads,
             f"must divide d_model={self.d_model}",
             "pick num_heads that divides d_model",
+        )
+        weights = self.num_layers * (4 * self.d_model**2 + 2 * self.d_model * self.d_ff)
+        require(
+            weights <= MAX_PARAMETERS,
+            "model.d_model",
+            self.d_model,
+            f"with num_layers={self.num_layers} and d_ff={self.d_ff} makes {weights:,} weights, more than this "
+            f"small demonstration transformer allows ({MAX_PARAMETERS:,})",
+            "use smaller sizes (the workload instantiates the model to size its state), or a Hugging Face workload",
         )
 
 
@@ -113,6 +128,17 @@ class RlConfig:
             "use groups of 2 or more responses",
         )
         positive("grpo.temperature", self.temperature)
+        for name in ("clip_eps", "kl_coef", "max_grad_norm", "warmup_steps"):
+            non_negative(f"grpo.{name}", getattr(self, name))
+        bound = limits.current().max_batch_size
+        if self.prompts_per_iteration * self.group_size > bound:
+            raise limits.exceeded(
+                "grpo.prompts_per_iteration",
+                self.prompts_per_iteration,
+                "samples (prompts x group_size)",
+                "max_batch_size",
+                bound,
+            )
 
     def grpo(self) -> GrpoConfig:
         return GrpoConfig(clip_eps=self.clip_eps, kl_coef=self.kl_coef)
@@ -129,6 +155,7 @@ class EvalConfig:
     def __attrs_post_init__(self) -> None:
         positive("eval.num_problems", self.num_problems)
         positive("eval.every_iterations", self.every_iterations)
+        integer("eval.seed", self.seed, minimum=0, maximum=MAX_SEED)
 
 
 MODES = ("collocated", "disaggregated", "hybrid")
@@ -153,7 +180,13 @@ class ExecutionConfig:
 
     def __attrs_post_init__(self) -> None:
         require(self.mode in MODES, "execution.mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
-        positive("execution.granularity", self.granularity)
+        integer(
+            "execution.granularity",
+            self.granularity,
+            minimum=1,
+            maximum=limits.current().max_micro_batches,
+            fix="give the micro-batches per stream edge",
+        )
         positive("execution.checkpoint_every", self.checkpoint_every)
         known = ("rollout", "reward", "inference", "actor")
         for name in self.offload:
@@ -192,33 +225,13 @@ class ArithGrpoConfig:
 
     def __attrs_post_init__(self) -> None:
         positive("num_threads", self.num_threads)
+        integer("seed", self.seed, minimum=0, maximum=MAX_SEED)
 
 
-def _build(cls: type, values: Any, where: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(
-            where or "config", values, "must be a mapping", f"write {where or 'the file'} as key: value pairs"
-        )
-    fields = {f.name: f for f in attrs.fields(cls)}
-    reject_unknown_keys(values, fields, where or "config")
-    kwargs = {}
-    for key, value in values.items():
-        field_type = fields[key].default.__class__ if attrs.has(fields[key].default.__class__) else None
-        if field_type is not None:
-            kwargs[key] = _build(field_type, value, f"{where}.{key}" if where else key)
-        elif isinstance(value, list):
-            kwargs[key] = tuple(value)
-        else:
-            kwargs[key] = value
-    try:
-        return cls(**kwargs)
-    except TypeError as error:
-        raise ConfigError(where or "config", values, str(error), "check the value types") from error
-
-
-def config_from_mapping(values: Mapping[str, Any]) -> ArithGrpoConfig:
-    """Build the config from nested mappings (missing keys keep their defaults)."""
-    return _build(ArithGrpoConfig, values, "")
+def config_from_mapping(values: Mapping[str, Any], source: str = "config") -> ArithGrpoConfig:
+    """Build the config from nested mappings (missing keys keep their defaults; types checked and unknown keys
+    refused by :func:`rlinf.structure_config`)."""
+    return structure_config(ArithGrpoConfig, values, source)
 
 
 WORKLOAD = "grpo_arith"
@@ -229,7 +242,7 @@ def load_config(path: str | Path) -> ArithGrpoConfig:
     """Read a YAML config; unknown keys and invalid values raise :class:`ConfigError`.
 
     A top-level ``workload: grpo_arith`` (the key ``rlinf train`` dispatches on) is accepted and dropped."""
-    values = yaml.safe_load(Path(path).read_text()) or {}
+    values = load_yaml(path, "config", what="grpo_arith YAML config") or {}
     if isinstance(values, dict) and "workload" in values:
         workload = values.pop("workload")
         require(

@@ -7,10 +7,14 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import ConfigError, positive, require
+from rlinf import limits
+from rlinf.config_structure import structure_config
+from rlinf.errors import ConfigError, integer, non_negative, number, positive, require
 
 MODES = ("auto", "collocated", "disaggregated", "hybrid")
 COMPONENTS = ("env", "rollout", "actor")
+MAX_SEED = 2**32 - 1
+MAX_LAYER_WIDTH = 1_000_000
 
 
 def _sizes(value: Any) -> tuple[int, ...]:
@@ -73,19 +77,42 @@ class EmbodiedConfig:
                 "must be an integer >= 1",
                 f"set {name} to a positive integer",
             )
-        for name in ("learning_rate", "obs_clip"):
+        bound = limits.current()
+        for name, most, limit in (
+            ("num_envs", bound.max_batch_size, "max_batch_size"),
+            ("num_steps", bound.max_loop_steps - 1, "max_loop_steps"),
+            ("stages", bound.max_micro_batches, "max_micro_batches"),
+        ):
+            if getattr(self, name) > most:
+                raise limits.exceeded(name, getattr(self, name), name.replace("_", " "), limit, most)
+        integer("seed", self.seed, minimum=0, maximum=MAX_SEED)
+        for name in ("learning_rate", "obs_clip", "max_grad_norm"):
             positive(name, getattr(self, name))
+        for name in ("clip_coef", "value_coef", "entropy_coef"):
+            non_negative(name, getattr(self, name))
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
+            number(name, value)
             require(0.0 <= value <= 1.0, name, value, "must be in [0, 1]", f"set {name} between 0 and 1")
         require(
-            len(self.hidden_sizes) >= 1 and all(isinstance(h, int) and h >= 1 for h in self.hidden_sizes),
+            len(self.hidden_sizes) >= 1
+            and all(
+                isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= MAX_LAYER_WIDTH
+                for h in self.hidden_sizes
+            ),
             "hidden_sizes",
             self.hidden_sizes,
-            "must be positive layer widths",
+            f"must be layer widths in 1-{MAX_LAYER_WIDTH:,}",
             "write e.g. [64, 64]",
         )
         require(self.mode in MODES, "mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
+        require(
+            isinstance(self.normalize_rewards, bool),
+            "normalize_rewards",
+            self.normalize_rewards,
+            "must be true or false",
+            "write true or false",
+        )
         for name in self.offload:
             require(
                 name in COMPONENTS, "offload", name, "unknown component", f"use any of {list(COMPONENTS)}"
@@ -97,7 +124,13 @@ class EmbodiedConfig:
             f"does not divide num_envs={self.num_envs}",
             "use a divisor of num_envs",
         )
-        require(bool(self.env_id), "env_id", self.env_id, "must not be empty", "write e.g. Hopper-v5")
+        require(
+            isinstance(self.env_id, str) and bool(self.env_id.strip()),
+            "env_id",
+            self.env_id,
+            "must be a non-empty environment id",
+            "write e.g. Hopper-v5",
+        )
 
     @property
     def loop_steps(self) -> int:
@@ -109,23 +142,17 @@ FIELDS = tuple(a.name for a in attrs.fields(EmbodiedConfig))
 
 
 def config_from_dict(data: Any, source: str = "config") -> EmbodiedConfig:
-    """Validate a mapping into a config; unknown keys are errors that list the valid ones."""
+    """Validate a mapping into a config (:func:`rlinf.structure_config`: types checked, unknown keys are errors
+    that list the valid ones). ``hidden_sizes`` may be one width."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(source, data, "must be a mapping", f"write keys from {list(FIELDS)}")
-    unknown = sorted(set(data) - set(FIELDS))
-    require(
-        not unknown,
-        f"{source}.{unknown[0] if unknown else ''}",
-        unknown,
-        "unknown key",
-        f"use only {sorted(FIELDS)}",
-    )
-    try:
-        return EmbodiedConfig(**dict(data))
-    except TypeError as error:
-        raise ConfigError(source, dict(data), str(error), "check the value types") from None
+    data = dict(data)
+    width = data.get("hidden_sizes")
+    if isinstance(width, int) and not isinstance(width, bool):
+        data["hidden_sizes"] = [width]
+    return structure_config(EmbodiedConfig, data, source)
 
 
 def check_env_id(env_id: str) -> tuple[int, int]:

@@ -1,0 +1,130 @@
+"""Learning benchmark of GRPO on a Hugging Face causal LM through the executor: ``rlinf train`` from scratch (model
+built, BPE trained and warm start trained into a fresh cache), then the held-out accuracy and reward curves and
+the response-length histogram from the run's metrics.
+
+    python benchmarks/learn_grpo_hf.py [--mode collocated] [--out runs/grpo_hf_learning] [--set KEY=VALUE ...]
+
+It runs ``rlinf train examples/grpo_hf.yaml --mode <mode> --out <out> --set execution.cache_dir=<out>/cache`` and
+writes ``docs/grpo_hf_learning.png`` (held-out accuracy and mean reward per iteration), its JSON (commands, wall
+time, warm-start and final accuracy, rewards, tokens/s) and ``docs/grpo_hf_lengths.png`` (lengths of every
+sampled response of the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rlinf.cli import main as rlinf_main
+
+
+def plot_learning(metrics: list[dict], warm: float, path: Path, title: str) -> None:
+    """Held-out accuracy (with the warm start) and mean training reward per iteration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = [(m["iteration"], 100 * m["heldout_accuracy"]) for m in metrics if "heldout_accuracy" in m]
+    fig, axes = plt.subplots(figsize=(6.5, 4))
+    axes.plot([0] + [i for i, _ in curve], [100 * warm] + [a for _, a in curve], marker="o", label="held-out")
+    rewards = [100 * m["mean_reward"] for m in metrics]
+    axes.plot([m["iteration"] for m in metrics], rewards, alpha=0.5, label="train reward (sampled)")
+    axes.axhline(100 * warm, color="gray", linestyle="--", label="warm start")
+    axes.set(xlabel="GRPO iteration", ylabel="accuracy / reward (%)", title=title)
+    axes.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_lengths(lengths: list[int], max_new_tokens: int, path: Path) -> None:
+    """Histogram of the run's sampled response lengths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(figsize=(6.5, 3.5))
+    axes.hist(lengths, bins=range(0, max_new_tokens + 5, 4))
+    median, p90, p99 = np.percentile(lengths, [50, 90, 99])
+    axes.set(
+        xlabel="response length (tokens, EOS included)",
+        ylabel="responses",
+        title=f"{len(lengths)} responses: median {median:.0f}, p90 {p90:.0f}, p99 {p99:.0f}, max {max(lengths)}",
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="examples/grpo_hf.yaml")
+    parser.add_argument("--mode", default="collocated")
+    parser.add_argument("--devices", default="2")
+    parser.add_argument("--out", type=Path, default=Path("runs/grpo_hf_learning"))
+    parser.add_argument("--png", type=Path, default=Path("docs/grpo_hf_learning.png"))
+    parser.add_argument("--lengths-png", type=Path, default=Path("docs/grpo_hf_lengths.png"))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    args = parser.parse_args(argv)
+    shutil.rmtree(args.out, ignore_errors=True)
+    command = [
+        "train", args.config, "--mode", args.mode, "--devices", args.devices, "--out", str(args.out),
+        "--no-progress", "--set", f"execution.cache_dir={args.out / 'cache'}",
+        *(item for pair in args.set for item in ("--set", pair)),
+    ]  # fmt: skip
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    code = rlinf_main(command)
+    wall_s = time.perf_counter() - started
+    if code != 0:
+        return code
+    metrics = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text().splitlines()]
+    warm = float(metrics[0]["warm_start_accuracy"])
+    final = float([m for m in metrics if "heldout_accuracy" in m][-1]["heldout_accuracy"])
+    title = (
+        f"rlinf train, {args.mode}: held-out {100 * warm:.1f}% -> {100 * final:.1f}% in {wall_s / 60:.1f} min"
+    )
+    plot_learning(metrics, warm, args.png, title)
+    lengths = [n for m in metrics for n in m["response_lengths"]]
+    plot_lengths(lengths, max(lengths), args.lengths_png)
+    first, last = metrics[: len(metrics) // 5 or 1], metrics[-(len(metrics) // 5 or 1) :]
+    document = {
+        "command": "python benchmarks/learn_grpo_hf.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "rlinf_command": "rlinf " + " ".join(command),
+        "wall_s": wall_s,
+        "first_iteration_wall_s": metrics[0]["wall_s"],
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        "warm_start_accuracy": warm,
+        "final_accuracy": final,
+        "gain_points": 100 * (final - warm),
+        "mean_reward_first_fifth": float(np.mean([m["mean_reward"] for m in first])),
+        "mean_reward_last_fifth": float(np.mean([m["mean_reward"] for m in last])),
+        "median_tokens_per_s": float(np.median([m["tokens_per_s"] for m in metrics])),
+        "median_iteration_s": float(np.median([m["iteration_s"] for m in metrics])),
+        "response_length_percentiles": dict(zip(("p50", "p90", "p99"), np.percentile(lengths, [50, 90, 99]).tolist(), strict=True)),
+        "response_length_max": max(lengths),
+        "curve": [{"iteration": m["iteration"], "heldout_accuracy": m["heldout_accuracy"]} for m in metrics if "heldout_accuracy" in m],
+        "mean_reward": [m["mean_reward"] for m in metrics],
+    }  # fmt: skip
+    args.png.with_suffix(".json").write_text(json.dumps(document, indent=2))
+    print(
+        f"held-out accuracy: warm start {100 * warm:.1f}% -> {100 * final:.1f}% ({100 * (final - warm):+.1f} "
+        f"points); train reward {document['mean_reward_first_fifth']:.3f} -> {document['mean_reward_last_fifth']:.3f}; "
+        f"{document['median_tokens_per_s']:.0f} generated tokens/s; {wall_s / 60:.1f} min wall (warm start "
+        f"included); wrote {args.png} and {args.lengths_png}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

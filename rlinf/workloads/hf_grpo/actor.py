@@ -1,0 +1,211 @@
+"""The actor component: GRPO training of the causal LM on micro-batches as they stream in.
+
+An iteration's share of sequences is cut into ``grpo.optimizer_steps_per_iteration`` mini-batches (one AdamW
+step each; from the second on, the policy differs from the old one and the ratio clipping acts). Streamed
+micro-batches accumulate into the current mini-batch's gradient in length-sorted chunks of
+``grpo.micro_batch_size`` sequences, each weighted by its share, so the gradient equals the whole mini-batch's.
+Data-parallel replicas combine their gradients with one all-reduce of a flat buffer (weighted by their
+sequence counts, exact for uneven shares). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
+the forward pass runs in bfloat16 autocast over float32 weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlinf import WorkerContext
+from rlinf.algorithms.grpo import grpo_loss
+from rlinf.workloads.hf_grpo.checkpoints import load_model, load_tokenizer, state_copy, weights_payload
+from rlinf.workloads.hf_grpo.config import HfGrpoConfig
+from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
+from rlinf.workloads.hf_grpo.payloads import (
+    Payload,
+    concat_rows,
+    flat_sequences,
+    length_sorted_chunks,
+    response_logprobs,
+    response_mask,
+    right_padded,
+)
+from rlinf.workloads.hf_grpo.task import heldout_problems
+from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
+
+TERMS = ("loss", "policy_loss", "kl", "clip_fraction")
+
+
+def mini_batch_ends(num_sequences: int, num_steps: int) -> list[int]:
+    """Where each of ``num_steps`` mini-batches of ``num_sequences`` ends (as even as integers allow)."""
+    steps = max(1, min(num_steps, num_sequences))
+    return [(k + 1) * num_sequences // steps for k in range(steps)]
+
+
+class ActorWorker:
+    """GRPO training on micro-batches as they arrive; data-parallel over the component's replicas."""
+
+    def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
+        self.config, self.rank, self.world = config, context.rank, context.world
+        self.device = torch.device(context.device.torch_device)
+        warm = warm_start_checkpoint(config, self.device)
+        self.warm_start_accuracy = warm.heldout_accuracy
+        self.tokenizer = load_tokenizer(warm.directory)
+        self.model = load_model(warm.directory, self.device).train()
+        rl = config.grpo
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=rl.lr, weight_decay=0.0)
+        groups = sum(hi - lo for lo, hi in map(context.my_groups, range(context.num_micro_batches)))
+        self.ends = mini_batch_ends(groups * rl.group_size, rl.optimizer_steps_per_iteration)
+        self.iteration, self.updates = 1, 0
+        self.seen, self.mini_batch = 0, 0
+        self.terms: dict[str, float] = {}
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
+        """Accumulate the micro-batch into the current mini-batch; step the optimizer at each mini-batch end."""
+        assert op_name == "train", f"actor workers run train, not {op_name}"
+        payload = concat_rows(inputs)
+        info: dict[str, Any] = {}
+        if self.iteration == 1 and self.seen == 0 and self.rank == 0 and self.warm_start_accuracy is not None:
+            info["warm_start_accuracy"] = self.warm_start_accuracy
+        steps: list[dict[str, float]] = []
+        num = int(payload["response_len"].size) if payload else 0
+        offset = 0
+        while offset < num:
+            start = self.ends[self.mini_batch - 1] if self.mini_batch else 0
+            end = self.ends[self.mini_batch]
+            take = min(num - offset, end - self.seen)
+            if self.seen == start:
+                self.optimizer.zero_grad(set_to_none=False)
+                self.terms = dict.fromkeys(TERMS, 0.0)
+            self._accumulate(payload, np.arange(offset, offset + take), end - start)
+            self.seen += take
+            offset += take
+            if self.seen == end:
+                steps.append({**self.terms, "grad_norm": self._step(end - start)})
+                self.mini_batch += 1
+        if steps:
+            info.update({key: float(np.mean([s[key] for s in steps])) for key in steps[0]})
+            if self.rank == 0:
+                info["optimizer_steps"] = len(steps)
+        if self.seen == self.ends[-1]:
+            info.update(self._end_iteration())
+        return {}, info
+
+    def _accumulate(self, payload: Payload, rows: np.ndarray, mini_batch_size: int) -> None:
+        """Backpropagate the GRPO loss of ``rows`` (of the flattened payload), weighted by their share."""
+        sequences = flat_sequences(payload)
+        groups, size, _ = payload["response_ids"].shape
+        flat = {
+            k: np.asarray(payload[k]).reshape(groups * size, -1)
+            for k in ("old_logprobs", "ref_logprobs")
+            if k in payload
+        }
+        advantages = np.asarray(payload["advantages"], dtype=np.float32).reshape(-1)
+        total = sequences["prompt_len"][rows] + sequences["response_len"][rows]
+        device = self.device
+        for chunk in length_sorted_chunks(total, self.config.grpo.micro_batch_size):
+            picked = rows[chunk]
+            tokens, mask = right_padded(sequences, picked, self.tokenizer.pad_token_id)
+            width = int(sequences["response_len"][picked].max())
+            prompt_len = torch.as_tensor(sequences["prompt_len"][picked]).to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                logp = response_logprobs(self.model, tokens.to(device), mask.to(device), prompt_len, width)
+
+            def column(key: str, picked: np.ndarray = picked, width: int = width) -> torch.Tensor | None:
+                return torch.as_tensor(flat[key][picked, :width]).to(device) if key in flat else None
+
+            old = column("old_logprobs")
+            assert old is not None, "the actor needs old_logprobs from the inference component"
+            terms = grpo_loss(
+                logp,
+                old,
+                column("ref_logprobs"),
+                torch.as_tensor(advantages[picked]).to(device),
+                response_mask(sequences["response_len"][picked], width).to(device),
+                self.config.grpo.grpo(),
+            )
+            share = len(picked) / mini_batch_size
+            (terms.loss * share).backward()
+            self.terms["loss"] += float(terms.loss.detach()) * share
+            for key in ("policy_loss", "kl", "clip_fraction"):
+                self.terms[key] += getattr(terms, key) * share
+
+    def _step(self, num_sequences: int) -> float:
+        """Average gradients over replicas, clip, step AdamW (with linear warm-up); the gradient norm."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.world > 1:
+            average_gradients(params, num_sequences)
+        rl = self.config.grpo
+        norm = float(
+            torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm if rl.max_grad_norm > 0 else float("inf"))
+        )
+        scale = min(1.0, (self.updates + 1) / rl.warmup_steps) if rl.warmup_steps else 1.0
+        for group in self.optimizer.param_groups:
+            group["lr"] = rl.lr * scale
+        self.optimizer.step()
+        self.updates += 1
+        return norm
+
+    def _end_iteration(self) -> dict[str, Any]:
+        config = self.config
+        iteration, self.iteration = self.iteration, self.iteration + 1
+        self.seen, self.mini_batch = 0, 0
+        due = iteration % config.eval.every_iterations == 0 or iteration == config.grpo.num_iterations
+        if not (config.execution.heldout_eval and due and self.rank == 0):
+            return {}
+        started = time.perf_counter()
+        problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
+        accuracy = heldout_accuracy(
+            self.model,
+            self.tokenizer,
+            problems,
+            max_new_tokens=config.grpo.max_new_tokens,
+            batch_size=config.eval.batch_size,
+        )
+        return {"heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
+
+    def state_tensors(self) -> list[Any]:
+        tensors = list(self.model.parameters()) + list(self.model.buffers())
+        for state in self.optimizer.state.values():
+            tensors.extend(v for v in state.values() if torch.is_tensor(v))
+        return tensors
+
+    def weights(self) -> Payload:
+        """The policy's ``state_dict`` as float32 arrays, for the rollout and inference components."""
+        return weights_payload(self.model)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Weights, optimizer state, the completed iterations and optimizer steps (between iterations)."""
+        return {
+            "model": state_copy(self.model),
+            "optimizer": self.optimizer.state_dict(),
+            "iteration": self.iteration - 1,
+            "updates": self.updates,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.iteration, self.updates = int(state["iteration"]) + 1, int(state["updates"])
+        self.seen, self.mini_batch = 0, 0
+
+
+def average_gradients(params: list[torch.nn.Parameter], num_sequences: int) -> None:
+    """Replace each replica's mean gradient by the mean over all replicas' sequences: one all-reduce of a flat
+    buffer holding ``num_sequences * grad`` and ``num_sequences``."""
+    import torch.distributed as dist
+
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1).float() for g in grads] + [grads[0].new_ones(1).float()])
+    flat *= num_sequences
+    dist.all_reduce(flat)
+    flat = flat[:-1] / flat[-1]
+    offset = 0
+    for param, grad in zip(params, grads, strict=True):
+        param.grad = flat[offset : offset + grad.numel()].view_as(grad).to(grad.dtype)
+        offset += grad.numel()

@@ -1,0 +1,220 @@
+"""Checkpoint directories: checking a user's ``model.path``, building a model from ``model.config`` and saving it
+with ``save_pretrained``, loading any of them through ``AutoModelForCausalLM`` / ``AutoTokenizer``, and the
+settings-keyed cache those built directories live in.
+
+Nothing is downloaded: every ``from_pretrained`` call is ``local_files_only``. A cache entry is a folder
+``<cache_dir>/<kind>-<key>`` where ``key`` hashes every setting the entry depends on; it is written into a
+temporary sibling and renamed into place (atomic), under a file lock so that the workers of a run, starting
+together, build it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlinf import ConfigError
+from rlinf.workloads.hf_grpo.config import HfGrpoConfig, ModelSizes
+from rlinf.workloads.hf_grpo.tokenizer import train_bpe
+
+PAD_ID, EOS_ID = 0, 1
+"""Special-token ids of the BPE trained for a model built from a config."""
+
+
+def _transformers() -> Any:
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def hf_config(sizes: ModelSizes) -> Any:
+    """The ``transformers`` config of a model built from ``sizes`` (Qwen2Config or LlamaConfig)."""
+    transformers = _transformers()
+    cls = transformers.Qwen2Config if sizes.architecture == "qwen2" else transformers.LlamaConfig
+    return cls(
+        vocab_size=sizes.vocab_size,
+        hidden_size=sizes.hidden_size,
+        intermediate_size=sizes.intermediate_size,
+        num_hidden_layers=sizes.num_layers,
+        num_attention_heads=sizes.num_heads,
+        num_key_value_heads=sizes.num_kv_heads,
+        max_position_embeddings=sizes.max_position_embeddings,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+    )
+
+
+def check_checkpoint(path: str) -> Any:
+    """The ``transformers`` config of the checkpoint at ``path``; a :class:`ConfigError` (one line) when the folder
+    is missing, is not a Hugging Face checkpoint, is not a causal LM, or lacks weights or a tokenizer."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    folder = Path(path)
+    fix = "point model.path at a local Hugging Face causal-LM checkpoint directory (nothing is downloaded)"
+    if not folder.is_dir():
+        raise ConfigError("model.path", path, "does not exist or is not a directory", fix)
+    if not (folder / "config.json").is_file():
+        raise ConfigError("model.path", path, "is not a Hugging Face checkpoint (no config.json)", fix)
+    try:
+        config = _transformers().AutoConfig.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise ConfigError("model.path", path, f"has an unreadable config.json ({error})", fix) from None
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ConfigError(
+            "model.path", path, f"is a {config.model_type!r} model, not a causal language model", fix
+        )
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        raise ConfigError("model.path", path, "holds no weights (*.safetensors)", fix)
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        raise ConfigError("model.path", path, "holds no tokenizer (tokenizer.json)", fix)
+    return config
+
+
+def model_config(config: HfGrpoConfig) -> Any:
+    """The ``transformers`` config of the run's model (read from ``model.path`` or built from the sizes)."""
+    if config.model.path is not None:
+        return check_checkpoint(config.model.path)
+    assert config.model.config is not None
+    return hf_config(config.model.config)
+
+
+def parameter_count(config: HfGrpoConfig) -> int:
+    """Parameters of the run's model, counted on the meta device (no memory, no weights read)."""
+    with torch.device("meta"):
+        model = _transformers().AutoModelForCausalLM.from_config(model_config(config))
+    return sum(p.numel() for p in model.parameters())
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """A short hash of ``settings`` (JSON-ready values) and the library versions results depend on."""
+    versions = {"torch": torch.__version__, "transformers": _transformers().__version__}
+    text = json.dumps({**settings, "versions": versions}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def checkpoint_identity(path: str) -> dict[str, Any]:
+    """What identifies a user's checkpoint for cache keys: its resolved path and its files' sizes and times."""
+    folder = Path(path).resolve()
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    return {"path": str(folder), "files": [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files]}
+
+
+@contextlib.contextmanager
+def cache_lock(cache_dir: Path) -> Iterator[None]:
+    """Exclusive use of the cache (the workers of a run set up in parallel; one builds, the others wait)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def cached_directory(folder: Path, write: Callable[[Path], None]) -> Path:
+    """``folder``, written by ``write(temporary)`` first if absent and renamed into place. Call under
+    :func:`cache_lock`."""
+    if folder.is_dir():
+        return folder
+    temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    try:
+        write(temporary)
+        os.replace(temporary, folder)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return folder
+
+
+def base_checkpoint(config: HfGrpoConfig) -> Path:
+    """The directory GRPO's model starts from before the warm start: ``model.path``, or a model built from
+    ``model.config`` with its BPE tokenizer, saved in the cache (built once per settings). Call under
+    :func:`cache_lock`."""
+    if config.model.path is not None:
+        check_checkpoint(config.model.path)
+        return Path(config.model.path)
+    sizes = config.model.config
+    assert sizes is not None
+    key = settings_key({"sizes": repr(sizes), "task": repr(config.task), "seed": config.seed})
+    folder = Path(config.execution.cache_dir) / f"base-{key}"
+
+    def build(directory: Path) -> None:
+        tokenizer = train_bpe(config.task, vocab_size=sizes.vocab_size, seed=config.seed)
+        torch.manual_seed(config.seed)
+        save_checkpoint(
+            _transformers().AutoModelForCausalLM.from_config(hf_config(sizes)), tokenizer, directory
+        )
+
+    return cached_directory(folder, build)
+
+
+def save_checkpoint(model: Any, tokenizer: Any, directory: Path) -> None:
+    """Write a checkpoint ``from_pretrained`` and ``AutoTokenizer`` load: ``config.json`` and
+    ``generation_config.json`` (``save_pretrained``), ``model.safetensors`` and the tokenizer files.
+
+    The weights are written with ``safetensors.torch.save_model``, as ``model.save_pretrained`` does, because
+    ``save_pretrained`` writes nothing on a process whose ``torch.distributed`` rank is not 0 (a worker of a
+    data-parallel component may build the cache)."""
+    from safetensors.torch import save_model
+
+    model.config.save_pretrained(directory)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(directory)
+    save_model(model, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer.save_pretrained(directory)
+
+
+def load_tokenizer(directory: Path | str) -> Any:
+    """The checkpoint's own tokenizer (``AutoTokenizer``); a tokenizer without a pad token pads with EOS."""
+    tokenizer = _transformers().AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(
+            "model.path", str(directory), "has a tokenizer without an EOS token", "use a causal-LM tokenizer"
+        )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def compute_dtype(device: torch.device) -> torch.dtype:
+    """bfloat16 on CUDA devices, float32 elsewhere."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_model(directory: Path | str, device: torch.device, dtype: torch.dtype = torch.float32) -> Any:
+    """The checkpoint's causal LM (``AutoModelForCausalLM.from_pretrained``) on ``device`` in ``dtype``."""
+    model = _transformers().AutoModelForCausalLM.from_pretrained(
+        directory, local_files_only=True, dtype=dtype
+    )
+    return model.to(device)
+
+
+def weights_payload(model: torch.nn.Module) -> dict[str, Any]:
+    """The model's ``state_dict`` as float32 NumPy arrays (a weight-sync payload; NumPy has no bfloat16)."""
+    return {
+        name: tensor.detach().to("cpu", torch.float32).numpy().copy()
+        for name, tensor in model.state_dict().items()
+    }
+
+
+def load_weights_payload(model: torch.nn.Module, payload: Mapping[str, Any]) -> None:
+    """Copy a weight-sync payload into ``model`` in place (cast to the model's dtype and device)."""
+    model.load_state_dict({name: torch.as_tensor(array) for name, array in payload.items()})
+
+
+def state_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A host copy of the model's state for a checkpoint (tied tensors become separate copies)."""
+    return {name: tensor.detach().to("cpu").clone() for name, tensor in model.state_dict().items()}

@@ -1,0 +1,243 @@
+"""The typed configuration of GRPO on a Hugging Face causal LM (``examples/grpo_hf.yaml``).
+
+Every section is an attrs frozen class validated in its constructor; :func:`rlinf.structure_config` builds the
+tree from the YAML mapping and refuses unknown keys. The model is either a local checkpoint directory
+(``model.path``) or built from ``model.config`` (sizes of a Qwen2 or Llama model, with a BPE tokenizer trained on
+the task), saved with ``save_pretrained`` and loaded back through ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from rlinf.algorithms.grpo import GrpoConfig
+from rlinf.errors import positive, require
+from rlinf.workloads.hf_grpo.task import TaskConfig
+
+ARCHITECTURES = ("qwen2", "llama")
+MODES = ("auto", "collocated", "disaggregated", "hybrid")
+COMPONENTS = ("rollout", "reward", "inference", "actor")
+
+
+@attrs.frozen(kw_only=True)
+class ModelSizes:
+    """A small causal LM built from scratch (tests, demos, CPU runs)."""
+
+    architecture: str = "qwen2"
+    """``qwen2`` or ``llama`` (``transformers``' Qwen2Config / LlamaConfig)."""
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    """Key/value heads (grouped-query attention); must divide ``num_heads``."""
+    intermediate_size: int = 256
+    vocab_size: int = 512
+    """Most tokens of the BPE trained on the task's text (the embedding has exactly this many rows)."""
+    max_position_embeddings: int = 512
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            self.architecture in ARCHITECTURES,
+            "model.config.architecture",
+            self.architecture,
+            "unknown architecture",
+            f"use one of {list(ARCHITECTURES)}",
+        )
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size"):
+            positive(f"model.config.{name}", getattr(self, name))
+        require(
+            self.hidden_size % self.num_heads == 0,
+            "model.config.num_heads",
+            self.num_heads,
+            f"must divide hidden_size={self.hidden_size}",
+            "pick num_heads that divides hidden_size",
+        )
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            "model.config.num_kv_heads",
+            self.num_kv_heads,
+            f"must divide num_heads={self.num_heads}",
+            "pick num_kv_heads that divides num_heads",
+        )
+        require(
+            self.vocab_size >= 300,
+            "model.config.vocab_size",
+            self.vocab_size,
+            "must be >= 300 (256 bytes, 2 special tokens and some merges)",
+            "use 512",
+        )
+        require(
+            self.max_position_embeddings >= 64,
+            "model.config.max_position_embeddings",
+            self.max_position_embeddings,
+            "must be >= 64",
+            "use 512",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ModelConfig:
+    """Which causal LM every component runs."""
+
+    path: str | None = None
+    """A local Hugging Face checkpoint directory (``config.json``, weights, tokenizer files). Nothing is ever
+    downloaded: point this at a checkpoint on disk. When set, ``config`` has no effect."""
+    config: ModelSizes | None = None
+    """Sizes of a model built from scratch when ``path`` is not set."""
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            self.path is None or bool(self.path.strip()),
+            "model.path",
+            self.path,
+            "must not be empty",
+            "name a checkpoint directory or leave model.path unset",
+        )
+        require(
+            self.path is not None or self.config is not None,
+            "model",
+            None,
+            "needs model.path or model.config",
+            "set model.path to a checkpoint directory or give model.config sizes",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class WarmStartConfig:
+    """Supervised steps on worked solutions before GRPO (cached by the settings they depend on)."""
+
+    num_steps: int = 300
+    """0 starts GRPO from the model as loaded."""
+    batch_size: int = 32
+    lr: float = 2e-3
+    teacher_error_rate: float = 0.0
+    """Probability that a worked solution comes from a sloppy teacher who forgets carries in additions: the
+    policy starts with a systematic error that GRPO can find and fix."""
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            0.0 <= self.teacher_error_rate <= 1.0,
+            "warm_start.teacher_error_rate",
+            self.teacher_error_rate,
+            "must be in [0, 1]",
+            "use a probability",
+        )
+        require(self.num_steps >= 0, "warm_start.num_steps", self.num_steps, "must be >= 0", "use 0 or more")
+        positive("warm_start.batch_size", self.batch_size)
+        positive("warm_start.lr", self.lr)
+
+
+@attrs.frozen(kw_only=True)
+class RlConfig:
+    """The GRPO loop."""
+
+    num_iterations: int = 50
+    prompts_per_iteration: int = 16
+    group_size: int = 8
+    max_new_tokens: int = 160
+    """Longest response, EOS included."""
+    max_prompt_tokens: int = 160
+    """Longest prompt (payloads have fixed widths); a longer prompt is an error."""
+    temperature: float = 1.0
+    lr: float = 3e-4
+    warmup_steps: int = 5
+    """Linear learning-rate warm-up of the GRPO optimizer."""
+    optimizer_steps_per_iteration: int = 1
+    """The iteration's batch is cut into this many mini-batches, one optimizer step each."""
+    micro_batch_size: int = 32
+    """Sequences per forward/backward pass (gradient accumulation within a mini-batch)."""
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the warm start (the reference policy); 0: no reference model."""
+    max_grad_norm: float = 1.0
+    """0 disables gradient clipping."""
+
+    def __attrs_post_init__(self) -> None:
+        for name in (
+            "num_iterations",
+            "prompts_per_iteration",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "lr",
+            "micro_batch_size",
+            "optimizer_steps_per_iteration",
+        ):
+            positive(f"grpo.{name}", getattr(self, name))
+        require(
+            self.group_size >= 2,
+            "grpo.group_size",
+            self.group_size,
+            "must be >= 2 (advantages are relative within a group)",
+            "use groups of 2 or more responses",
+        )
+        require(self.temperature > 0, "grpo.temperature", self.temperature, "must be > 0", "use 1.0")
+        require(self.warmup_steps >= 0, "grpo.warmup_steps", self.warmup_steps, "must be >= 0", "use 5")
+        require(self.max_grad_norm >= 0, "grpo.max_grad_norm", self.max_grad_norm, "must be >= 0", "use 1.0")
+
+    def grpo(self) -> GrpoConfig:
+        """The objective's hyperparameters (:mod:`rlinf.algorithms.grpo`)."""
+        return GrpoConfig(clip_eps=self.clip_eps, kl_coef=self.kl_coef)
+
+
+@attrs.frozen(kw_only=True)
+class EvalConfig:
+    """Held-out accuracy: greedy decoding on a fixed problem set, excluded from training draws."""
+
+    num_problems: int = 200
+    seed: int = 12345
+    every_iterations: int = 10
+    batch_size: int = 64
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("num_problems", "every_iterations", "batch_size"):
+            positive(f"eval.{name}", getattr(self, name))
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionConfig:
+    """How ``rlinf train`` runs the workload."""
+
+    mode: str = "collocated"
+    """Placement when neither ``--mode`` nor ``--plan`` is given."""
+    granularity: int = 4
+    """Micro-batches per stream edge of the fixed-mode plans (1 hands over the whole batch)."""
+    offload: tuple[str, ...] = ()
+    """Components the fixed-mode plans offload when they yield a shared device."""
+    checkpoint_every: int = 10
+    cache_dir: str = "runs/hf_grpo_cache"
+    """Built models and warm starts, each in a folder named by a hash of the settings it depends on."""
+    heldout_eval: bool = True
+    """Evaluate held-out accuracy in the actor every ``eval.every_iterations`` iterations and at the end."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.mode in MODES, "execution.mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
+        positive("execution.granularity", self.granularity)
+        positive("execution.checkpoint_every", self.checkpoint_every)
+        for name in self.offload:
+            require(
+                name in COMPONENTS,
+                "execution.offload",
+                name,
+                "unknown component",
+                f"use some of {list(COMPONENTS)}",
+            )
+        require(
+            bool(self.cache_dir.strip()),
+            "execution.cache_dir",
+            self.cache_dir,
+            "must not be empty",
+            "name a directory",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class HfGrpoConfig:
+    """The whole run."""
+
+    seed: int = 0
+    model: ModelConfig = ModelConfig(config=ModelSizes())
+    task: TaskConfig = TaskConfig()
+    warm_start: WarmStartConfig = WarmStartConfig()
+    grpo: RlConfig = RlConfig()
+    eval: EvalConfig = EvalConfig()
+    execution: ExecutionConfig = ExecutionConfig()

@@ -1,0 +1,39 @@
+"""Held-out accuracy: greedy decoding of a fixed problem set, scored by the task's exact-match reward."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from rlinf.workloads.hf_grpo.generation import SamplingParams, stream_groups
+from rlinf.workloads.hf_grpo.task import WordProblem, reward
+
+
+def heldout_accuracy(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[WordProblem],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+) -> float:
+    """Fraction of ``problems`` whose greedy response (at most ``max_new_tokens``) has the exact answer."""
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+    correct = 0.0
+    for start in range(0, len(problems), batch_size):
+        batch = problems[start : start + batch_size]
+        prompts = [tokenizer.encode(p.prompt) for p in batch]
+        for group in stream_groups(
+            model,
+            prompts,
+            group_size=1,
+            params=params,
+            eos_id=tokenizer.eos_token_id,
+            pad_id=tokenizer.pad_token_id,
+            generator=torch.Generator(),
+        ):
+            text = tokenizer.decode(group.response_ids[0], skip_special_tokens=True)
+            correct += reward(batch[group.group_index].answer, text)
+    return correct / len(problems)

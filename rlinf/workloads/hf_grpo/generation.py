@@ -1,0 +1,200 @@
+"""Batched sampling from a Hugging Face causal LM with its KV cache, streaming each finished prompt group.
+
+Every prompt is repeated ``group_size`` times (a *group*). Prompts are left-padded, with position ids counted
+from each prompt's first real token, so a row's tokens sit at the same positions as in the right-padded
+sequences the inference and actor components score. The first forward pass fills the model's cache
+(``past_key_values``); each later step feeds one token per row. A response ends at EOS or at ``max_new_tokens``.
+As soon as every response of a group has ended, :func:`stream_groups` yields the group and drops its rows from
+the batch and from the cache (``Cache.batch_select_indices``), so the reward and inference components can start
+on it while the long tail is still being generated (the stream edges of the macro flow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from rlinf.errors import positive, require
+
+
+@attrs.frozen(kw_only=True)
+class SamplingParams:
+    """How responses are sampled."""
+
+    max_new_tokens: int
+    """Longest response, EOS included."""
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy (argmax)."""
+
+    def __attrs_post_init__(self) -> None:
+        positive("max_new_tokens", self.max_new_tokens)
+        require(self.temperature >= 0, "temperature", self.temperature, "must be >= 0", "use 1.0 or 0")
+
+
+@attrs.frozen(kw_only=True)
+class GroupRollout:
+    """The finished responses of one prompt group."""
+
+    group_index: int
+    """Position of the prompt in the list given to :func:`stream_groups`."""
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[tuple[int, ...], ...]
+    """One response per member; it ends with EOS unless it was cut at ``max_new_tokens``."""
+    ended_at_eos: tuple[bool, ...]
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids [B, P], attention_mask [B, P])`` with each prompt right-aligned."""
+    width = max(len(p) for p in prompts)
+    tokens = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        require(
+            len(prompt) > 0, "prompts", list(prompt), "a prompt must not be empty", "give every prompt text"
+        )
+        tokens[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    return tokens, mask
+
+
+def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """One token per row: argmax at temperature 0, else a draw from ``softmax(logits / temperature)``."""
+    if temperature == 0.0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(logits.device)
+
+
+def _forward(
+    model: Any, tokens: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any, use_cache: bool
+) -> Any:
+    """One forward pass computing only the last position's logits (``logits_to_keep=1``: a prefill over a
+    150k-token vocabulary would otherwise materialize ``batch x prompt x vocab`` floats)."""
+    return model(
+        input_ids=tokens,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=use_cache,
+        logits_to_keep=1,
+    )
+
+
+@torch.no_grad()
+def stream_groups(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    group_size: int,
+    params: SamplingParams,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator,
+    use_cache: bool = True,
+) -> Iterator[GroupRollout]:
+    """Sample ``group_size`` responses per prompt; yield each group once, as soon as all its responses ended.
+
+    ``generator`` is a CPU generator (draws are made on the host, so a seed gives the same responses on any
+    device). ``use_cache=False`` recomputes the whole sequence every step: the reference the cache is tested
+    against."""
+    positive("group_size", group_size)
+    if not prompts:
+        return
+    device = next(model.parameters()).device
+    row_prompts = [tuple(p) for p in prompts for _ in range(group_size)]
+    tokens, mask = left_pad(row_prompts, pad_id)
+    tokens, mask = tokens.to(device), mask.to(device)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    rows = list(range(len(row_prompts)))  # the global row of each batch row
+    responses: list[list[int]] = [[] for _ in row_prompts]
+    done = [False] * len(row_prompts)
+    was_training = model.training
+    model.eval()
+    try:
+        cache: Any = _new_cache(model) if use_cache else None
+        output = _forward(model, tokens, mask, positions, cache, use_cache)
+        cache = output.past_key_values if use_cache else None
+        logits = output.logits[:, -1]
+        next_position = positions[:, -1] + 1
+        while True:
+            step_tokens = _sample(logits, params.temperature, generator).tolist()
+            for j, row in enumerate(rows):
+                if not done[row]:
+                    responses[row].append(step_tokens[j])
+                    done[row] = step_tokens[j] == eos_id or len(responses[row]) >= params.max_new_tokens
+            live_groups = sorted({row // group_size for row in rows})
+            for g in live_groups:
+                members = range(g * group_size, (g + 1) * group_size)
+                if all(done[r] for r in members):
+                    yield GroupRollout(
+                        group_index=g,
+                        prompt_ids=row_prompts[g * group_size],
+                        response_ids=tuple(tuple(responses[r]) for r in members),
+                        ended_at_eos=tuple(responses[r][-1] == eos_id for r in members),
+                    )
+            keep = [j for j, row in enumerate(rows) if not all(done[r] for r in _members(row, group_size))]
+            if not keep:
+                return
+            index = torch.tensor(keep, device=device)
+            rows = [rows[j] for j in keep]
+            live = torch.tensor([not done[row] for row in rows], dtype=torch.long, device=device)
+            feed = torch.where(
+                live.bool(), torch.tensor([step_tokens[j] for j in keep], device=device), pad_id
+            )
+            step_positions = next_position[index]
+            next_position = step_positions + live
+            mask = torch.cat([mask[index], live[:, None]], dim=1)
+            if use_cache:
+                if len(keep) < len(step_tokens):
+                    cache.batch_select_indices(index)
+                output = _forward(model, feed[:, None], mask, step_positions[:, None], cache, True)
+                cache = output.past_key_values
+            else:
+                tokens = torch.cat([tokens[index], feed[:, None]], dim=1)
+                positions = torch.cat([positions[index], step_positions[:, None]], dim=1)
+                output = _forward(model, tokens, mask, positions, None, False)
+            logits = output.logits[:, -1]
+    finally:
+        model.train(was_training)
+
+
+def _members(row: int, group_size: int) -> range:
+    first = row // group_size * group_size
+    return range(first, first + group_size)
+
+
+def _new_cache(model: Any) -> Any:
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers before 4.56 builds it without the config
+        return DynamicCache()
+
+
+def generate(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    group_size: int,
+    params: SamplingParams,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator,
+    use_cache: bool = True,
+) -> list[GroupRollout]:
+    """All groups of :func:`stream_groups`, ordered by prompt."""
+    groups = stream_groups(
+        model,
+        prompts,
+        group_size=group_size,
+        params=params,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        generator=generator,
+        use_cache=use_cache,
+    )
+    return sorted(groups, key=lambda g: g.group_index)

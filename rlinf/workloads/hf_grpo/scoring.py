@@ -1,0 +1,143 @@
+"""The reward and inference components.
+
+The reward worker decodes each response with the checkpoint's tokenizer, extracts the answer after ``####`` and
+scores it by exact match; GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
+are computable per group, so it streams like the rollout. The inference worker adds the log-probabilities of
+every response token under the old policy (the actor's weights as synced after the last iteration, i.e. the
+policy that sampled) and, with a KL penalty, under the frozen reference (the warm start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlinf import WorkerContext
+from rlinf.algorithms.grpo import group_advantages
+from rlinf.workloads.hf_grpo.checkpoints import (
+    base_checkpoint,
+    cache_lock,
+    compute_dtype,
+    load_model,
+    load_tokenizer,
+    load_weights_payload,
+    state_copy,
+)
+from rlinf.workloads.hf_grpo.config import HfGrpoConfig
+from rlinf.workloads.hf_grpo.payloads import (
+    Payload,
+    concat_rows,
+    flat_sequences,
+    length_sorted_chunks,
+    response_logprobs,
+    right_padded,
+)
+from rlinf.workloads.hf_grpo.task import reward
+from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
+
+
+class RewardWorker:
+    """Exact-match rewards of the extracted answers, then advantages within each group."""
+
+    def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
+        with cache_lock(Path(config.execution.cache_dir)):
+            self.tokenizer = load_tokenizer(base_checkpoint(config))
+        self.grpo = config.grpo.grpo()
+
+    def score(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
+        """``(rewards, advantages)``, each ``[groups, group_size]``."""
+        groups, size = payload["response_len"].shape
+        rewards = np.zeros((groups, size), dtype=np.float32)
+        for row in range(groups):
+            for member in range(size):
+                ids = payload["response_ids"][row, member, : payload["response_len"][row, member]]
+                text = self.tokenizer.decode(ids.tolist(), skip_special_tokens=True)
+                rewards[row, member] = reward(int(payload["answer"][row]), text)
+        advantages = group_advantages(
+            torch.as_tensor(rewards), scale_by_std=self.grpo.scale_by_std, std_eps=self.grpo.std_eps
+        )
+        return rewards, advantages.numpy().astype(np.float32)
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
+        assert op_name == "reward", f"reward workers run reward, not {op_name}"
+        payload = concat_rows(inputs)
+        rewards, advantages = self.score(payload)
+        out = {**payload, "rewards": rewards, "advantages": advantages}
+        return out, {"reward_sum": float(rewards.sum()), "responses": int(rewards.size)}
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Nothing: the verifier is stateless."""
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
+
+
+def sequence_logprobs(
+    model: Any, payload: Payload, *, pad_id: int, chunk_size: int, device: torch.device
+) -> np.ndarray:
+    """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens (0
+    past each response), scored in length-sorted chunks of ``chunk_size`` sequences."""
+    sequences = flat_sequences(payload)
+    groups, size, width = payload["response_ids"].shape
+    out = np.zeros((groups * size, width), dtype=np.float32)
+    total = sequences["prompt_len"] + sequences["response_len"]
+    with torch.no_grad():
+        for rows in length_sorted_chunks(total, chunk_size):
+            tokens, mask = right_padded(sequences, rows, pad_id)
+            used = int(sequences["response_len"][rows].max())
+            prompt_len = torch.as_tensor(sequences["prompt_len"][rows]).to(device)
+            logp = (
+                response_logprobs(model, tokens.to(device), mask.to(device), prompt_len, used).cpu().numpy()
+            )
+            valid = np.arange(used)[None, :] < sequences["response_len"][rows][:, None]
+            out[rows, :used] = np.where(valid, logp, 0.0)
+    return out.reshape(groups, size, width)
+
+
+class InferenceWorker:
+    """Old-policy (synced from the actor every iteration) and reference (warm start) log-probabilities."""
+
+    def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
+        self.device = torch.device(context.device.torch_device)
+        warm = warm_start_checkpoint(config, self.device)
+        dtype = compute_dtype(self.device)
+        self.tokenizer = load_tokenizer(warm.directory)
+        self.policy = load_model(warm.directory, self.device, dtype).eval().requires_grad_(False)
+        self.reference = None
+        if config.grpo.kl_coef > 0:
+            self.reference = load_model(warm.directory, self.device, dtype).eval().requires_grad_(False)
+        self.chunk_size = config.grpo.micro_batch_size
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
+        assert op_name == "infer", f"inference workers run infer, not {op_name}"
+        payload = concat_rows(inputs)
+        score = {"pad_id": self.tokenizer.pad_token_id, "chunk_size": self.chunk_size, "device": self.device}
+        out = {**payload, "old_logprobs": sequence_logprobs(self.policy, payload, **score)}
+        if self.reference is not None:
+            out["ref_logprobs"] = sequence_logprobs(self.reference, payload, **score)
+        return out, {}
+
+    def state_tensors(self) -> list[Any]:
+        models = [self.policy] + ([self.reference] if self.reference is not None else [])
+        return [t for m in models for t in list(m.parameters()) + list(m.buffers())]
+
+    def load_weights(self, payload: Payload) -> None:
+        """The actor's weights: the old policy of the next iteration."""
+        load_weights_payload(self.policy, payload)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The synced old policy (the reference is the warm start, rebuilt by ``setup``)."""
+        return {"policy": state_copy(self.policy)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica."""
+        self.policy.load_state_dict(state["policy"])

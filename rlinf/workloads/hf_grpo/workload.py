@@ -1,0 +1,174 @@
+"""GRPO on a Hugging Face causal LM as a workload (:class:`rlinf.Workload`), written against the public API.
+
+Components ``rollout -> reward -> inference -> actor`` joined by stream edges (the plan's granularity sets how
+many micro-batches flow along them); after training the actor syncs its weights to the rollout and the
+inference component through ``state_dict`` arrays. Every worker starts from the warm start, trained once per
+settings and cached (``execution.cache_dir``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
+from rlinf.workloads.hf_grpo.actor import ActorWorker
+from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
+from rlinf.workloads.hf_grpo.config import HfGrpoConfig
+from rlinf.workloads.hf_grpo.rollout import RolloutWorker
+from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
+from rlinf.workloads.hf_grpo.task import TaskConfig, sample_problem, solution_text
+
+LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "grad_norm")
+KEYS = ConfigKeys(
+    iterations="grpo.num_iterations",
+    seed="seed",
+    mode="execution.mode",
+    checkpoint_every="execution.checkpoint_every",
+    granularity="execution.granularity",
+    offload="execution.offload",
+)
+_PIECES = re.compile(r" ?[A-Za-z]+| |\d|\n|[^\sA-Za-z\d]")
+
+
+def mean_response_tokens(task: TaskConfig, max_new_tokens: int, *, num_problems: int = 500) -> float:
+    """Expected tokens of a response: the worked solutions of ``num_problems`` problems (fixed seed), counted as a
+    byte-level BPE with single-digit numbers splits them (a word, a digit, a space or a sign each), plus EOS."""
+    rng = random.Random(0)
+    lengths = [
+        len(_PIECES.findall(solution_text(sample_problem(task, rng)))) + 1 for _ in range(num_problems)
+    ]
+    return float(np.mean(np.minimum(lengths, max_new_tokens)))
+
+
+def grpo_workflow(config: HfGrpoConfig) -> Workflow:
+    """The macro flow of one GRPO iteration (state sizes from the model's parameter count, float32)."""
+    weights = 4 * parameter_count(config)
+    rl = config.grpo
+    sequence = 8 * (rl.max_prompt_tokens + rl.max_new_tokens)
+    logprobs = 4 * rl.max_new_tokens * (2 if rl.kl_coef > 0 else 1)
+    return Workflow(
+        name="grpo-hf",
+        components=[
+            Component(name="rollout", role="rollout", state_bytes=weights),
+            Component(name="reward", role="reward"),
+            Component(name="inference", role="inference", state_bytes=weights * (2 if rl.kl_coef > 0 else 1)),
+            Component(name="actor", role="actor", state_bytes=4 * weights),
+        ],
+        edges=[
+            Edge(src="rollout", dst="reward", bytes_per_sample=sequence + 16),
+            Edge(src="reward", dst="inference", bytes_per_sample=sequence + 24),
+            Edge(src="inference", dst="actor", bytes_per_sample=sequence + 24 + logprobs),
+        ],
+        weight_sync=[
+            WeightSync(src="actor", dst="rollout", num_bytes=weights),
+            WeightSync(src="actor", dst="inference", num_bytes=weights),
+        ],
+        batch_size=rl.prompts_per_iteration * rl.group_size,
+        group_size=rl.group_size,
+        tokens_per_sample=mean_response_tokens(config.task, rl.max_new_tokens),
+    )
+
+
+def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any], list[int]]:
+    sums: dict[str, float] = {}
+    losses: dict[str, list[float]] = {}
+    latest: dict[str, Any] = {}
+    lengths: list[int] = []
+    for record in result.infos:
+        for key, value in record.info.items():
+            if key == "response_lengths":
+                lengths.extend(value)
+            elif key in LOSS_KEYS:
+                losses.setdefault(key, []).append(float(value))
+            elif key in ("heldout_accuracy", "warm_start_accuracy", "eval_s"):
+                latest[key] = float(value)
+            else:
+                sums[key] = sums.get(key, 0.0) + float(value)
+    return sums, losses, latest, lengths
+
+
+@attrs.frozen
+class GrpoHfWorkload:
+    """GRPO on a Hugging Face causal LM (Qwen2, Llama, ...) for multi-step math word problems."""
+
+    name: str = "grpo_hf"
+    config_keys: ConfigKeys = KEYS
+    headline: Mapping[str, str] = attrs.field(
+        factory=lambda: {"mean_reward": "reward", "tokens_per_s": "tok/s", "heldout_accuracy": "heldout"}
+    )
+
+    def load_config(self, data: Mapping[str, Any], source: str) -> HfGrpoConfig:
+        """The typed config; a bad ``model.path`` (missing, not a checkpoint, not a causal LM) fails here."""
+        config = structure_config(HfGrpoConfig, data, source)
+        if config.model.path is not None:
+            if config.model.config is not None:
+                warnings.warn(
+                    "model.config has no effect when model.path is set (the checkpoint's own config is used)",
+                    RlinfWarning,
+                    stacklevel=2,
+                )
+            check_checkpoint(config.model.path)
+        return config
+
+    def workflow(self, config: HfGrpoConfig) -> Workflow:
+        """rollout -> reward -> inference -> actor (stream edges), weight sync back to rollout and inference."""
+        return grpo_workflow(config)
+
+    def workers(self, config: HfGrpoConfig) -> dict[str, type]:
+        """The rollout, reward, inference and actor workers."""
+        return {
+            "rollout": RolloutWorker,
+            "reward": RewardWorker,
+            "inference": InferenceWorker,
+            "actor": ActorWorker,
+        }
+
+    def metrics(self, result: Any, config: HfGrpoConfig, iteration: int) -> dict[str, Any]:
+        """Generated tokens/s, samples/s, mean reward, response lengths, losses, held-out accuracy when evaluated."""
+        timeline = result.timeline
+        samples = config.grpo.prompts_per_iteration * config.grpo.group_size
+        sums, losses, metrics, lengths = _sum_infos(result)
+        tokens = int(sums.get("response_tokens", 0))
+        metrics.update(
+            {
+                "iteration": iteration,
+                "samples": iteration * samples,
+                "iteration_s": timeline.iteration_s,
+                "tokens": tokens,
+                "tokens_per_s": tokens / timeline.iteration_s,
+                "samples_per_s": samples / timeline.iteration_s,
+                "mean_reward": sums.get("reward_sum", 0.0) / max(sums.get("responses", 0.0), 1.0),
+                "truncated_fraction": sums.get("truncated", 0.0) / max(len(lengths), 1),
+                "optimizer_steps": int(sums.get("optimizer_steps", 0)),
+                "response_len_mean": float(np.mean(lengths)) if lengths else 0.0,
+                "response_len_p90": float(np.percentile(lengths, 90)) if lengths else 0.0,
+                "response_len_max": int(max(lengths, default=0)),
+                "response_lengths": sorted(lengths),
+            }
+        )
+        metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
+        for name in ("rollout", "reward", "inference", "actor"):
+            busy = sum(s.seconds for s in timeline.spans if s.kind == "compute" and s.component == name)
+            metrics[f"{name}_busy_s"] = busy
+        return metrics
+
+    def summary(self, metrics: Mapping[str, Any]) -> str:
+        """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration."""
+        text = (
+            f"{metrics['samples']} samples, {metrics['tokens_per_s']:.0f} generated tokens/s (last iteration), "
+            f"mean reward {metrics['mean_reward']:.3f}, response length mean {metrics['response_len_mean']:.0f} "
+            f"max {metrics['response_len_max']}"
+        )
+        if "heldout_accuracy" in metrics:
+            text += f", held-out accuracy {metrics['heldout_accuracy']:.3f}"
+        return text
+
+
+WORKLOAD = GrpoHfWorkload()

@@ -1,0 +1,64 @@
+"""GRPO on a Hugging Face causal LM through ``rlinf train``: collocated and hybrid runs, and ``--resume`` continuing
+exactly (2 + 2 iterations compute what 4 straight do)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hf_grpo_tiny import CONFIG, tiny_sets
+
+from rlinf.checkpoint import load_latest
+from rlinf.cli import main
+
+pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.getbasetemp() / "hf_grpo_cache"
+
+
+def computed(run_dir: Path) -> list[dict]:
+    """Per iteration, every metric that does not measure time (durations and rates end in ``_s``)."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
+
+
+def train(cache: Path, out: Path, *args: str) -> int:
+    return main(["train", CONFIG, *args, "--out", str(out), *tiny_sets(cache), "--no-progress"])
+
+
+def test_collocated_runs_and_resume_continues_exactly(cache: Path, tmp_path: Path) -> None:
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    base = ["--mode", "collocated", "--devices", "1"]
+    assert train(cache, straight, *base, "--iterations", "4") == 0
+    assert train(cache, resumed, *base, "--iterations", "2") == 0
+    assert main(["train", CONFIG, *base, "--iterations", "4", "--resume", str(resumed), *tiny_sets(cache), "--no-progress"]) == 0  # fmt: skip
+    metrics = computed(straight)
+    assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
+    assert computed(resumed) == metrics
+    assert all(m["tokens"] > 0 and m["optimizer_steps"] == 2 for m in metrics)
+    assert (
+        "warm_start_accuracy" in metrics[0]
+        and "heldout_accuracy" in metrics[1]
+        and "heldout_accuracy" in metrics[3]
+    )
+    assert any(
+        m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in metrics
+    )  # teeth: training changes things
+    assert metrics[2]["response_lengths"] != metrics[3]["response_lengths"]
+    state = load_latest(resumed / "checkpoints").state
+    assert state["workload"] == "grpo_hf" and "model" in state["workers"]["actor"][0]
+
+
+def test_hybrid_streams_and_syncs_weights(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "hybrid"
+    assert train(cache, out, "--mode", "hybrid", "--devices", "2", "--iterations", "2") == 0
+    assert "hybrid:" in capsys.readouterr().out
+    names = {e.get("name", "") for e in json.loads((out / "timeline.json").read_text())["traceEvents"]}
+    assert sum("generate" in n for n in names) >= 2 and any("sync_weights" in n for n in names)
+    assert [m["iteration"] for m in computed(out)] == [1, 2]

@@ -14,6 +14,7 @@ message it needs and while it is idle, so a sender never blocks for long on a fu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -176,6 +177,22 @@ class Mailbox:
             for source in wait(self._inbound):
                 self.take(source)
         return self._arrived[key]
+
+    def has(self, key: tuple) -> bool:
+        """Whether a message sent under ``key`` has arrived."""
+        return key in self._arrived
+
+    def wait_any(self, also: list[Any]) -> list[Any]:
+        """Wait until some pipe or one of ``also`` is readable; read the pipes that are into the mailbox (a pipe
+        whose sender has gone is dropped) and return those of ``also`` that are readable."""
+        ready = wait(self._inbound + also)
+        for source in ready:
+            if not any(source is extra for extra in also):
+                with contextlib.suppress(
+                    EOFError
+                ):  # that peer has exited; the driver notices and stops the run
+                    self.take(source)
+        return [source for source in ready if any(source is extra for extra in also)]
 
     @property
     def inbound(self) -> list[Any]:

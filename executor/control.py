@@ -1,7 +1,8 @@
 """The driver's side of the control connections, shared by the local and the Ray backend.
 
 Each worker (a process, or a Ray actor) holds one duplex connection to the driver and runs
-:func:`executor.runtime.serve` on it: batches of commands go out, one reply per op comes back. :class:`ControlDriver`
+:func:`executor.runtime.serve` on it: its lane goes out once per run, its records come back in batches
+(:mod:`executor.messages`). :class:`ControlDriver`
 keeps those connections and implements everything above them: starting the workers a program needs (or keeping
 them), the untimed prepare step, the run itself (:func:`executor.dispatch.drive`), calls between runs, and
 turning a closed connection or a silent worker into a :class:`executor.dispatch.WorkerError` that names the worker
@@ -11,12 +12,13 @@ and the op it was running. A backend says only how workers start and stop and ho
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
 from executor.devices import Device
 from executor.dispatch import RunResult, RunState, WorkerError, WorkerStateMixin, check_workers, drive
+from executor.messages import Call, Command, EndRun, Failed, Prepare, Ready, Result, RunLane, ToDriver
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
 from rlinf.program import Program
@@ -24,6 +26,14 @@ from rlinf.program import Program
 CHECK_EVERY_S = 1.0
 """While no reply arrives, how often the backend is asked whether a worker stopped without closing its
 connection (e.g. a Ray node that vanished from the network)."""
+
+
+Running = Mapping[int, str] | Callable[[], Mapping[int, str]]
+"""Per worker, the label of what it runs (or a function giving it at the moment it is needed)."""
+
+
+def _labels(running: Running) -> Mapping[int, str]:
+    return running() if callable(running) else running
 
 
 class ControlDriver(WorkerStateMixin):
@@ -96,12 +106,11 @@ class ControlDriver(WorkerStateMixin):
         waiting = set(workers)
         while waiting:
             for message in self.receive(running={w: phase for w in waiting}):
-                kind, worker = message[0], message[1]
-                if kind == "ready":
-                    self._resident[worker] = message[2]
-                    waiting.discard(worker)
-                elif kind == "error":
-                    self.fail(worker, phase, message[3], message[4])
+                if isinstance(message, Ready):
+                    self._resident[message.worker] = message.resident
+                    waiting.discard(message.worker)
+                elif isinstance(message, Failed):
+                    self.fail(message.worker, phase, message.description, message.traceback)
 
     # ------------------------------------------------------------------ running
     def execute(self, program: Program, workers: Mapping[str, WorkerSpec]) -> RunResult:
@@ -112,7 +121,7 @@ class ControlDriver(WorkerStateMixin):
         run = RunState(program, layout, routes_of(program), self._resident)
         result = drive(run, self)
         for connection in self._connections:
-            connection.send(("end", self._run_id))
+            connection.send(EndRun(self._run_id))
         self._resident = list(run.resident)
         return result
 
@@ -120,14 +129,19 @@ class ControlDriver(WorkerStateMixin):
         """Offload the components the program onloads, onload the others (before the clock starts)."""
         onloaded = {op.component for op in program.ops if op.kind == "onload"}
         for replica in layout.replicas:
-            self._connections[replica.worker].send(("prepare", replica.component in onloaded))
+            self._connections[replica.worker].send(Prepare(replica.component in onloaded))
         self._await_ready([r.worker for r in layout.replicas], "prepare")
 
-    def send(self, worker: int, commands: list[tuple]) -> None:
-        """Send a batch of commands to ``worker`` (part of :class:`executor.dispatch.Transport`)."""
-        self._connections[worker].send(("run", self._run_id, commands))
+    def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
+        """Send ``worker`` its lane (part of :class:`executor.dispatch.Transport`)."""
+        self._connections[worker].send(RunLane(self._run_id, commands))
 
-    def receive(self, running: Mapping[int, str]) -> list[tuple]:
+    def current_ops(self) -> dict[int, int]:
+        """Per worker, the op it runs now, where the backend can see it (part of
+        :class:`executor.dispatch.Transport`); none by default."""
+        return {}
+
+    def receive(self, running: Running) -> list[ToDriver]:
         """Messages that arrived (waiting for at least one); raises if a worker died or nothing happens (part of
         :class:`executor.dispatch.Transport`)."""
         watched = self._watched()
@@ -139,14 +153,15 @@ class ControlDriver(WorkerStateMixin):
             ready = wait(list(self._connections) + list(watched), timeout=slice_s)
             if not ready:
                 for worker in self._stopped():
-                    self.fail(worker, running.get(worker, "no op"), self._death(worker), "")
+                    self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
         if not ready:
-            labels = ", ".join(f"{self._name(w)}: {label}" for w, label in sorted(running.items())) or "none"
+            now = _labels(running)
+            labels = ", ".join(f"{self._name(w)}: {label}" for w, label in sorted(now.items())) or "none"
             self._terminate()
             raise WorkerError(
-                f"no worker finished an op for {self._stall_timeout_s:.0f} s (running: {labels}); fix: look for a stuck worker"
+                f"no worker reported for {self._stall_timeout_s:.0f} s (running: {labels}); fix: look for a stuck worker"
             )
-        messages: list[tuple] = []
+        messages: list[ToDriver] = []
         dead: list[int] = []
         for item in ready:
             if item in watched:
@@ -161,7 +176,7 @@ class ControlDriver(WorkerStateMixin):
         if messages:  # a failing worker's error reply comes before its connection closes: report that first
             return messages
         for worker in sorted(set(dead)):
-            self.fail(worker, running.get(worker, "no op"), self._death(worker), "")
+            self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
         return messages
 
     def fail(self, worker: int, op_label: str, message: str, remote_traceback: str) -> NoReturn:
@@ -180,10 +195,10 @@ class ControlDriver(WorkerStateMixin):
         """Call a worker method (e.g. ``checkpoint``) between runs and return its result."""
         assert self._layout is not None, "no workers are running"
         replica = self._layout.of(component)[rank]
-        self._connections[replica.worker].send(("call", method, args))
+        self._connections[replica.worker].send(Call(method, args))
         while True:
             for message in self.receive(running={replica.worker: method}):
-                if message[0] == "error":
-                    self.fail(message[1], method, message[3], message[4])
-                if message[0] == "result" and message[1] == replica.worker:
-                    return message[2]
+                if isinstance(message, Failed):
+                    self.fail(message.worker, method, message.description, message.traceback)
+                if isinstance(message, Result) and message.worker == replica.worker:
+                    return message.value

@@ -1,21 +1,38 @@
-"""The one dispatch loop of every backend, and the per-run bookkeeping it keeps.
+"""Lanes: what each worker runs in an iteration, derived once from the program; and the driver's side of a run.
 
-A backend provides a :class:`Transport` (how a batch of commands reaches a worker and how replies come back);
-:func:`drive` does the rest: it asks the :class:`executor.interpreter.Interpreter` which ops are ready, turns
-each op into commands for the replicas that run it (:class:`RunState`), sends them in batches per worker, and
-turns the replies into completions until every op is done. The local backend (processes and pipes) and the Ray
-backend (actors and the object store) therefore run the same op order for the same program.
+:func:`build_lanes` turns a lowered program into one list of commands per worker (its ops in program order), each
+command carrying the completions it waits for and the workers it signals, read from ``Program.release_graph``:
+an op starts when every op it follows (its deps, and the previous op of each lane it runs on) has finished on
+every worker that runs it. That is the simulator's rule (``simulator.engine.replay`` reads the same graph), kept
+by the workers themselves (:mod:`executor.runtime`): they wait for each other's signals, and payloads go straight
+from producer to consumer. The driver (:func:`drive`) only hands out the lanes, collects the measured records
+(in batches) and turns a failure into a :class:`WorkerError`; it does no per-op work. The local backend
+(processes and pipes) and the Ray backend (actors and sockets) run the same lanes for the same program.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
 import attrs
 
-from executor.interpreter import Interpreter
+from executor.messages import (
+    Command,
+    Compute,
+    Failed,
+    Hold,
+    Offload,
+    Onload,
+    Push,
+    Record,
+    Records,
+    Send,
+    SyncRecv,
+    SyncSend,
+    ToDriver,
+)
 from executor.profile import MemoryMeter, OpRecord, build_timeline, cost_samples
 from executor.protocol import share_overlaps
 from executor.routing import Layout, Replica, Routes
@@ -52,17 +69,23 @@ class RunResult:
     samples: tuple[CostSample, ...]
     infos: tuple[OpInfo, ...]
     """In program order (op, component, rank), whichever order the replies arrived in."""
+    op_overhead_s: tuple[float, ...] = ()
+    """Per compute op on each worker, the executor's share of its time: how long it started after every op it
+    follows had ended, plus its span outside ``worker.compute`` (receiving inputs, sending outputs, timing)."""
 
 
 class Transport(Protocol):
     """How one backend talks to its workers during a run."""
 
-    def send(self, worker: int, commands: list[tuple]) -> None:
-        """Deliver a batch of commands to ``worker``; it runs them in order."""
+    def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
+        """Deliver ``worker``'s lane; it runs the commands in order."""
 
-    def receive(self, running: Mapping[int, str]) -> list[tuple]:
-        """Replies that arrived (waits for at least one). Raises :class:`WorkerError` when a worker died or
-        nothing happened for too long; ``running`` maps worker -> the op label it runs, for that message."""
+    def receive(self, running: Callable[[], Mapping[int, str]]) -> list[ToDriver]:
+        """Messages that arrived (waits for at least one). Raises :class:`WorkerError` when a worker died or
+        nothing happened for too long; ``running()`` maps worker -> the op label it runs, for that message."""
+
+    def current_ops(self) -> Mapping[int, int]:
+        """Per worker, the op it is running now where the backend can see it (else empty)."""
 
     def fail(self, worker: int, op_label: str, message: str, remote_traceback: str) -> NoReturn:
         """Stop every worker and raise :class:`WorkerError` naming ``worker`` and ``op_label``."""
@@ -143,139 +166,172 @@ class WorkerStateMixin:
 
 
 def drive(run: RunState, transport: Transport) -> RunResult:
-    """Run every op of ``run`` through ``transport`` under the dispatch rule; returns the measured result."""
-    program = run.program
-    _send_ready(run, transport, run.interpreter.start())
-    while not run.interpreter.finished:
-        ready: list[int] = []
-        for message in transport.receive(run.running_labels()):
-            if message[0] == "error":
-                label = program.ops[message[2]].label if message[2] >= 0 else "setup"
-                transport.fail(message[1], label, message[3], message[4])
-            ready.extend(run.record(message))
-        _send_ready(run, transport, sorted(ready))
+    """Hand every worker its lane and collect the records until every command has reported; returns the
+    measured result."""
+    for worker, lane in run.lanes.items():
+        transport.send_lane(worker, lane)
+    while not run.finished:
+        for message in transport.receive(lambda: run.running_labels(transport.current_ops())):
+            if isinstance(message, Failed):
+                label = run.program.ops[message.op].label if message.op >= 0 else "setup"
+                transport.fail(message.worker, label, message.description, message.traceback)
+            assert isinstance(message, Records), f"unexpected message {message!r} during a run"
+            run.take(message)
     return run.result()
 
 
-def _send_ready(run: RunState, transport: Transport, ready: Sequence[int]) -> None:
-    batches: dict[int, list[tuple]] = {}
-    for index in ready:
-        for worker, command in run.commands(index):
-            batches.setdefault(worker, []).append(command)
-    for worker, commands in batches.items():
-        transport.send(worker, commands)
+def build_lanes(program: Program, layout: Layout, routes: Routes) -> dict[int, tuple[Command, ...]]:
+    """Per worker, the commands of its ops in program order, with the signals each waits for and sends."""
+    parts = [_parts(program, layout, routes, op) for op in program.ops]
+    workers_of = [tuple(dict.fromkeys(w for w, _ in part)) for part in parts]
+    _, releases = program.release_graph
+    follows: list[set[int]] = [set() for _ in program.ops]
+    for before, afters in enumerate(releases):
+        for after in afters:
+            follows[after].add(before)
+    lanes: dict[int, list[Command]] = {}
+    for op in program.ops:
+        index = op.index
+        later = {v for successor in releases[index] for v in workers_of[successor]}
+        for worker, command in parts[index]:
+            waits = tuple(
+                sorted((before, v) for before in follows[index] for v in workers_of[before] if v != worker)
+            )
+            notify = tuple(sorted(later - {worker}))
+            lanes.setdefault(worker, []).append(attrs.evolve(command, waits=waits, notify=notify))
+    return {worker: tuple(commands) for worker, commands in sorted(lanes.items())}
+
+
+def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tuple[int, Command]]:
+    """(worker, command) pairs that run ``op`` (without their waits and signals)."""
+    if op.kind == "compute":
+        out: list[tuple[int, Command]] = []
+        for replica in layout.of(op.component):
+            inputs = tuple(
+                (producer, source.worker)
+                for producer in routes.producers[op.index]
+                for source in _overlapping(layout.of(program.ops[producer].component), replica)
+            )
+            pushes = _pushes(layout, replica, routes.direct_consumers[op.index])
+            command = Compute(
+                op=op.index,
+                name=op.name,
+                micro_batch=op.micro_batch,
+                step=op.step,
+                inputs=inputs,
+                pushes=pushes,
+            )
+            out.append((replica.worker, command))
+        return out
+    if op.kind == "transfer":
+        source = routes.transfer_source[op.index]
+        producers = layout.of(program.ops[source].component)
+        return [
+            (r.worker, Send(op=op.index, source_op=source, pushes=_pushes(layout, r, (op.peer,))))
+            for r in producers
+        ]
+    if op.kind == "onload":
+        return [(r.worker, Onload(op=op.index)) for r in layout.of(op.component)]
+    if op.kind == "offload":
+        return [(r.worker, Offload(op=op.index)) for r in layout.of(op.component)]
+    assert op.kind == "sync_weights", f"unknown op kind {op.kind!r}"
+    sources = layout.of(op.component)
+    destinations = layout.of(op.peer)
+    out = [(sources[0].worker, SyncSend(op=op.index, destinations=tuple(d.worker for d in destinations)))]
+    out += [(s.worker, Hold(op=op.index)) for s in sources[1:]]
+    out += [(d.worker, SyncRecv(op=op.index, source=sources[0].worker)) for d in destinations]
+    return out
+
+
+def _overlapping(producers: Sequence[Replica], consumer: Replica) -> list[Replica]:
+    return [p for p in producers if share_overlaps(p.rank, p.world, consumer.rank, consumer.world)]
+
+
+def _pushes(layout: Layout, producer: Replica, components: Sequence[str]) -> tuple[Push, ...]:
+    return tuple(
+        (consumer.worker, consumer.rank, consumer.world)
+        for name in components
+        for consumer in layout.of(name)
+        if share_overlaps(producer.rank, producer.world, consumer.rank, consumer.world)
+    )
 
 
 class RunState:
-    """Bookkeeping of one execution: commands per op, replies per op, records, infos, memory."""
+    """The driver's bookkeeping of one run: the lanes it handed out, the records that came back, the infos."""
 
     def __init__(self, program: Program, layout: Layout, routes: Routes, resident: Sequence[int]) -> None:
         self.program = program
         self.layout = layout
-        self.routes = routes
-        self.interpreter = Interpreter(program)
-        count = program.num_ops
-        self.remaining = [0] * count
-        self.start = [math.inf] * count
-        self.end = [-math.inf] * count
-        self.moved = [0] * count
-        self.infos: list[OpInfo] = []
+        self.lanes = build_lanes(program, layout, routes)
+        self.reported = dict.fromkeys(self.lanes, 0)
+        """Per worker, how many commands of its lane have reported."""
+        self._outstanding = sum(len(lane) for lane in self.lanes.values())
+        self._records: list[tuple[int, Record]] = []
         self.resident = list(resident)
-        self.memory = MemoryMeter(program.num_devices, [r.device for r in layout.replicas], resident)
-        self.on_worker: dict[int, list[int]] = {}
+        self._initial_resident = list(resident)
 
-    def commands(self, index: int) -> list[tuple[int, tuple]]:
-        """(worker, command) pairs that run op ``index``."""
-        op = self.program.ops[index]
-        out = getattr(self, f"_{op.kind}")(op)
-        self.remaining[index] = len(out)
-        for worker, _ in out:
-            self.on_worker.setdefault(worker, []).append(index)
+    @property
+    def finished(self) -> bool:
+        """Whether every command of every lane has reported."""
+        return self._outstanding == 0
+
+    def take(self, message: Records) -> None:
+        """Take a batch of one worker's records (in the order it ran them)."""
+        worker = message.worker
+        lane = self.lanes[worker]
+        for record in message.records:
+            position = self.reported[worker]
+            assert lane[position].op == record.op, f"worker {worker} reported op {record.op} out of order"
+            self.reported[worker] = position + 1
+            self._outstanding -= 1
+            self._records.append((worker, record))
+            self.resident[worker] = record.resident
+
+    def running_labels(self, current: Mapping[int, int]) -> dict[int, str]:
+        """Per worker still running its lane, the label of its op: the one the backend sees it run, else the first
+        one it has not reported."""
+        out = {}
+        for worker, lane in self.lanes.items():
+            position = self.reported[worker]
+            if position < len(lane):
+                index = current.get(worker, -1)
+                out[worker] = self.program.ops[index if index >= 0 else lane[position].op].label
         return out
-
-    def _compute(self, op: Op) -> list[tuple[int, tuple]]:
-        out = []
-        for replica in self.layout.of(op.component):
-            keys = tuple(
-                (producer, source.worker)
-                for producer in self.routes.producers[op.index]
-                for source in self._overlapping(self.layout.of(self.program.ops[producer].component), replica)
-            )
-            pushes = self._pushes(replica, self.routes.direct_consumers[op.index])
-            out.append(
-                (replica.worker, ("compute", op.index, op.name, op.micro_batch, op.step, keys, pushes))
-            )
-        return out
-
-    def _transfer(self, op: Op) -> list[tuple[int, tuple]]:
-        source = self.routes.transfer_source[op.index]
-        producers = self.layout.of(self.program.ops[source].component)
-        return [(r.worker, ("send", op.index, source, self._pushes(r, (op.peer,)))) for r in producers]
-
-    def _onload(self, op: Op) -> list[tuple[int, tuple]]:
-        return [(r.worker, ("onload", op.index)) for r in self.layout.of(op.component)]
-
-    def _offload(self, op: Op) -> list[tuple[int, tuple]]:
-        return [(r.worker, ("offload", op.index)) for r in self.layout.of(op.component)]
-
-    def _sync_weights(self, op: Op) -> list[tuple[int, tuple]]:
-        sources = self.layout.of(op.component)
-        destinations = self.layout.of(op.peer)
-        out: list[tuple[int, tuple]] = [
-            (sources[0].worker, ("sync_send", op.index, tuple(d.worker for d in destinations)))
-        ]
-        out += [(s.worker, ("hold", op.index)) for s in sources[1:]]
-        out += [(d.worker, ("sync_recv", op.index, sources[0].worker)) for d in destinations]
-        return out
-
-    def _overlapping(self, producers: Sequence[Replica], consumer: Replica) -> list[Replica]:
-        return [p for p in producers if share_overlaps(p.rank, p.world, consumer.rank, consumer.world)]
-
-    def _pushes(self, producer: Replica, components: Sequence[str]) -> tuple:
-        return tuple(
-            (consumer.worker, consumer.rank, consumer.world)
-            for name in components
-            for consumer in self.layout.of(name)
-            if share_overlaps(producer.rank, producer.world, consumer.rank, consumer.world)
-        )
-
-    def record(self, message: tuple) -> list[int]:
-        """Take one worker reply; returns ops that became ready."""
-        kind, worker, index = message[0], message[1], message[2]
-        assert kind == "done", f"unexpected message {kind!r} during a run"
-        _, _, _, start, end, info, resident, moved = message
-        self.start[index] = min(self.start[index], start)
-        self.end[index] = max(self.end[index], end)
-        self.moved[index] += moved
-        self.resident[worker] = resident
-        self.memory.report(worker, resident)
-        self.on_worker[worker].remove(index)
-        op = self.program.ops[index]
-        if info:
-            replica = self.layout.replicas[worker]
-            self.infos.append(
-                OpInfo(
-                    component=replica.component, rank=replica.rank, op_index=index, op_name=op.name, info=info
-                )
-            )
-        self.remaining[index] -= 1
-        if self.remaining[index] == 0:
-            return self.interpreter.complete(index)
-        return []
-
-    def running_labels(self) -> dict[int, str]:
-        """Per worker, the first op it has been sent and not finished."""
-        return {w: self.program.ops[ops[0]].label for w, ops in self.on_worker.items() if ops}
 
     def result(self) -> RunResult:
         """The measured timeline, cost samples and infos of the finished run."""
+        program = self.program
+        count = program.num_ops
+        start = [math.inf] * count
+        end = [-math.inf] * count
+        moved = [0] * count
+        infos: list[OpInfo] = []
+        for worker, record in self._records:
+            start[record.op] = min(start[record.op], record.start)
+            end[record.op] = max(end[record.op], record.end)
+            moved[record.op] += record.moved
+            if record.info:
+                replica = self.layout.replicas[worker]
+                infos.append(
+                    OpInfo(
+                        component=replica.component,
+                        rank=replica.rank,
+                        op_index=record.op,
+                        op_name=program.ops[record.op].name,
+                        info=record.info,
+                    )
+                )
+        memory = MemoryMeter(
+            program.num_devices, [r.device for r in self.layout.replicas], self._initial_resident
+        )
+        for worker, record in sorted(self._records, key=lambda item: item[1].end):
+            memory.report(worker, record.resident)
         records = [
-            OpRecord(start_s=s, end_s=e, num_bytes=m)
-            for s, e, m in zip(self.start, self.end, self.moved, strict=True)
+            OpRecord(start_s=s, end_s=e, num_bytes=m) for s, e, m in zip(start, end, moved, strict=True)
         ]
         return RunResult(
-            timeline=build_timeline(self.program, records, self.memory.peak_bytes),
-            samples=cost_samples(self.program, records),
+            timeline=build_timeline(program, records, memory.peak_bytes),
+            samples=cost_samples(program, records),
             # in program order, not arrival order: sums over infos then do not depend on timing
-            infos=tuple(sorted(self.infos, key=lambda i: (i.op_index, i.component, i.rank))),
+            infos=tuple(sorted(infos, key=lambda i: (i.op_index, i.component, i.rank))),
         )

@@ -1,7 +1,8 @@
-"""The local backend: one OS process per component replica, pinned to its device, driven by the interpreter.
+"""The local backend: one OS process per component replica, pinned to its device, running its own lane.
 
-The driver runs the one dispatch loop (:func:`executor.dispatch.drive`) through :class:`executor.control.ControlDriver`:
-pipes carry batches of commands to the workers and their replies back. Workers persist across runs (one run = one
+The driver runs :func:`executor.dispatch.drive` through :class:`executor.control.ControlDriver`: a pipe carries
+each worker's lane to it and its records back; the workers signal each other and exchange payloads over their own
+pipes (and shared memory). Workers persist across runs (one run = one
 iteration), so environments, models and optimizers keep their state; they are rebuilt only when a program needs a
 different layout. A worker that raises, dies or stalls stops the run with a :class:`WorkerError` that names the
 worker and the op it was running; the other workers are terminated.
@@ -22,6 +23,7 @@ from executor.collective import FileRendezvous, private_directory
 from executor.control import ControlDriver
 from executor.devices import Device, DeviceLocks
 from executor.dispatch import OpInfo, RunResult, WorkerError
+from executor.messages import Shutdown
 from executor.routing import Layout
 from executor.runtime import Wiring, WorkerSpec, worker_main
 
@@ -39,6 +41,8 @@ class LocalBackend(ControlDriver):
         self._processes: list[Any] = []
         self._rendezvous_directory: str | None = None
         """Where the workers' collective groups meet (file stores), while they run."""
+        self._progress: Any = None
+        """Shared ints, one per worker: the op it runs (``-1`` between ops), read when a worker dies."""
 
     def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
         context = self._context
@@ -53,6 +57,7 @@ class LocalBackend(ControlDriver):
                     outbound[src][dst] = sender
                     inbound[dst].append(receiver)
         rendezvous = self._rendezvous(layout)
+        self._progress = context.RawArray("i", [-1] * count)
         child_ends = []
         for replica in layout.replicas:
             driver_end, worker_end = context.Pipe()
@@ -64,6 +69,7 @@ class LocalBackend(ControlDriver):
                 inbound=tuple(inbound[replica.worker]),
                 locks=locks,
                 rendezvous=rendezvous.get(replica.component),
+                progress=self._progress,
             )
             process = context.Process(  # type: ignore[attr-defined]
                 target=worker_main,
@@ -98,7 +104,7 @@ class LocalBackend(ControlDriver):
         """Stop every worker process (politely, then by force)."""
         for connection in self._connections:
             with contextlib.suppress(OSError, ValueError):
-                connection.send(("shutdown",))
+                connection.send(Shutdown())
         deadline = time.monotonic() + 5.0
         for process in self._processes:
             process.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -114,7 +120,14 @@ class LocalBackend(ControlDriver):
         if self._rendezvous_directory is not None:
             shutil.rmtree(self._rendezvous_directory, ignore_errors=True)
         self._processes, self._connections, self._layout = [], [], None
+        self._progress = None
         self._rendezvous_directory = None
+
+    def current_ops(self) -> dict[int, int]:
+        """Per worker, the op it runs now (from the shared progress array)."""
+        if self._progress is None:
+            return {}
+        return {worker: int(op) for worker, op in enumerate(self._progress) if op >= 0}
 
     def _watched(self) -> dict[Any, int]:
         return {p.sentinel: w for w, p in enumerate(self._processes)}

@@ -6,7 +6,7 @@ traffic does not go through Ray's task submission (about a millisecond per call)
 actor opens at start-up:
 
 * **control**: a TCP connection to the driver, on which the actor runs :func:`executor.runtime.serve`, the local
-  backend's worker loop: batches of commands in, one reply per op out;
+  backend's worker loop: a lane of commands in per run, batches of records out;
 * **same node**: a Unix-socket connection to every other actor of its node, carrying
   :mod:`executor.channels` messages (arrays of 16 KiB or more through shared memory, as in the local backend);
 * **other nodes**: the producer calls the consumer actor's :meth:`RayWorker.deliver` with the arrays; Ray
@@ -41,6 +41,7 @@ from executor.channels import Mailbox, RemoteInbox, WorkerAddress
 from executor.collective import FileRendezvous, Rendezvous, join_group, open_tcp_rendezvous
 from executor.devices import Device
 from executor.handshake import HelloServer, hello
+from executor.messages import Failed, Ready
 from executor.routing import Replica
 from executor.runtime import CommandRunner, WorkerSpec, serve
 
@@ -138,9 +139,9 @@ class RayWorker:
             remote_inbox=self.inbox if handles else None,
         )
 
-    def setup(self, rendezvous: Rendezvous | None) -> tuple:
+    def setup(self, rendezvous: Rendezvous | None) -> Ready | Failed:
         """Bind the device, join the collective group at ``rendezvous`` (``None``: one replica), build the worker;
-        ``("ready", ...)`` or ``("error", ...)``."""
+        :class:`executor.messages.Ready` or :class:`executor.messages.Failed`."""
         replica = self.replica
         try:
             assert self.mailbox is not None, "connect() comes first"
@@ -151,9 +152,9 @@ class RayWorker:
             worker = self.spec.factory()
             worker.setup(self.spec.config, replica.rank, replica.world, self.device)
             self.runner = CommandRunner(worker, replica, self.device, self.mailbox, clock=time.time)
-            return ("ready", replica.worker, self.runner.resident_bytes())
+            return Ready(replica.worker, self.runner.resident_bytes())
         except BaseException as error:
-            return ("error", replica.worker, -1, f"{type(error).__name__}: {error}", traceback.format_exc())
+            return Failed(replica.worker, -1, f"{type(error).__name__}: {error}", traceback.format_exc())
 
     def serve(self, driver: tuple[str, int]) -> None:
         """Connect to the driver and run its commands until it says shutdown or goes away."""

@@ -31,6 +31,7 @@ from executor.collective import Rendezvous
 from executor.control import CHECK_EVERY_S, ControlDriver
 from executor.devices import Device
 from executor.handshake import HelloServer
+from executor.messages import Failed, Shutdown
 from executor.ray_actor import RayWorker, socket_connection
 from executor.routing import Layout
 from executor.runtime import WorkerSpec
@@ -113,9 +114,9 @@ class RayBackend(ControlDriver):
         replies = [self._actors[r.worker].setup.remote(rendezvous.get(r.component)) for r in layout.replicas]
         for worker, ref in enumerate(replies):
             message = self._get(ref, worker)
-            if message[0] == "error":
-                self.fail(worker, "setup", message[3], message[4])
-            self._resident[worker] = message[2]
+            if isinstance(message, Failed):
+                self.fail(worker, "setup", message.description, message.traceback)
+            self._resident[worker] = message.resident
         self._connect_driver(token)
         self._check_gpus(layout)
 
@@ -229,7 +230,7 @@ class RayBackend(ControlDriver):
     def _shutdown_workers(self) -> None:
         for connection in self._connections:
             with contextlib.suppress(OSError, ValueError):
-                connection.send(("shutdown",))
+                connection.send(Shutdown())
         if self._serving:
             ray.wait(self._serving, num_returns=len(self._serving), timeout=5.0)
         self._terminate()

@@ -1,18 +1,21 @@
-"""The worker side of the backends: :class:`CommandRunner` executes commands, :func:`serve` is the worker loop.
+"""The worker side of the backends: :class:`CommandRunner` runs a lane, :func:`serve` is the worker loop.
 
-A worker process binds itself to its device, joins the component's collective group, builds the worker, then
-executes the batches of commands the driver sends, one op at a time (under its device lock in the local backend),
-replying after each op with measured start/end times, the bytes moved and the state bytes it now holds. A failing
-op is reported with its traceback and ends the loop. The Ray backend's actors run the same loop over a socket,
-with a mailbox that also reaches other nodes and wall-clock time as their clock."""
+A worker process binds itself to its device, joins the component's collective group and builds the worker. Each
+iteration the driver sends it its lane (:class:`executor.messages.RunLane`): the commands of its ops in program
+order. The worker runs them itself, one after the other (under its device lock in the local backend): before a
+command it waits for the completion signals of the ops it follows from the other workers that run them, after it
+signals the workers whose ops follow; payloads arrive straight from their producers (:mod:`executor.channels`).
+Measured spans, infos, bytes moved and resident state bytes go to the driver in batches
+(:class:`executor.messages.Records`): before the worker blocks on a signal, every :data:`FLUSH_EVERY_S` and at the
+lane's end. A failing op is reported with its traceback and ends the loop. The Ray backend's actors run the same
+loop over a socket, with a mailbox that also reaches other nodes and wall-clock time as their clock."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 import attrs
@@ -20,6 +23,29 @@ import attrs
 from executor.channels import Mailbox, WorkerAddress
 from executor.collective import FileRendezvous, join_group
 from executor.devices import Device, DeviceLocks
+from executor.messages import (
+    Call,
+    Command,
+    Compute,
+    EndRun,
+    Failed,
+    Hold,
+    Offload,
+    Onload,
+    Prepare,
+    Push,
+    Ready,
+    Record,
+    Records,
+    Result,
+    RunLane,
+    Send,
+    Shutdown,
+    SyncRecv,
+    SyncSend,
+    data_key,
+    done_key,
+)
 from executor.offload import HostStore, tensor_bytes
 from executor.protocol import num_rows, share_slice, slice_rows
 from executor.routing import Replica
@@ -48,6 +74,9 @@ class Wiring:
     locks: DeviceLocks
     rendezvous: FileRendezvous | None = None
     """Where the component's collective group meets (``None`` when the component has one replica)."""
+    progress: Any = None
+    """Shared array (one int per worker) where the worker writes the op it runs (``-1`` between ops), so that the
+    driver can name it if the process dies."""
 
 
 def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
@@ -61,10 +90,12 @@ def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
         worker = spec.factory()
         worker.setup(spec.config, replica.rank, replica.world, wiring.device)
         mailbox = Mailbox(WorkerAddress(worker=replica.worker), wiring.outbound, list(wiring.inbound), {})
-        runner = CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks)
-        connection.send(("ready", replica.worker, runner.resident_bytes()))
+        runner = CommandRunner(
+            worker, replica, wiring.device, mailbox, wiring.locks, progress=wiring.progress
+        )
+        connection.send(Ready(replica.worker, runner.resident_bytes()))
     except BaseException as error:  # report anything, including KeyboardInterrupt, then end
-        connection.send(("error", replica.worker, -1, _describe(error), traceback.format_exc()))
+        connection.send(Failed(replica.worker, -1, _describe(error), traceback.format_exc()))
         return
     serve(connection, runner)
 
@@ -73,8 +104,21 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+FLUSH_EVERY_S = 0.05
+"""A worker that runs ops without waiting sends its records at least this often (the driver's view of progress,
+and a sign of life within the stall timeout)."""
+
+_HOLDS_DEVICE = (Compute, Onload, Offload)
+"""Commands that occupy the worker's device. A transfer occupies none; a weight sync is one op spanning two
+components' workers, some of them on the same device, and the release graph already gives it those devices alone."""
+
+
+class DriverGone(Exception):
+    """The driver closed the connection or asked the worker to stop in the middle of a run."""
+
+
 class CommandRunner:
-    """Executes commands for one worker and returns a reply per command (``done`` or ``error``)."""
+    """Runs the commands of one worker's lanes and measures them."""
 
     def __init__(
         self,
@@ -84,6 +128,7 @@ class CommandRunner:
         mailbox: Mailbox,
         locks: DeviceLocks | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        progress: Any = None,
     ) -> None:
         self.worker = worker
         self.replica = replica
@@ -92,6 +137,7 @@ class CommandRunner:
         self.locks = locks
         self.clock = clock
         """``time.perf_counter`` (one system-wide monotonic clock on Linux) locally; wall time across nodes."""
+        self.progress = progress
         self.store = HostStore()
         self.outputs: dict[int, Mapping[str, Any]] = {}
         self.pending_weights: Mapping[str, Any] | None = None
@@ -126,83 +172,134 @@ class CommandRunner:
         elif not offloaded and self.store.holds_state:
             self._onload()
 
-    def execute(self, command: tuple) -> tuple:
-        """Run one command; returns ``("done", worker, op, start, end, info, resident, moved)`` or
-        ``("error", worker, op, description, traceback)``."""
-        kind, op_index = command[0], command[1]
-        # A transfer occupies no device; a weight sync is one op spanning two components' workers, some of them
-        # on the same device, and the interpreter already gives it those devices alone.
-        holds_device = kind in ("compute", "onload", "offload") and self.locks is not None
+    # ------------------------------------------------------------ a lane
+    def run_lane(self, lane: RunLane, connection: Connection) -> bool:
+        """Run every command of ``lane``, sending records to the driver on ``connection``; ``False`` when a
+        command failed (its :class:`Failed` has been sent). Raises :class:`DriverGone` when the driver went away
+        or said shutdown while this worker waited."""
+        self.run_id = lane.run_id
+        pending: list[Record] = []
+        last_flush = time.monotonic()
+
+        def flush() -> None:
+            nonlocal last_flush
+            if pending:
+                connection.send(Records(self.replica.worker, tuple(pending)))
+                pending.clear()
+            last_flush = time.monotonic()
+
+        for command in lane.commands:
+            missing = [
+                k
+                for k in (done_key(self.run_id, op, w) for op, w in command.waits)
+                if not self.mailbox.has(k)
+            ]
+            if missing:
+                flush()  # about to block: let the driver see how far this worker got
+                self._await(missing, connection)
+            elif pending and time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                flush()
+            outcome = self.execute(command)
+            if isinstance(outcome, Failed):
+                flush()
+                connection.send(outcome)
+                return False
+            for destination in command.notify:
+                self.mailbox.send(destination, done_key(self.run_id, command.op, self.replica.worker), {})
+            pending.append(outcome)
+        flush()
+        return True
+
+    def _await(self, keys: list[tuple], connection: Connection) -> None:
+        """Wait until every message in ``keys`` has arrived, watching the driver's connection meanwhile."""
+        while not all(self.mailbox.has(k) for k in keys):
+            if self.mailbox.wait_any([connection]):
+                try:
+                    message = connection.recv()
+                except (EOFError, OSError):
+                    raise DriverGone() from None
+                assert isinstance(message, Shutdown), f"unexpected {message!r} during a run"
+                raise DriverGone()
+
+    def execute(self, command: Command) -> Record | Failed:
+        """Run one command (its waits already met); returns its record or the failure."""
+        holds_device = isinstance(command, _HOLDS_DEVICE) and self.locks is not None
         info: Mapping[str, Any] = {}
+        if self.progress is not None:
+            self.progress[self.replica.worker] = command.op
         if holds_device:
             assert self.locks is not None
             self.locks.acquire(self.own_device)
         try:
             start = self.clock()
-            moved, info = getattr(self, f"_{kind}")(*command[1:])
+            moved, info, busy = self._run(command)
             self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
             end = self.clock()
         except BaseException as error:
-            return ("error", self.replica.worker, op_index, _describe(error), traceback.format_exc())
+            return Failed(self.replica.worker, command.op, _describe(error), traceback.format_exc())
         finally:
             if holds_device:
                 assert self.locks is not None
                 self.locks.release(self.own_device)
+        if self.progress is not None:
+            self.progress[self.replica.worker] = -1
         peak = self.device.peak_bytes()  # GPU: the most allocated during the op, counted by torch
         resident = self.resident_bytes() if peak is None else peak
-        return ("done", self.replica.worker, op_index, start, end, dict(info), resident, moved)
+        busy = end - start if busy is None else busy
+        return Record(
+            op=command.op, start=start, end=end, info=dict(info), resident=resident, moved=moved, busy=busy
+        )
 
     # ------------------------------------------------------------ commands
-    def _compute(
-        self, op_index: int, name: str, micro_batch: int, step: int, input_keys: tuple, pushes: tuple
-    ) -> tuple[int, Mapping]:
-        inputs = [self.mailbox.receive((self.run_id, producer, source)) for producer, source in input_keys]
-        data, info = self.worker.compute(name, micro_batch, step, inputs)
-        self.outputs[op_index] = data
-        return self._push(op_index, pushes), info
+    def _run(self, command: Command) -> tuple[int, Mapping[str, Any], float | None]:
+        """Run ``command``: bytes moved, the info, seconds in ``worker.compute`` (``None``: the op is all work)."""
+        if isinstance(command, Compute):
+            inputs = [self.mailbox.receive(data_key(self.run_id, op, w)) for op, w in command.inputs]
+            begin = self.clock()
+            data, info = self.worker.compute(command.name, command.micro_batch, command.step, inputs)
+            busy = self.clock() - begin
+            self.outputs[command.op] = data
+            return self._push(command.op, command.pushes), info, busy
+        if isinstance(command, Send):
+            return self._push(command.source_op, command.pushes), {}, None
+        if isinstance(command, Onload):
+            return self._onload(), {}, None
+        if isinstance(command, Offload):
+            return (
+                (0 if self.store.holds_state else self.store.offload(self.worker.state_tensors())),
+                {},
+                None,
+            )
+        if isinstance(command, SyncSend):
+            weights = self.worker.weights()
+            key = data_key(self.run_id, command.op, self.replica.worker)
+            return sum(self.mailbox.send(d, key, weights) for d in command.destinations), {}, None
+        if isinstance(command, SyncRecv):
+            weights = self.mailbox.receive(data_key(self.run_id, command.op, command.source))
+            if self.store.holds_state:
+                self.pending_weights = weights  # loaded at the next onload; the state stays in host memory
+            else:
+                self.worker.load_weights(weights)
+            return 0, {}, None
+        assert isinstance(command, Hold), f"unknown command {command!r}"
+        return 0, {}, None
 
-    def _send(self, op_index: int, source_op: int, pushes: tuple) -> tuple[int, Mapping]:
-        return self._push(source_op, pushes), {}
-
-    def _push(self, source_op: int, pushes: tuple) -> int:
+    def _push(self, source_op: int, pushes: tuple[Push, ...]) -> int:
         data = self.outputs[source_op]
         rows = num_rows(data)
         moved = 0
+        key = data_key(self.run_id, source_op, self.replica.worker)
         for destination, rank, world in pushes:
             lo, hi = share_slice(rows, self.replica.rank, self.replica.world, rank, world)
-            moved += self.mailbox.send(
-                destination, (self.run_id, source_op, self.replica.worker), slice_rows(data, lo, hi)
-            )
+            moved += self.mailbox.send(destination, key, slice_rows(data, lo, hi))
         return moved
 
-    def _onload(self, op_index: int = -1) -> tuple[int, Mapping]:
+    def _onload(self) -> int:
         moved = self.store.onload(self.worker.state_tensors()) if self.store.holds_state else 0
         if self.pending_weights is not None:
             self.worker.load_weights(self.pending_weights)
             self.pending_weights = None
-        return moved, {}
-
-    def _offload(self, op_index: int) -> tuple[int, Mapping]:
-        moved = 0 if self.store.holds_state else self.store.offload(self.worker.state_tensors())
-        return moved, {}
-
-    def _sync_send(self, op_index: int, destinations: tuple[int, ...]) -> tuple[int, Mapping]:
-        weights = self.worker.weights()
-        moved = sum(
-            self.mailbox.send(d, (self.run_id, op_index, self.replica.worker), weights) for d in destinations
-        )
-        return moved, {}
-
-    def _sync_recv(self, op_index: int, source: int) -> tuple[int, Mapping]:
-        weights = self.mailbox.receive((self.run_id, op_index, source))
-        if self.store.holds_state:
-            self.pending_weights = weights  # loaded at the next onload; the state stays in host memory
-        else:
-            self.worker.load_weights(weights)
-        return 0, {}
-
-    def _hold(self, op_index: int) -> tuple[int, Mapping]:
-        return 0, {}
+        return moved
 
 
 def serve(connection: Connection, runner: CommandRunner) -> None:
@@ -212,33 +309,27 @@ def serve(connection: Connection, runner: CommandRunner) -> None:
     while True:
         # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
         try:
-            ready = wait([connection, *mailbox.inbound])
-            for source in ready:
-                if source is not connection:
-                    with contextlib.suppress(EOFError):  # that peer has exited; the driver deals with it
-                        mailbox.take(source)
-            if connection not in ready:
+            if not mailbox.wait_any([connection]):
                 continue
             message = connection.recv()
         except (EOFError, OSError):
             return
-        kind = message[0]
-        if kind == "shutdown":
+        if isinstance(message, Shutdown):
             runner.close()
             return
-        if kind == "run":
-            _, runner.run_id, commands = message
-            for command in commands:
-                reply = runner.execute(command)
-                connection.send(reply)
-                if reply[0] == "error":
+        if isinstance(message, RunLane):
+            try:
+                if not runner.run_lane(message, connection):
                     return
-        elif kind == "prepare":
-            runner.prepare(message[1])
-            connection.send(("ready", runner.replica.worker, runner.resident_bytes()))
-        elif kind == "end":
+            except DriverGone:
+                runner.close()
+                return
+        elif isinstance(message, Prepare):
+            runner.prepare(message.offloaded)
+            connection.send(Ready(runner.replica.worker, runner.resident_bytes()))
+        elif isinstance(message, EndRun):
             runner.end_run()
-        elif kind == "call":
-            connection.send(("result", runner.replica.worker, runner.call(message[1], message[2])))
+        elif isinstance(message, Call):
+            connection.send(Result(runner.replica.worker, runner.call(message.method, message.args)))
         else:
-            raise AssertionError(f"unknown message {kind!r}")
+            raise AssertionError(f"unknown message {message!r}")

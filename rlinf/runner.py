@@ -13,6 +13,7 @@ and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.p
 from __future__ import annotations
 
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -169,7 +170,9 @@ def _train_loop(
             while iteration <= options.iterations:
                 due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
                 try:
+                    driver_cpu = time.process_time()
                     last = executor.run(program, specs, backend=workers)
+                    driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
                 except executor.WorkerError as error:
                     if restarts_left == 0:
@@ -189,6 +192,9 @@ def _train_loop(
                     continue
                 metrics = job.iteration_metrics(last, config, iteration)
                 metrics["wall_s"] = time.perf_counter() - started
+                if last.op_overhead_s:
+                    metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
+                metrics["driver_cpu_s"] = driver_cpu
                 if predicted is not None:
                     metrics["predicted_iteration_s"] = predicted.iteration_s
                 counted = iteration > first or options.iterations == first

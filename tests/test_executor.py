@@ -11,7 +11,7 @@ from executor_workers import ChainWorker
 
 import executor
 from executor.channels import Mailbox, WorkerAddress, choose_transport, pack, unpack
-from executor.interpreter import Interpreter
+from executor.dispatch import build_lanes
 from executor.offload import HostStore, tensor_bytes
 from executor.protocol import share_overlaps, share_slice
 from executor.routing import layout_of, routes_of
@@ -24,6 +24,7 @@ from rlinf.workflow import Component, Edge, WeightSync, Workflow
 from simulator import replay
 
 HYBRID = "placement: {rollout: 0, reward: 1, actor: 0-1}\ngranularity: {rollout->reward: 4}\n"
+COLLOCATED_OFFLOAD = "placement: {rollout: 0-1, reward: 0-1, actor: 0-1}\noffload: [rollout, actor]\ngranularity: {rollout->reward: 2}\n"
 
 
 def chain_workflow(state_bytes: int = 10**6) -> Workflow:
@@ -75,20 +76,48 @@ def device_orders(timeline: Timeline) -> list[list[int]]:
 
 
 # --------------------------------------------------------------------------- pure parts
-def test_interpreter_releases_ops_by_deps_and_device_order() -> None:
-    program = chain_program(HYBRID)
-    interpreter = Interpreter(program)
-    ready = interpreter.start()
-    assert ready == [0]  # rollout.generate[0]: the only op with no deps that is first on its device
-    seen = []
-    while ready:
-        index = ready.pop(0)
-        seen.append(index)
-        ready = sorted(ready + interpreter.complete(index))
-    assert interpreter.finished and sorted(seen) == list(range(program.num_ops))
-    position = {index: i for i, index in enumerate(seen)}
-    for op in program.ops:
-        assert all(position[d] < position[op.index] for d in op.deps)
+@pytest.mark.parametrize(
+    "plan_yaml", [HYBRID, COLLOCATED_OFFLOAD, "placement: {rollout: 0, reward: 0, actor: 1}\n"]
+)
+def test_lanes_wait_for_exactly_what_the_release_graph_says(plan_yaml: str) -> None:
+    program = chain_program(plan_yaml)
+    layout = layout_of(program)
+    lanes = build_lanes(program, layout, routes_of(program))
+    _, releases = program.release_graph
+    runs_on: dict[int, set[int]] = {}
+    for worker, lane in lanes.items():
+        ops = [c.op for c in lane]
+        assert ops == sorted(ops), "a lane runs its ops in program order"
+        for command in lane:
+            runs_on.setdefault(command.op, set()).add(worker)
+    assert sorted(runs_on) == list(range(program.num_ops))  # every op runs somewhere
+    for worker, lane in lanes.items():
+        for command in lane:
+            before = {b for b, afters in enumerate(releases) if command.op in afters}
+            expected = {(b, v) for b in before for v in runs_on[b] if v != worker}
+            assert set(command.waits) == expected
+            after = {v for a in releases[command.op] for v in runs_on[a]} - {worker}
+            assert set(command.notify) == after
+    # Played as a token game (a worker runs its next command once every signal it waits for was sent), the lanes
+    # finish, and each op starts only after every op it follows has finished on every worker.
+    sent: set[tuple[int, int]] = set()
+    position = dict.fromkeys(lanes, 0)
+    finished_at: dict[int, int] = {}
+    step = 0
+    while any(position[w] < len(lane) for w, lane in lanes.items()):
+        progressed = False
+        for worker, lane in lanes.items():
+            if position[worker] < len(lane) and all(key in sent for key in lane[position[worker]].waits):
+                command = lane[position[worker]]
+                for b in {b for b, afters in enumerate(releases) if command.op in afters}:
+                    assert all((b, v) in sent or v == worker for v in runs_on[b])
+                sent.add((command.op, worker))
+                finished_at[command.op] = step
+                position[worker] += 1
+                step += 1
+                progressed = True
+        assert progressed, f"the lanes deadlock at {position}"
+    assert len(sent) == sum(len(lane) for lane in lanes.values())
 
 
 def test_share_slices_partition_the_rows() -> None:

@@ -181,13 +181,12 @@ SMALL_TRAIN = [
 ]
 """``rlinf train`` of a small Hopper config that checkpoints every 2 iterations."""
 TRAIN = [*SMALL_TRAIN, "--mode", "collocated", "--devices", "1"]
-TIMING = {"iteration_s", "env_steps_per_s", "rollout_env_steps_per_s", "wall_s", "predicted_iteration_s"}
 
 
 def computed(run_dir: Path) -> list[dict]:
-    """Per iteration, every metric that does not measure time."""
+    """Per iteration, every metric that does not measure time (those end in ``_s``)."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines]
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
 
 
 def has_checkpoint(run_dir: Path) -> Callable[[], bool]:

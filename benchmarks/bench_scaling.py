@@ -1,0 +1,213 @@
+"""Scaling benchmark: do a second device and elastic pipelining pay off with the executor's worker-run lanes?
+
+    python benchmarks/bench_scaling.py [--iterations 5] [--out docs/bench_scaling.json]
+
+Everything is measured in this one process, one configuration after the other, with the same seeds and the same
+work per iteration; each figure is the median over the measured iterations (the first is dropped as warm-up).
+Prints one JSON object:
+
+* ``hopper_best_2dev_over_1dev``: Hopper-v5 with CleanRL's hyper-parameters (8 envs x 256 steps, 10 epochs,
+  32 minibatches), env steps/s of the best 2-device plan over the best 1-device plan (each the best measured of
+  its candidates: collocated, hybrid, disaggregated; 1 and 2 loop stages);
+* ``halfcheetah_best_2dev_over_1dev``: HalfCheetah-v5, 16 envs x 64 steps, 256x256 policy, same comparison;
+* ``pipelining_2stages_over_1``: the default Hopper config (``examples/hopper_ppo.yaml``), 2 loop stages vs 1,
+  each on its best 2-device mode;
+* ``single_process_ratio``: the best rlinf plan (Hopper, CleanRL) vs a plain single-process loop running the same
+  workers' maths in order (no executor, no processes), at its best torch thread count;
+* ``per_op_overhead_us``: median executor overhead per compute op (``executor_overhead_s``: start after the ops
+  it follows ended, plus its span outside ``worker.compute``), over every measured iteration of every plan;
+* ``driver_cpu_share``: the driver's CPU time during a run over the run's wall time (median over plans): what
+  the driver takes from the workers' cores.
+
+Candidates and their measured env steps/s are in the JSON too, with the machine's cores and load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from executor.devices import Device, available_cores, cpu_devices
+from rlinf.jobs import get_job
+from rlinf.runner import train
+from rlinf.worker_context import WorkerContext
+from rlinf.workloads.embodied.actor_worker import ActorWorker
+from rlinf.workloads.embodied.config import EmbodiedConfig
+from rlinf.workloads.embodied.env_worker import EnvWorker
+from rlinf.workloads.embodied.rollout_worker import RolloutWorker
+
+JOB = get_job("embodied_ppo")
+
+HOPPER_CLEANRL = EmbodiedConfig(
+    env_id="Hopper-v5", num_envs=8, num_steps=256, num_epochs=10, num_minibatches=32, hidden_sizes=(64, 64)
+)
+HALFCHEETAH = EmbodiedConfig(
+    env_id="HalfCheetah-v5",
+    num_envs=16,
+    num_steps=64,
+    num_epochs=10,
+    num_minibatches=32,
+    hidden_sizes=(256, 256),
+)
+HOPPER_DEFAULT = EmbodiedConfig()  # examples/hopper_ppo.yaml: 8 envs x 32 steps, 4 minibatches
+
+
+def measure_plan(config: EmbodiedConfig, mode: str, stages: int, num_cores: int, iterations: int) -> dict:
+    """Median env steps/s (and executor overhead) of ``mode`` with ``stages`` loop stages on ``num_cores``."""
+    config = attrs.evolve(config, stages=stages, iterations=iterations, checkpoint_every=10_000)
+    plan, logical = JOB.fixed_plan(mode, num_cores, config)
+    devices = cpu_devices(logical, available_cores()[:num_cores])
+    with tempfile.TemporaryDirectory() as run_dir:
+        result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)
+    kept = result.metrics[1:]
+    return {
+        "mode": mode,
+        "stages": stages,
+        "devices": num_cores,
+        "plan": plan.describe(),
+        "env_steps_per_s": statistics.median(m["env_steps_per_s"] for m in kept),
+        "env_steps_per_s_each": [round(m["env_steps_per_s"], 1) for m in kept],
+        "executor_overhead_us": [round(m["executor_overhead_s"] * 1e6, 1) for m in kept],
+        "driver_cpu_share": statistics.median(m["driver_cpu_s"] / m["iteration_s"] for m in kept),
+    }
+
+
+def best(
+    config: EmbodiedConfig, num_cores: int, candidates: Sequence[tuple[str, int]], iterations: int
+) -> tuple[dict, list[dict]]:
+    """Every candidate ``(mode, stages)`` measured; the one with the most env steps/s, and all of them."""
+    measured = []
+    for mode, stages in candidates:
+        row = measure_plan(config, mode, stages, num_cores, iterations)
+        print(
+            f"  {config.env_id} {num_cores} dev {mode:13s} stages={stages}: {row['env_steps_per_s']:8.0f} steps/s",
+            file=sys.stderr,
+        )
+        measured.append(row)
+    return max(measured, key=lambda r: r["env_steps_per_s"]), measured
+
+
+ONE_DEVICE = [("collocated", 1), ("collocated", 2)]
+TWO_DEVICES = [("collocated", 1), ("collocated", 2), ("hybrid", 1), ("hybrid", 2), ("disaggregated", 2)]
+
+
+def single_process(config: EmbodiedConfig, iterations: int, threads: int) -> float:
+    """Median env steps/s of a plain loop: the same env, rollout and actor maths called in order in this process
+    (one stage, one replica of each), weights handed over as objects."""
+    torch.set_num_threads(threads)
+    device = Device(index=0)  # not bound: the loop may use every core through torch's threads
+
+    def context(component: str) -> WorkerContext:
+        return WorkerContext(
+            component=component, rank=0, world=1, device=device, num_micro_batches=1,
+            micro_batch_groups=((0, config.num_envs),), group_size=1, loop_stages=1, offload=False,
+            seed=config.seed,
+        )  # fmt: skip
+
+    env, rollout, actor = EnvWorker(), RolloutWorker(), ActorWorker()
+    env.setup(config, context("env"))
+    rollout.setup(config, context("rollout"))
+    actor.setup(config, context("actor"))
+    rates = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        rollout.load_weights(actor.weights())
+        obs: Any = {}
+        for step in range(
+            config.num_steps + 1
+        ):  # as the workflow's loop: act(s) reads env(s-1), env(s) act(s)
+            act, _ = rollout.compute("act", 0, step, [obs] if step else [])
+            obs, _ = env.compute("env_step", 0, step, [act] if step else [])
+        actor.compute("train", 0, 0, [obs])  # the last env step emits the trajectory
+        rates.append(config.num_envs * config.num_steps / (time.perf_counter() - started))
+    return statistics.median(rates[1:])
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=5, help="per plan; the first is dropped as warm-up")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    cores = len(available_cores())
+    if cores < 2:
+        print("bench_scaling: needs 2 CPU cores", file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    out: dict[str, Any] = {}
+    rows: dict[str, list[dict]] = {}
+
+    hopper_1, rows["hopper_1dev"] = best(HOPPER_CLEANRL, 1, ONE_DEVICE, args.iterations)
+    hopper_2, rows["hopper_2dev"] = best(HOPPER_CLEANRL, 2, TWO_DEVICES, args.iterations)
+    out["hopper_best_2dev_over_1dev"] = hopper_2["env_steps_per_s"] / hopper_1["env_steps_per_s"]
+
+    cheetah_1, rows["halfcheetah_1dev"] = best(HALFCHEETAH, 1, ONE_DEVICE, args.iterations)
+    cheetah_2, rows["halfcheetah_2dev"] = best(HALFCHEETAH, 2, TWO_DEVICES, args.iterations)
+    out["halfcheetah_best_2dev_over_1dev"] = cheetah_2["env_steps_per_s"] / cheetah_1["env_steps_per_s"]
+
+    _, rows["default_2dev"] = best(HOPPER_DEFAULT, 2, TWO_DEVICES, args.iterations)
+    by_stages = {
+        s: max(r["env_steps_per_s"] for r in rows["default_2dev"] if r["stages"] == s) for s in (1, 2)
+    }
+    out["pipelining_2stages_over_1"] = by_stages[2] / by_stages[1]
+
+    plain = {t: single_process(HOPPER_CLEANRL, args.iterations, t) for t in (1, cores)}
+    print(f"  plain single-process loop: {plain} steps/s by torch threads", file=sys.stderr)
+    out["single_process_ratio"] = hopper_2["env_steps_per_s"] / max(plain.values())
+
+    overheads = [o for table in rows.values() for r in table for o in r["executor_overhead_us"]]
+    out["per_op_overhead_us"] = statistics.median(overheads)
+    out["driver_cpu_share"] = statistics.median(
+        r["driver_cpu_share"] for table in rows.values() for r in table
+    )
+    out["details"] = {
+        "best": {
+            "hopper_1dev": hopper_1["plan"] + f" stages={hopper_1['stages']}",
+            "hopper_2dev": hopper_2["plan"] + f" stages={hopper_2['stages']}",
+            "halfcheetah_1dev": cheetah_1["plan"] + f" stages={cheetah_1['stages']}",
+            "halfcheetah_2dev": cheetah_2["plan"] + f" stages={cheetah_2['stages']}",
+        },
+        "plain_loop_env_steps_per_s_by_threads": plain,
+        "candidates": rows,
+        "iterations_per_plan": args.iterations,
+        "command": "python benchmarks/bench_scaling.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cores": cores,
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

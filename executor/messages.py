@@ -1,0 +1,182 @@
+"""Every message of the executor, as typed classes: driver <-> worker control and worker -> worker signals.
+
+A run goes like this: the driver sends each worker a :class:`Prepare`, then one :class:`RunLane` holding the
+commands of that worker's lane (its ops of the iteration, in program order). The worker runs them one after the
+other; before each it waits for the :class:`Done` signals of the ops it must follow (the program's release graph)
+from the other workers that run them, and after each it signals the workers whose next ops follow it. Payloads
+go straight from producer to consumer (:mod:`executor.channels`). The driver only collects :class:`Records`
+(sent in batches: when the worker is about to wait, every :data:`executor.runtime.FLUSH_EVERY_S`, and at the
+lane's end) and a :class:`Failed` when an op raises, then sends :class:`EndRun`. Between runs it sends
+:class:`Call` (checkpoint, restore) and finally :class:`Shutdown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+Push = tuple[int, int, int]
+"""``(consumer worker, consumer rank, consumer world)``: a replica that receives part of an op's output."""
+
+
+# ---------------------------------------------------------------- commands (the entries of a lane)
+@attrs.frozen(kw_only=True)
+class Command:
+    """One op on one worker. ``waits`` lists the ``(op, worker)`` completions to wait for first (other workers'
+    ops that this op follows); ``notify`` the workers to signal when this worker's part of the op is done."""
+
+    op: int
+    waits: tuple[tuple[int, int], ...] = ()
+    notify: tuple[int, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Compute(Command):
+    """Run ``worker.compute(name, micro_batch, step, inputs)`` on the payloads of ``inputs``
+    (``(producer op, producer worker)`` keys), keep the output and send each consumer in ``pushes`` its rows."""
+
+    name: str
+    micro_batch: int
+    step: int
+    inputs: tuple[tuple[int, int], ...] = ()
+    pushes: tuple[Push, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Send(Command):
+    """A transfer op: send the kept output of ``source_op`` to ``pushes``."""
+
+    source_op: int
+    pushes: tuple[Push, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Onload(Command):
+    """Move the worker's state back onto its device (and load weights that arrived while it was offloaded)."""
+
+
+@attrs.frozen(kw_only=True)
+class Offload(Command):
+    """Move the worker's state to host memory."""
+
+
+@attrs.frozen(kw_only=True)
+class SyncSend(Command):
+    """Send this worker's weights to ``destinations`` (rank 0 of the weight source)."""
+
+    destinations: tuple[int, ...]
+
+
+@attrs.frozen(kw_only=True)
+class SyncRecv(Command):
+    """Receive weights from worker ``source`` and load them (or keep them until the next onload)."""
+
+    source: int
+
+
+@attrs.frozen(kw_only=True)
+class Hold(Command):
+    """Occupy this worker's device for the span of a weight sync it takes no part in (other source ranks)."""
+
+
+# ---------------------------------------------------------------- driver -> worker
+@attrs.frozen
+class Prepare:
+    """Put the state where the next run expects it, untimed: offloaded (``True``) or on the device."""
+
+    offloaded: bool
+
+
+@attrs.frozen
+class RunLane:
+    """Run these commands, in order, as run ``run_id``."""
+
+    run_id: int
+    commands: tuple[Command, ...]
+
+
+@attrs.frozen
+class EndRun:
+    """The run is over: forget its outputs and received payloads."""
+
+    run_id: int
+
+
+@attrs.frozen
+class Call:
+    """Call a worker method between runs (``checkpoint``, ``restore``) and answer with a :class:`Result`."""
+
+    method: str
+    args: tuple = ()
+
+
+@attrs.frozen
+class Shutdown:
+    """Free what the worker holds and stop."""
+
+
+# ---------------------------------------------------------------- worker -> driver
+@attrs.frozen
+class Ready:
+    """The worker is set up (or prepared) and holds ``resident`` state bytes on its device."""
+
+    worker: int
+    resident: int
+
+
+@attrs.frozen(kw_only=True)
+class Record:
+    """One finished command: measured span, the info the worker attached, state bytes held after it, bytes
+    moved."""
+
+    op: int
+    start: float
+    end: float
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+    resident: int = 0
+    moved: int = 0
+    busy: float = 0.0
+    """Seconds of the span spent in the worker's own code (``compute``); the rest is the executor's."""
+
+
+@attrs.frozen
+class Records:
+    """A batch of finished commands of one worker, in the order it ran them."""
+
+    worker: int
+    records: tuple[Record, ...]
+
+
+@attrs.frozen
+class Failed:
+    """Op ``op`` (``-1``: setup) raised on ``worker``."""
+
+    worker: int
+    op: int
+    description: str
+    traceback: str
+
+
+@attrs.frozen
+class Result:
+    """The answer to a :class:`Call`."""
+
+    worker: int
+    value: Any
+
+
+ToDriver = Ready | Records | Failed | Result
+ToWorker = Prepare | RunLane | EndRun | Call | Shutdown
+
+
+# ---------------------------------------------------------------- worker -> worker
+def done_key(run_id: int, op: int, worker: int) -> tuple:
+    """Mailbox key of the signal "``worker`` finished its part of ``op`` in run ``run_id``" (empty payload)."""
+    return ("done", run_id, op, worker)
+
+
+def data_key(run_id: int, op: int, worker: int) -> tuple:
+    """Mailbox key of the rows of ``op``'s output that ``worker`` sends (also a weight sync's weights)."""
+    return (run_id, op, worker)

@@ -329,7 +329,19 @@ class RunState:
         records = [
             OpRecord(start_s=s, end_s=e, num_bytes=m) for s, e, m in zip(start, end, moved, strict=True)
         ]
+        _, releases = program.release_graph
+        ready = [-math.inf] * count
+        for before, afters in enumerate(releases):
+            for after in afters:
+                ready[after] = max(ready[after], end[before])
+        overhead = tuple(
+            max(0.0, record.start - ready[record.op] if ready[record.op] > -math.inf else 0.0)
+            + max(0.0, record.end - record.start - record.busy)
+            for _, record in self._records
+            if program.ops[record.op].kind == "compute"
+        )
         return RunResult(
+            op_overhead_s=overhead,
             timeline=build_timeline(program, records, memory.peak_bytes),
             samples=cost_samples(program, records),
             # in program order, not arrival order: sums over infos then do not depend on timing

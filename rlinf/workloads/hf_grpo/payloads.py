@@ -74,6 +74,14 @@ def response_logprobs(
     """``[b, width]`` float32: log pi(response token t | everything before it) for ``t < width`` (a row's
     columns past its response hold the log-probability of padding; mask them). Differentiable when grad is on."""
     logits = model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
+    return logits_to_response_logprobs(logits, tokens, prompt_len, width)
+
+
+def logits_to_response_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, prompt_len: torch.Tensor, width: int
+) -> torch.Tensor:
+    """The ``[b, width]`` response-token log-probabilities of :func:`response_logprobs` from a causal LM's
+    ``[b, T, vocab]`` logits over right-padded ``tokens`` (any backend's forward pass)."""
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
     targets = tokens[:, 1:]
     columns = (prompt_len[:, None] - 1 + torch.arange(width, device=tokens.device)[None, :]).clamp(

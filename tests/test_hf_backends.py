@@ -284,6 +284,23 @@ def test_hf_backends_satisfy_the_interfaces_and_exchange_hf_weights(checkpoint: 
     assert all(torch.equal(own[name], tensor) for name, tensor in policy.weights().items())
 
 
+def test_the_policy_scores_at_the_sampling_temperature(checkpoint: Path) -> None:
+    policy = policy_backend("inference", "hf", checkpoint, device=CPU, dtype=torch.float32, seed=0)
+    tokens = torch.randint(2, 300, (2, 10), generator=torch.Generator().manual_seed(3))
+    mask, prompt_len = torch.ones_like(tokens), torch.tensor([4, 6])
+    with torch.no_grad():
+        logits = policy.generation_model()(tokens).logits
+        cooled = policy.response_logprobs(tokens, mask, prompt_len, 4, temperature=0.5)
+        plain = policy.response_logprobs(tokens, mask, prompt_len, 4)
+    expected = torch.log_softmax(logits / 0.5, dim=-1)
+    for row, start in enumerate((4, 6)):
+        for t in range(4):
+            position = min(start - 1 + t, 8)  # columns past the sequence repeat its last token's
+            token = tokens[row, position + 1]
+            torch.testing.assert_close(cooled[row, t], expected[row, position, token])
+    assert not torch.allclose(cooled, plain)
+
+
 def _cuda_reason(package: str) -> str | None:
     if not package_available(package):
         return f"{package} is not installed (optional GPU backend: pip install it on a CUDA machine)"

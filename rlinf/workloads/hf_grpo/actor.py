@@ -124,7 +124,9 @@ class ActorWorker:
             width = int(sequences["response_len"][picked].max())
             prompt_len = torch.as_tensor(sequences["prompt_len"][picked]).to(device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                logp = self.backend.response_logprobs(tokens.to(device), mask.to(device), prompt_len, width)
+                logp = self.backend.response_logprobs(
+                    tokens.to(device), mask.to(device), prompt_len, width, self.config.grpo.temperature
+                )
 
             def column(key: str, picked: np.ndarray = picked, width: int = width) -> torch.Tensor | None:
                 return torch.as_tensor(flat[key][picked, :width]).to(device) if key in flat else None

@@ -120,9 +120,14 @@ class PolicyBackend(Protocol):
     name: str
 
     def response_logprobs(
-        self, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: torch.Tensor, width: int
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        prompt_len: torch.Tensor,
+        width: int,
+        temperature: float = 1.0,
     ) -> torch.Tensor:
-        """``[b, width]`` log-probabilities of the response tokens of right-padded sequences
+        """``[b, width]`` log-probabilities under ``softmax(logits / temperature)`` of the response tokens of right-padded sequences
         (:func:`~rlinf.workloads.hf_grpo.payloads.response_logprobs`); differentiable when grad is enabled."""
         ...
 
@@ -198,9 +203,14 @@ class HfPolicyBackend:
         self.model = load_model(directory, device, dtype)
 
     def response_logprobs(
-        self, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: torch.Tensor, width: int
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        prompt_len: torch.Tensor,
+        width: int,
+        temperature: float = 1.0,
     ) -> torch.Tensor:
-        return response_logprobs(self.model, tokens, mask, prompt_len, width)
+        return response_logprobs(self.model, tokens, mask, prompt_len, width, temperature)
 
     def parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

@@ -146,6 +146,8 @@ class RlConfig:
     max_prompt_tokens: int = 160
     """Longest prompt (payloads have fixed widths); a longer prompt is an error."""
     temperature: float = 1.0
+    """Sampling temperature; the inference and actor score tokens under the same ``softmax(logits / T)``, so the
+    policy GRPO optimizes is the one that sampled (greedy decoding, the held-out eval, is the same for every T)."""
     lr: float = 3e-4
     warmup_steps: int = 5
     """Linear learning-rate warm-up of the GRPO optimizer."""

@@ -140,14 +140,19 @@ class MegatronPolicyBackend:
         return {name: t for name, t in self.model.state_dict().items() if isinstance(t, torch.Tensor)}
 
     def response_logprobs(
-        self, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: torch.Tensor, width: int
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        prompt_len: torch.Tensor,
+        width: int,
+        temperature: float = 1.0,
     ) -> torch.Tensor:
         """Right-padded sequences need only the causal mask: no real token attends to the padding after it."""
         steps = tokens.shape[1]
         positions = torch.arange(steps, device=tokens.device).expand_as(tokens)
         causal = torch.triu(torch.ones(steps, steps, dtype=torch.bool, device=tokens.device), diagonal=1)
         logits = self.model(tokens, positions, causal[None, None])
-        return logits_to_response_logprobs(logits, tokens, prompt_len, width)
+        return logits_to_response_logprobs(logits, tokens, prompt_len, width, temperature)
 
     def parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

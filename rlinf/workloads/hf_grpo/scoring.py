@@ -4,7 +4,8 @@ The reward worker decodes each response with the checkpoint's tokenizer, extract
 scores it by exact match; GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
 are computable per group, so it streams like the rollout. The inference worker adds the log-probabilities of
 every response token under the old policy (the actor's weights as synced after the last iteration, i.e. the
-policy that sampled) and, with a KL penalty, under the frozen reference (the warm start).
+policy that sampled) and, with a KL penalty, under the frozen reference (the warm start), both at the sampling
+temperature: the policy GRPO optimizes is ``softmax(logits / grpo.temperature)``.
 """
 
 from __future__ import annotations
@@ -79,10 +80,17 @@ class RewardWorker:
 
 
 def sequence_logprobs(
-    policy: PolicyBackend, payload: Payload, *, pad_id: int, chunk_size: int, device: torch.device
+    policy: PolicyBackend,
+    payload: Payload,
+    *,
+    pad_id: int,
+    chunk_size: int,
+    device: torch.device,
+    temperature: float = 1.0,
 ) -> np.ndarray:
-    """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens (0
-    past each response), scored in length-sorted chunks of ``chunk_size`` sequences."""
+    """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens under
+    ``softmax(logits / temperature)`` (0 past each response), scored in length-sorted chunks of ``chunk_size``
+    sequences."""
     sequences = flat_sequences(payload)
     groups, size, width = payload["response_ids"].shape
     out = np.zeros((groups * size, width), dtype=np.float32)
@@ -93,7 +101,7 @@ def sequence_logprobs(
             used = int(sequences["response_len"][rows].max())
             prompt_len = torch.as_tensor(sequences["prompt_len"][rows]).to(device)
             logp = (
-                policy.response_logprobs(tokens.to(device), mask.to(device), prompt_len, used)
+                policy.response_logprobs(tokens.to(device), mask.to(device), prompt_len, used, temperature)
                 .float()
                 .cpu()
                 .numpy()
@@ -125,13 +133,19 @@ class InferenceWorker:
         self.policy = frozen()
         self.reference = frozen() if config.grpo.kl_coef > 0 else None
         self.chunk_size = config.grpo.micro_batch_size
+        self.temperature = config.grpo.temperature
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
         payload = concat_rows(inputs)
-        score = {"pad_id": self.tokenizer.pad_token_id, "chunk_size": self.chunk_size, "device": self.device}
+        score = {
+            "pad_id": self.tokenizer.pad_token_id,
+            "chunk_size": self.chunk_size,
+            "device": self.device,
+            "temperature": self.temperature,
+        }
         out = {**payload, "old_logprobs": sequence_logprobs(self.policy, payload, **score)}
         if self.reference is not None:
             out["ref_logprobs"] = sequence_logprobs(self.reference, payload, **score)

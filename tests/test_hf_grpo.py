@@ -237,7 +237,7 @@ def test_streamed_gradient_accumulation_equals_the_whole_batch(cache: Path) -> N
     whole.compute("train", 0, 0, [payload])
     for j in range(2):
         streamed.compute("train", j, 0, [{k: v[2 * j : 2 * j + 2] for k, v in payload.items()}])
-    for a, b in zip(whole.model.parameters(), streamed.model.parameters(), strict=True):
+    for a, b in zip(whole.backend.model.parameters(), streamed.backend.model.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     assert whole.updates == 2  # optimizer_steps_per_iteration of the example config
 
@@ -248,15 +248,17 @@ def test_weight_sync_changes_what_the_rollout_generates(cache: Path) -> None:
     actor.setup(config, context("actor"))
     before = _rollout(config).compute("generate", 0, 0, [])[0]
     with torch.no_grad():
-        for param in actor.model.parameters():
+        for param in actor.backend.model.parameters():
             param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(0)) * 0.05)
     rollout = _rollout(config)
     rollout.load_weights(actor.weights())
-    for name, tensor in rollout.model.state_dict().items():
-        torch.testing.assert_close(tensor, actor.model.state_dict()[name], rtol=0, atol=0)
+    for name, tensor in rollout.backend.model.state_dict().items():
+        torch.testing.assert_close(tensor, actor.backend.model.state_dict()[name], rtol=0, atol=0)
     after = rollout.compute("generate", 0, 0, [])[0]
     assert not np.array_equal(before["response_ids"], after["response_ids"])
     restored = _rollout(config)
     restored.restore(rollout.checkpoint())
     assert restored.iteration == 1
-    torch.testing.assert_close(restored.model.lm_head.weight, actor.model.lm_head.weight, rtol=0, atol=0)
+    torch.testing.assert_close(
+        restored.backend.model.lm_head.weight, actor.backend.model.lm_head.weight, rtol=0, atol=0
+    )

@@ -48,9 +48,9 @@ def test_one_iteration_on_cuda_in_bfloat16(tmp_path: Path) -> None:
         (actor, "actor"),
     ):
         worker.setup(config, cuda_context(name))
-    assert next(rollout.model.parameters()).dtype == torch.bfloat16
-    assert next(rollout.model.parameters()).device.type == "cuda"
-    assert next(actor.model.parameters()).dtype == torch.float32
+    assert next(rollout.backend.model.parameters()).dtype == torch.bfloat16
+    assert next(rollout.backend.model.parameters()).device.type == "cuda"
+    assert next(actor.backend.model.parameters()).dtype == torch.float32
     infos = []
     for j in range(2):
         payload, info = rollout.compute("generate", j, 0, [])
@@ -63,6 +63,6 @@ def test_one_iteration_on_cuda_in_bfloat16(tmp_path: Path) -> None:
     weights = actor.weights()
     rollout.load_weights(weights)
     inference.load_weights(weights)
-    synced = rollout.model.state_dict()["lm_head.weight"].float().cpu().numpy()
+    synced = rollout.backend.model.state_dict()["lm_head.weight"].float().cpu().numpy()
     np.testing.assert_allclose(synced, weights["lm_head.weight"], rtol=1e-2, atol=1e-2)  # bf16 rounding
     assert "heldout_accuracy" in infos[-1] or config.grpo.num_iterations > 1

@@ -5,6 +5,8 @@ byte-level BPE trained on the task for models built from a config), ``config`` (
 ``checkpoints`` (checking ``model.path``, building and caching models, loading through ``from_pretrained``),
 ``generation`` (KV-cache sampling, streaming finished groups), ``payloads`` (executor payloads and response
 log-probabilities), ``evaluation`` (held-out accuracy), ``warm_start`` (the cached supervised warm start),
-``rollout``, ``scoring`` (reward and inference) and ``actor`` (the workers), and ``workload`` (the
-:class:`rlinf.Workload`).
+``backends`` (the rollout and policy engine interfaces, their ``transformers`` implementations and the choice of
+optional ones), ``megatron_layout`` (Hugging Face <-> megatron-core weight names and layouts), ``vllm_rollout``
+and ``megatron_policy`` (the optional GPU engines), ``rollout``, ``scoring`` (reward and inference) and ``actor``
+(the workers), and ``workload`` (the :class:`rlinf.Workload`).
 """

@@ -6,7 +6,9 @@ micro-batches accumulate into the current mini-batch's gradient in length-sorted
 ``grpo.micro_batch_size`` sequences, each weighted by its share, so the gradient equals the whole mini-batch's.
 Data-parallel replicas combine their gradients with one all-reduce of a flat buffer (weighted by their
 sequence counts, exact for uneven shares). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
-the forward pass runs in bfloat16 autocast over float32 weights.
+the forward pass runs in bfloat16 autocast over float32 weights. The model is the ``backends.actor`` backend
+(:mod:`~rlinf.workloads.hf_grpo.backends`: ``transformers`` or megatron-core); its weights leave it under Hugging
+Face names.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import torch
 
 from rlinf import WorkerContext
 from rlinf.algorithms.grpo import grpo_loss
-from rlinf.workloads.hf_grpo.checkpoints import load_model, load_tokenizer, state_copy, weights_payload
+from rlinf.workloads.hf_grpo.backend_registry import policy_backend
+from rlinf.workloads.hf_grpo.backends import host_copy
+from rlinf.workloads.hf_grpo.checkpoints import load_tokenizer, weights_payload
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
 from rlinf.workloads.hf_grpo.payloads import (
@@ -28,7 +32,6 @@ from rlinf.workloads.hf_grpo.payloads import (
     concat_rows,
     flat_sequences,
     length_sorted_chunks,
-    response_logprobs,
     response_mask,
     right_padded,
 )
@@ -53,9 +56,17 @@ class ActorWorker:
         warm = warm_start_checkpoint(config, self.device)
         self.warm_start_accuracy = warm.heldout_accuracy
         self.tokenizer = load_tokenizer(warm.directory)
-        self.model = load_model(warm.directory, self.device).train()
+        self.backend = policy_backend(
+            "actor",
+            config.backends.actor,
+            warm.directory,
+            device=self.device,
+            dtype=torch.float32,
+            seed=config.seed,
+        )
+        self.backend.train(True)
         rl = config.grpo
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=rl.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(self.backend.parameters(), lr=rl.lr, weight_decay=0.0)
         groups = sum(hi - lo for lo, hi in map(context.my_groups, range(context.num_micro_batches)))
         self.ends = mini_batch_ends(groups * rl.group_size, rl.optimizer_steps_per_iteration)
         self.iteration, self.updates = 1, 0
@@ -113,7 +124,9 @@ class ActorWorker:
             width = int(sequences["response_len"][picked].max())
             prompt_len = torch.as_tensor(sequences["prompt_len"][picked]).to(device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                logp = response_logprobs(self.model, tokens.to(device), mask.to(device), prompt_len, width)
+                logp = self.backend.response_logprobs(
+                    tokens.to(device), mask.to(device), prompt_len, width, self.config.grpo.temperature
+                )
 
             def column(key: str, picked: np.ndarray = picked, width: int = width) -> torch.Tensor | None:
                 return torch.as_tensor(flat[key][picked, :width]).to(device) if key in flat else None
@@ -136,7 +149,7 @@ class ActorWorker:
 
     def _step(self, num_sequences: int) -> float:
         """Average gradients over replicas, clip, step AdamW (with linear warm-up); the gradient norm."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self.backend.parameters()
         if self.world > 1:
             average_gradients(params, num_sequences)
         rl = self.config.grpo
@@ -160,7 +173,7 @@ class ActorWorker:
         started = time.perf_counter()
         problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
         accuracy = heldout_accuracy(
-            self.model,
+            self.backend.generation_model(),
             self.tokenizer,
             problems,
             max_new_tokens=config.grpo.max_new_tokens,
@@ -169,19 +182,19 @@ class ActorWorker:
         return {"heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
 
     def state_tensors(self) -> list[Any]:
-        tensors = list(self.model.parameters()) + list(self.model.buffers())
+        tensors = self.backend.state_tensors()
         for state in self.optimizer.state.values():
             tensors.extend(v for v in state.values() if torch.is_tensor(v))
         return tensors
 
     def weights(self) -> Payload:
         """The policy's ``state_dict`` as float32 arrays, for the rollout and inference components."""
-        return weights_payload(self.model)
+        return weights_payload(self.backend.weights())
 
     def checkpoint(self) -> dict[str, Any]:
         """Weights, optimizer state, the completed iterations and optimizer steps (between iterations)."""
         return {
-            "model": state_copy(self.model),
+            "model": host_copy(self.backend.weights()),
             "optimizer": self.optimizer.state_dict(),
             "iteration": self.iteration - 1,
             "updates": self.updates,
@@ -189,7 +202,7 @@ class ActorWorker:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
-        self.model.load_state_dict(state["model"])
+        self.backend.load_weights(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.iteration, self.updates = int(state["iteration"]) + 1, int(state["updates"])
         self.seen, self.mini_batch = 0, 0

@@ -202,19 +202,11 @@ def load_model(directory: Path | str, device: torch.device, dtype: torch.dtype =
     return model.to(device)
 
 
-def weights_payload(model: torch.nn.Module) -> dict[str, Any]:
-    """The model's ``state_dict`` as float32 NumPy arrays (a weight-sync payload; NumPy has no bfloat16)."""
-    return {
-        name: tensor.detach().to("cpu", torch.float32).numpy().copy()
-        for name, tensor in model.state_dict().items()
-    }
+def weights_payload(weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Weights (Hugging Face names) as float32 NumPy arrays (a weight-sync payload; NumPy has no bfloat16)."""
+    return {name: tensor.detach().to("cpu", torch.float32).numpy().copy() for name, tensor in weights.items()}
 
 
-def load_weights_payload(model: torch.nn.Module, payload: Mapping[str, Any]) -> None:
-    """Copy a weight-sync payload into ``model`` in place (cast to the model's dtype and device)."""
-    model.load_state_dict({name: torch.as_tensor(array) for name, array in payload.items()})
-
-
-def state_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A host copy of the model's state for a checkpoint (tied tensors become separate copies)."""
-    return {name: tensor.detach().to("cpu").clone() for name, tensor in model.state_dict().items()}
+def payload_tensors(payload: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """A weight-sync payload (NumPy arrays) as tensors for a backend's ``load_weights`` (no copy)."""
+    return {name: torch.as_tensor(array) for name, array in payload.items()}

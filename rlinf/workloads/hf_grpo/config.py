@@ -8,6 +8,8 @@ the task), saved with ``save_pretrained`` and loaded back through ``from_pretrai
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import attrs
 
 from rlinf.algorithms.grpo import GrpoConfig
@@ -17,6 +19,11 @@ from rlinf.workloads.hf_grpo.task import TaskConfig
 ARCHITECTURES = ("qwen2", "llama")
 MODES = ("auto", "collocated", "disaggregated", "hybrid")
 COMPONENTS = ("rollout", "reward", "inference", "actor")
+BACKEND_NAMES = MappingProxyType(
+    {"rollout": ("hf", "vllm"), "inference": ("hf", "megatron"), "actor": ("hf", "megatron")}
+)
+"""The backends each model-holding component may run on (``rlinf.workloads.hf_grpo.backends``); ``hf`` is the
+default."""
 
 
 @attrs.frozen(kw_only=True)
@@ -139,6 +146,8 @@ class RlConfig:
     max_prompt_tokens: int = 160
     """Longest prompt (payloads have fixed widths); a longer prompt is an error."""
     temperature: float = 1.0
+    """Sampling temperature; the inference and actor score tokens under the same ``softmax(logits / T)``, so the
+    policy GRPO optimizes is the one that sampled (greedy decoding, the held-out eval, is the same for every T)."""
     lr: float = 3e-4
     warmup_steps: int = 5
     """Linear learning-rate warm-up of the GRPO optimizer."""
@@ -231,6 +240,29 @@ class ExecutionConfig:
 
 
 @attrs.frozen(kw_only=True)
+class BackendConfig:
+    """Which engine runs each model-holding component (``backends:`` in the YAML)."""
+
+    rollout: str = "hf"
+    """``hf`` (transformers, KV cache) or ``vllm`` (vLLM's offline engine; needs vllm and a GPU)."""
+    inference: str = "hf"
+    """``hf`` or ``megatron`` (megatron-core ``GPTModel``; needs megatron-core and a GPU)."""
+    actor: str = "hf"
+    """``hf`` or ``megatron``."""
+
+    def __attrs_post_init__(self) -> None:
+        for component, names in BACKEND_NAMES.items():
+            value = getattr(self, component)
+            require(
+                value in names,
+                f"backends.{component}",
+                value,
+                "unknown backend",
+                f"use one of {list(names)}",
+            )
+
+
+@attrs.frozen(kw_only=True)
 class HfGrpoConfig:
     """The whole run."""
 
@@ -240,4 +272,5 @@ class HfGrpoConfig:
     warm_start: WarmStartConfig = WarmStartConfig()
     grpo: RlConfig = RlConfig()
     eval: EvalConfig = EvalConfig()
+    backends: BackendConfig = BackendConfig()
     execution: ExecutionConfig = ExecutionConfig()

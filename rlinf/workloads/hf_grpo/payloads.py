@@ -69,12 +69,26 @@ def right_padded(
 
 
 def response_logprobs(
-    model: Any, tokens: torch.Tensor, mask: torch.Tensor, prompt_len: torch.Tensor, width: int
+    model: Any,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    prompt_len: torch.Tensor,
+    width: int,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """``[b, width]`` float32: log pi(response token t | everything before it) for ``t < width`` (a row's
-    columns past its response hold the log-probability of padding; mask them). Differentiable when grad is on."""
+    """``[b, width]`` float32: log pi_T(response token t | everything before it) for ``t < width`` (a row's
+    columns past its response hold the log-probability of padding; mask them), where pi_T is
+    ``softmax(logits / temperature)``: the distribution the rollout samples from. Differentiable when grad is on."""
     logits = model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logits_to_response_logprobs(logits, tokens, prompt_len, width, temperature)
+
+
+def logits_to_response_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, prompt_len: torch.Tensor, width: int, temperature: float = 1.0
+) -> torch.Tensor:
+    """The ``[b, width]`` response-token log-probabilities of :func:`response_logprobs` from a causal LM's
+    ``[b, T, vocab]`` logits over right-padded ``tokens`` (any backend's forward pass)."""
+    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
     targets = tokens[:, 1:]
     columns = (prompt_len[:, None] - 1 + torch.arange(width, device=tokens.device)[None, :]).clamp(
         max=targets.shape[1] - 1

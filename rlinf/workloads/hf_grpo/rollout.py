@@ -5,6 +5,8 @@ At micro-batch 0 of an iteration the worker starts generating every prompt of it
 ``context.my_groups(j)`` over all micro-batches ``j``); ``compute`` for micro-batch ``j`` returns the next
 ``my_groups(j)`` count of groups *in the order they finish*, so short responses flow to the reward and inference
 components while the long tail is still being sampled. Its weights are the actor's, synced after every iteration.
+The sampling engine is the ``backends.rollout`` backend (:mod:`~rlinf.workloads.hf_grpo.backends`); when the plan
+offloads the rollout, an engine that owns its memory (vLLM) also sleeps between iterations.
 """
 
 from __future__ import annotations
@@ -17,15 +19,10 @@ import numpy as np
 import torch
 
 from rlinf import ConfigError, WorkerContext
-from rlinf.workloads.hf_grpo.checkpoints import (
-    compute_dtype,
-    load_model,
-    load_tokenizer,
-    load_weights_payload,
-    state_copy,
-)
+from rlinf.workloads.hf_grpo.backend_registry import rollout_backend
+from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, payload_tensors
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
-from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams, stream_groups
+from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams
 from rlinf.workloads.hf_grpo.payloads import Payload
 from rlinf.workloads.hf_grpo.task import WordProblem, heldout_problems, sample_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
@@ -70,9 +67,17 @@ class RolloutWorker:
         self.device = torch.device(context.device.torch_device)
         warm = warm_start_checkpoint(config, self.device)
         self.tokenizer = load_tokenizer(warm.directory)
-        self.model = load_model(warm.directory, self.device, compute_dtype(self.device))
-        self.model.eval().requires_grad_(False)
+        self.backend = rollout_backend(
+            config.backends.rollout,
+            warm.directory,
+            device=self.device,
+            dtype=compute_dtype(self.device),
+            eos_id=self.tokenizer.eos_token_id,
+            pad_id=self.tokenizer.pad_token_id,
+            seed=config.seed,
+        )
         self.rank = context.rank
+        self.offload = context.offload
         self.params = SamplingParams(
             max_new_tokens=config.grpo.max_new_tokens, temperature=config.grpo.temperature
         )
@@ -101,14 +106,8 @@ class RolloutWorker:
             )
         self.answers = [p.answer for p in mine]
         seed = self.config.seed * 1_000_003 + self.iteration * 101 + self.rank
-        self.stream = stream_groups(
-            self.model,
-            prompts,
-            group_size=self.config.grpo.group_size,
-            params=self.params,
-            eos_id=self.tokenizer.eos_token_id,
-            pad_id=self.tokenizer.pad_token_id,
-            generator=torch.Generator().manual_seed(seed),
+        self.stream = self.backend.stream_groups(
+            prompts, group_size=self.config.grpo.group_size, params=self.params, seed=seed
         )
 
     def compute(
@@ -124,6 +123,8 @@ class RolloutWorker:
         emitted, self.finished = self.finished[:quota], self.finished[quota:]
         if micro_batch == len(self.quotas) - 1:
             assert next(self.stream, None) is None, "the rollout finished an iteration with groups left over"
+            if self.offload:
+                self.backend.offload()
         renumbered = [_renumber(g, self.prompt_indices[g.group_index]) for g in emitted]
         answers = [self.answers[g.group_index] for g in emitted]
         payload = pack_groups(renumbered, answers, self.config, self.tokenizer.pad_token_id)
@@ -137,20 +138,22 @@ class RolloutWorker:
         return payload, info
 
     def state_tensors(self) -> list[Any]:
-        return list(self.model.parameters()) + list(self.model.buffers())
+        return self.backend.state_tensors()
 
     def load_weights(self, payload: Payload) -> None:
         """The actor's weights after an iteration (the next iteration samples with them)."""
-        load_weights_payload(self.model, payload)
+        self.backend.load_weights(payload_tensors(payload))
 
     def checkpoint(self) -> dict[str, Any]:
-        """The iteration count (prompts and sampling seeds follow from it) and the synced weights."""
-        return {"iteration": self.iteration, "model": state_copy(self.model)}
+        """The iteration count (prompts and sampling seeds follow from it) and the synced weights (None when the
+        engine keeps them: the actor's checkpoint holds the same weights)."""
+        return {"iteration": self.iteration, "model": self.backend.weights()}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.iteration = int(state["iteration"])
-        self.model.load_state_dict(state["model"])
+        if state["model"] is not None:
+            self.backend.load_weights(state["model"])
 
 
 def _renumber(group: GroupRollout, index: int) -> GroupRollout:

@@ -4,7 +4,8 @@ The reward worker decodes each response with the checkpoint's tokenizer, extract
 scores it by exact match; GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
 are computable per group, so it streams like the rollout. The inference worker adds the log-probabilities of
 every response token under the old policy (the actor's weights as synced after the last iteration, i.e. the
-policy that sampled) and, with a KL penalty, under the frozen reference (the warm start).
+policy that sampled) and, with a KL penalty, under the frozen reference (the warm start), both at the sampling
+temperature: the policy GRPO optimizes is ``softmax(logits / grpo.temperature)``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import torch
 
 from rlinf import WorkerContext
 from rlinf.algorithms.grpo import group_advantages
+from rlinf.workloads.hf_grpo.backend_registry import policy_backend
+from rlinf.workloads.hf_grpo.backends import PolicyBackend, host_copy
 from rlinf.workloads.hf_grpo.checkpoints import (
     base_checkpoint,
     cache_lock,
     compute_dtype,
-    load_model,
     load_tokenizer,
-    load_weights_payload,
-    state_copy,
+    payload_tensors,
 )
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.payloads import (
@@ -33,7 +34,6 @@ from rlinf.workloads.hf_grpo.payloads import (
     concat_rows,
     flat_sequences,
     length_sorted_chunks,
-    response_logprobs,
     right_padded,
 )
 from rlinf.workloads.hf_grpo.task import reward
@@ -80,10 +80,17 @@ class RewardWorker:
 
 
 def sequence_logprobs(
-    model: Any, payload: Payload, *, pad_id: int, chunk_size: int, device: torch.device
+    policy: PolicyBackend,
+    payload: Payload,
+    *,
+    pad_id: int,
+    chunk_size: int,
+    device: torch.device,
+    temperature: float = 1.0,
 ) -> np.ndarray:
-    """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens (0
-    past each response), scored in length-sorted chunks of ``chunk_size`` sequences."""
+    """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens under
+    ``softmax(logits / temperature)`` (0 past each response), scored in length-sorted chunks of ``chunk_size``
+    sequences."""
     sequences = flat_sequences(payload)
     groups, size, width = payload["response_ids"].shape
     out = np.zeros((groups * size, width), dtype=np.float32)
@@ -94,7 +101,10 @@ def sequence_logprobs(
             used = int(sequences["response_len"][rows].max())
             prompt_len = torch.as_tensor(sequences["prompt_len"][rows]).to(device)
             logp = (
-                response_logprobs(model, tokens.to(device), mask.to(device), prompt_len, used).cpu().numpy()
+                policy.response_logprobs(tokens.to(device), mask.to(device), prompt_len, used, temperature)
+                .float()
+                .cpu()
+                .numpy()
             )
             valid = np.arange(used)[None, :] < sequences["response_len"][rows][:, None]
             out[rows, :used] = np.where(valid, logp, 0.0)
@@ -109,18 +119,33 @@ class InferenceWorker:
         warm = warm_start_checkpoint(config, self.device)
         dtype = compute_dtype(self.device)
         self.tokenizer = load_tokenizer(warm.directory)
-        self.policy = load_model(warm.directory, self.device, dtype).eval().requires_grad_(False)
-        self.reference = None
-        if config.grpo.kl_coef > 0:
-            self.reference = load_model(warm.directory, self.device, dtype).eval().requires_grad_(False)
+        name = config.backends.inference
+
+        def frozen() -> PolicyBackend:
+            backend = policy_backend(
+                "inference", name, warm.directory, device=self.device, dtype=dtype, seed=config.seed
+            )
+            backend.train(False)
+            for param in backend.parameters():
+                param.requires_grad_(False)
+            return backend
+
+        self.policy = frozen()
+        self.reference = frozen() if config.grpo.kl_coef > 0 else None
         self.chunk_size = config.grpo.micro_batch_size
+        self.temperature = config.grpo.temperature
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
         payload = concat_rows(inputs)
-        score = {"pad_id": self.tokenizer.pad_token_id, "chunk_size": self.chunk_size, "device": self.device}
+        score = {
+            "pad_id": self.tokenizer.pad_token_id,
+            "chunk_size": self.chunk_size,
+            "device": self.device,
+            "temperature": self.temperature,
+        }
         out = {**payload, "old_logprobs": sequence_logprobs(self.policy, payload, **score)}
         if self.reference is not None:
             out["ref_logprobs"] = sequence_logprobs(self.reference, payload, **score)
@@ -128,16 +153,16 @@ class InferenceWorker:
 
     def state_tensors(self) -> list[Any]:
         models = [self.policy] + ([self.reference] if self.reference is not None else [])
-        return [t for m in models for t in list(m.parameters()) + list(m.buffers())]
+        return [t for m in models for t in m.state_tensors()]
 
     def load_weights(self, payload: Payload) -> None:
         """The actor's weights: the old policy of the next iteration."""
-        load_weights_payload(self.policy, payload)
+        self.policy.load_weights(payload_tensors(payload))
 
     def checkpoint(self) -> dict[str, Any]:
         """The synced old policy (the reference is the warm start, rebuilt by ``setup``)."""
-        return {"policy": state_copy(self.policy)}
+        return {"policy": host_copy(self.policy.weights())}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
-        self.policy.load_state_dict(state["policy"])
+        self.policy.load_weights(state["policy"])

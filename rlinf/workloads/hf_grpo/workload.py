@@ -19,6 +19,7 @@ import numpy as np
 
 from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
 from rlinf.workloads.hf_grpo.actor import ActorWorker
+from rlinf.workloads.hf_grpo.backends import check_backends
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
@@ -105,8 +106,10 @@ class GrpoHfWorkload:
     )
 
     def load_config(self, data: Mapping[str, Any], source: str) -> HfGrpoConfig:
-        """The typed config; a bad ``model.path`` (missing, not a checkpoint, not a causal LM) fails here."""
+        """The typed config; a bad ``model.path`` (missing, not a checkpoint, not a causal LM) or an optional
+        backend without its package or a GPU fails here, before any worker starts."""
         config = structure_config(HfGrpoConfig, data, source)
+        check_backends(config.backends)
         if config.model.path is not None:
             if config.model.config is not None:
                 warnings.warn(

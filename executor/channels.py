@@ -182,10 +182,11 @@ class Mailbox:
         """Whether a message sent under ``key`` has arrived."""
         return key in self._arrived
 
-    def wait_any(self, also: list[Any]) -> list[Any]:
-        """Wait until some pipe or one of ``also`` is readable; read the pipes that are into the mailbox (a pipe
-        whose sender has gone is dropped) and return those of ``also`` that are readable."""
-        ready = wait(self._inbound + also)
+    def wait_any(self, also: list[Any], timeout: float | None = None) -> list[Any]:
+        """Wait (at most ``timeout`` seconds) until some pipe or one of ``also`` is readable; read the pipes that
+        are into the mailbox (a pipe whose sender has gone is dropped) and return those of ``also`` that are
+        readable."""
+        ready = wait(self._inbound + also, timeout)
         for source in ready:
             if not any(source is extra for extra in also):
                 with contextlib.suppress(

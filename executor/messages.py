@@ -5,8 +5,8 @@ commands of that worker's lane (its ops of the iteration, in program order). The
 other; before each it waits for the :class:`Done` signals of the ops it must follow (the program's release graph)
 from the other workers that run them, and after each it signals the workers whose next ops follow it. Payloads
 go straight from producer to consumer (:mod:`executor.channels`). The driver only collects :class:`Records`
-(sent in batches: when the worker is about to wait, every :data:`executor.runtime.FLUSH_EVERY_S`, and at the
-lane's end) and a :class:`Failed` when an op raises, then sends :class:`EndRun`. Between runs it sends
+(sent in batches: every :data:`executor.runtime.FLUSH_EVERY_S` and at the lane's end; on Ray also before each
+wait) and a :class:`Failed` when an op raises, then sends :class:`EndRun`. Between runs it sends
 :class:`Call` (checkpoint, restore) and finally :class:`Shutdown`.
 """
 

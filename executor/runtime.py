@@ -6,8 +6,8 @@ order. The worker runs them itself, one after the other (under its device lock i
 command it waits for the completion signals of the ops it follows from the other workers that run them, after it
 signals the workers whose ops follow; payloads arrive straight from their producers (:mod:`executor.channels`).
 Measured spans, infos, bytes moved and resident state bytes go to the driver in batches
-(:class:`executor.messages.Records`): before the worker blocks on a signal, every :data:`FLUSH_EVERY_S` and at the
-lane's end. A failing op is reported with its traceback and ends the loop. The Ray backend's actors run the same
+(:class:`executor.messages.Records`): every :data:`FLUSH_EVERY_S` and at the lane's end (and, where the driver has
+no progress array to read a worker's current op from, before each wait). A failing op is reported with its traceback and ends the loop. The Ray backend's actors run the same
 loop over a socket, with a mailbox that also reaches other nodes and wall-clock time as their clock."""
 
 from __future__ import annotations
@@ -180,6 +180,9 @@ class CommandRunner:
         self.run_id = lane.run_id
         pending: list[Record] = []
         last_flush = time.monotonic()
+        # Where the driver can see which op a worker runs (the local backend's progress array), records go out
+        # every FLUSH_EVERY_S; elsewhere (Ray) also before each wait, so that a dead worker's op can be named.
+        flush_before_wait = self.progress is None
 
         def flush() -> None:
             nonlocal last_flush
@@ -188,17 +191,24 @@ class CommandRunner:
                 pending.clear()
             last_flush = time.monotonic()
 
-        for command in lane.commands:
-            missing = [
-                k
-                for k in (done_key(self.run_id, op, w) for op, w in command.waits)
-                if not self.mailbox.has(k)
-            ]
-            if missing:
-                flush()  # about to block: let the driver see how far this worker got
-                self._await(missing, connection)
-            elif pending and time.monotonic() - last_flush >= FLUSH_EVERY_S:
+        def flush_due() -> float | None:
+            """Flush when the oldest pending record is due; seconds until the next flush (``None``: none)."""
+            if not pending:
+                return None
+            left = last_flush + FLUSH_EVERY_S - time.monotonic()
+            if left <= 0:
                 flush()
+                return None
+            return left
+
+        for command in lane.commands:
+            keys = [done_key(self.run_id, op, w) for op, w in command.waits]
+            if not all(self.mailbox.has(k) for k in keys):
+                if flush_before_wait:
+                    flush()
+                self._await(keys, connection, flush_due)
+            else:
+                flush_due()
             outcome = self.execute(command)
             if isinstance(outcome, Failed):
                 flush()
@@ -210,10 +220,13 @@ class CommandRunner:
         flush()
         return True
 
-    def _await(self, keys: list[tuple], connection: Connection) -> None:
-        """Wait until every message in ``keys`` has arrived, watching the driver's connection meanwhile."""
+    def _await(
+        self, keys: list[tuple], connection: Connection, flush_due: Callable[[], float | None]
+    ) -> None:
+        """Wait until every message in ``keys`` has arrived, watching the driver's connection and sending records
+        when they are due meanwhile."""
         while not all(self.mailbox.has(k) for k in keys):
-            if self.mailbox.wait_any([connection]):
+            if self.mailbox.wait_any([connection], timeout=flush_due()):
                 try:
                     message = connection.recv()
                 except (EOFError, OSError):

@@ -108,6 +108,11 @@ class Physics:
     ``workload.count_attention_flops``)."""
     prompt_attention_flops_per_token: float = 0.0
     """The same over the prompt alone: what prefill adds."""
+    _batch_lengths: dict[int, np.ndarray] = attrs.field(
+        factory=dict, eq=False, repr=False, alias="_batch_lengths"
+    )
+    """Memo of :func:`roofline.quantile_lengths` per batch size: synthesis asks for the same few batch sizes on
+    every device count, and the quantiles of 4,096 lengths dominate its run time otherwise."""
 
     @classmethod
     def of(cls, workload: LLMWorkload, cluster: Cluster, seed: int) -> Physics:
@@ -224,6 +229,14 @@ class Physics:
             )
         )
 
+    def batch_lengths(self, samples: int) -> np.ndarray:
+        """The mid-quantile response lengths of a batch of ``samples`` (:func:`roofline.quantile_lengths`)."""
+        if samples not in self._batch_lengths:
+            lengths = roofline.quantile_lengths(self.lengths, samples)
+            lengths.setflags(write=False)
+            self._batch_lengths[samples] = lengths
+        return self._batch_lengths[samples]
+
     def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
         """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica.
 
@@ -232,7 +245,7 @@ class Physics:
         its prompts, then decodes its responses under continuous batching."""
         w, device = self.workload, self.cluster.device
         mp = w.rollout_model_parallel
-        batch_lengths = roofline.quantile_lengths(self.lengths, samples)[::-1]
+        batch_lengths = self.batch_lengths(samples)[::-1]
         mine = batch_lengths[::replicas]
         per_replica = mine.size
         lengths = np.sort(mine)[roofline.admission_order(per_replica)]

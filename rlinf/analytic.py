@@ -10,13 +10,12 @@ every formula, constant, the device, the seed and the date.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 import numpy as np
 
-from rlinf import roofline
+from rlinf.analytic_physics import OP_OF_ROLE, Physics
 from rlinf.cluster import Cluster
 from rlinf.errors import require
 from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, model_preset
@@ -70,6 +69,7 @@ def synthesize(
                         seconds=seconds,
                     )
                 )
+    samples.extend(physics.movement_samples())
     return Trace(
         workflow=workflow,
         cluster=cluster,
@@ -77,220 +77,6 @@ def synthesize(
         samples=samples,
         response_lengths=tuple(float(x) for x in physics.lengths),
         activation_bytes_per_sample=physics.activation_bytes_per_sample(workflow),
-    )
-
-
-OP_OF_ROLE = {
-    "rollout": "generate",
-    "reward": "reward",
-    "inference": "infer",
-    "actor": "train",
-    "critic": "train",
-}
-"""The op the analytic model costs for each component role."""
-
-
-@attrs.frozen(kw_only=True)
-class Physics:
-    """Derived quantities of one workload on one device type, and the seconds of each role's op.
-
-    Built by :meth:`of`, which checks that each component's state fits its devices."""
-
-    workload: LLMWorkload
-    cluster: Cluster
-    lengths: np.ndarray = attrs.field(eq=False)
-    weight_bytes: float
-    kv_bytes_per_token: float
-    kv_pool_bytes_per_replica: float
-    max_concurrent: int
-    attention_flops_per_token: float = 0.0
-    """Causal attention FLOPs per token of a forward pass over prompt + response (0 unless
-    ``workload.count_attention_flops``)."""
-    prompt_attention_flops_per_token: float = 0.0
-    """The same over the prompt alone: what prefill adds."""
-
-    @classmethod
-    def of(cls, workload: LLMWorkload, cluster: Cluster, seed: int) -> Physics:
-        model, device = workload.model, cluster.device
-        lengths = workload.response.draw(workload.num_stored_lengths, np.random.default_rng(seed))
-        weight_bytes = model.num_params * workload.weight_bytes_per_param
-        kv_per_token = roofline.kv_bytes_per_token(
-            num_layers=model.num_layers,
-            hidden_size=model.hidden_size,
-            num_attention_heads=model.num_attention_heads,
-            num_kv_heads=model.num_kv_heads,
-            bytes_per_element=workload.kv_bytes_per_element,
-            head_dim=model.attention_head_dim,
-        )
-        mp = workload.rollout_model_parallel
-        kv_pool = workload.kv_cache_fraction * device.memory_bytes * mp
-        _check_fits(
-            "rollout_model_parallel", mp, (weight_bytes + kv_pool) / mp, device.memory_bytes, device.name
-        )
-        _check_fits(
-            "inference_model_parallel",
-            workload.inference_model_parallel,
-            workload.num_reference_forwards * weight_bytes / workload.inference_model_parallel,
-            device.memory_bytes,
-            device.name,
-        )
-        _check_fits(
-            "actor_model_parallel",
-            workload.actor_model_parallel,
-            model.num_params * workload.train_state_bytes_per_param / workload.actor_model_parallel,
-            device.memory_bytes,
-            device.name,
-        )
-        concurrent = roofline.max_concurrent_sequences(
-            kv_pool_bytes=kv_pool,
-            kv_bytes_per_token=kv_per_token,
-            tokens_per_sequence=workload.prompt_tokens + float(lengths.mean()),
-            cap=workload.max_concurrent_sequences,
-        )
-        attention, prompt_attention = 0.0, 0.0
-        if workload.count_attention_flops:
-            attention = roofline.attention_flops_per_token(
-                num_layers=model.num_layers,
-                attention_dim=model.attention_dim,
-                sequence_tokens=workload.prompt_tokens + lengths,
-            )
-            prompt_attention = roofline.attention_flops_per_token(
-                num_layers=model.num_layers,
-                attention_dim=model.attention_dim,
-                sequence_tokens=np.array([workload.prompt_tokens]),
-            )
-        return cls(
-            workload=workload,
-            cluster=cluster,
-            lengths=lengths,
-            weight_bytes=weight_bytes,
-            kv_bytes_per_token=kv_per_token,
-            kv_pool_bytes_per_replica=kv_pool,
-            max_concurrent=concurrent,
-            attention_flops_per_token=attention,
-            prompt_attention_flops_per_token=prompt_attention,
-        )
-
-    @property
-    def mean_response_tokens(self) -> float:
-        """Mean of the stored response lengths."""
-        return float(self.lengths.mean())
-
-    @property
-    def tokens_per_sample(self) -> float:
-        """Prompt plus mean response tokens: what forward and training passes process per sample."""
-        return self.workload.prompt_tokens + self.mean_response_tokens
-
-    def seconds(self, role: str, samples: int, replicas: int) -> float:
-        """Seconds of ``role``'s op for ``samples`` spread over ``replicas`` (overhead excluded): the time of the
-        busiest replica, which holds ``ceil(samples / replicas)`` samples."""
-        w = self.workload
-        return self.op_time(role, samples, replicas).seconds(
-            prefill_mfu=w.prefill_mfu,
-            train_mfu=w.train_mfu,
-            decode_mbu=w.decode_mbu,
-            reward_seconds_per_sample=w.reward_seconds_per_sample,
-        )
-
-    def op_time(self, role: str, samples: int, replicas: int) -> roofline.OpTime:
-        """:meth:`seconds` split by the efficiency each part scales with (see :class:`roofline.OpTime`)."""
-        w, device = self.workload, self.cluster.device
-        per_replica = math.ceil(samples / replicas)
-        tokens = per_replica * self.tokens_per_sample
-        n = w.model.num_params
-        if role == "rollout":
-            return self.generate_time(samples, replicas)
-        if role == "reward":
-            return roofline.OpTime(reward_samples=per_replica)
-        if role == "inference":
-            one = roofline.forward_seconds(
-                tokens,
-                num_params=n,
-                num_devices=w.inference_model_parallel,
-                peak_flops=device.peak_flops,
-                mfu=1.0,
-                attention_flops_per_token=self.attention_flops_per_token,
-            )
-            return roofline.OpTime(forward_s=w.num_reference_forwards * one)
-        return roofline.OpTime(
-            train_s=roofline.train_seconds(
-                tokens,
-                num_params=n,
-                num_devices=w.actor_model_parallel,
-                peak_flops=device.peak_flops,
-                mfu=1.0,
-                attention_flops_per_token=self.attention_flops_per_token,
-                recompute=w.activation_recompute,
-            )
-        )
-
-    def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
-        """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica.
-
-        The batch gets the distribution's mid-quantile lengths, dealt round-robin from the longest down, so the
-        slowest replica holds the batch's longest response and every ``replicas``-th one below it. It prefills
-        its prompts, then decodes its responses under continuous batching."""
-        w, device = self.workload, self.cluster.device
-        mp = w.rollout_model_parallel
-        batch_lengths = roofline.quantile_lengths(self.lengths, samples)[::-1]
-        mine = batch_lengths[::replicas]
-        per_replica = mine.size
-        lengths = np.sort(mine)[roofline.admission_order(per_replica)]
-        prefill = roofline.forward_seconds(
-            per_replica * w.prompt_tokens,
-            num_params=w.model.num_params,
-            num_devices=mp,
-            peak_flops=device.peak_flops,
-            mfu=1.0,
-            attention_flops_per_token=self.prompt_attention_flops_per_token,
-        )
-        memory_s, compute_s = roofline.decode_step_seconds(
-            lengths,
-            prompt_tokens=w.prompt_tokens,
-            max_concurrent=self.max_concurrent,
-            weight_bytes=self.weight_bytes,
-            kv_bytes_per_token=self.kv_bytes_per_token,
-            num_params=w.model.num_params,
-            num_devices=mp,
-            memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s,
-            peak_flops=device.peak_flops,
-        )
-        return roofline.OpTime(forward_s=prefill, decode_memory_s=memory_s, decode_compute_s=compute_s)
-
-    def state_bytes(self, role: str) -> int:
-        """Resident state of one replica."""
-        w = self.workload
-        if role == "rollout":
-            return int(self.weight_bytes + self.kv_pool_bytes_per_replica)
-        if role == "inference":
-            return int(w.num_reference_forwards * self.weight_bytes)
-        if role in ("actor", "critic"):
-            return int(w.model.num_params * w.train_state_bytes_per_param)
-        return 0
-
-    def activation_bytes_per_sample(self, workflow: Workflow) -> dict[str, float]:
-        """Transient memory per sample: training keeps every layer's input (full recomputation) plus one layer's
-        activations (34 * hidden bytes per token); a forward pass keeps one layer's activations."""
-        model = self.workload.model
-        per_token_train = (2.0 * model.num_layers + 34.0) * model.hidden_size
-        per_token_forward = 34.0 * model.hidden_size
-        out = {}
-        for component in workflow.components:
-            if component.role in ("actor", "critic"):
-                out[component.name] = per_token_train * self.tokens_per_sample
-            elif component.role == "inference":
-                out[component.name] = per_token_forward * self.tokens_per_sample
-        return out
-
-
-def _check_fits(field: str, value: int, bytes_per_device: float, capacity: int, device_name: str) -> None:
-    require(
-        bytes_per_device <= capacity,
-        field,
-        value,
-        f"needs {bytes_per_device / 2**30:.1f} GiB per {device_name} device, more than its "
-        f"{capacity / 2**30:.0f} GiB",
-        f"raise {field}",
     )
 
 
@@ -426,24 +212,40 @@ FORMULAS = {
         "prefill: (2*N + A_prompt)*prompt_tokens*samples / (mp*peak_flops*prefill_mfu); decode: sum over steps t of "
         "max((weight_bytes + kv_bytes_per_token*context(t)) / (mp*bandwidth*decode_mbu), "
         "2*N*active(t) / (mp*peak_flops*prefill_mfu)); active(t) and context(t) from continuous batching of the "
-        "samples' mid-quantile response lengths with at most max_concurrent_sequences_per_replica in flight"
+        "samples' mid-quantile response lengths with at most max_concurrent_sequences_per_replica in flight; "
+        "+ 2*layers*(AR(prompt_tokens*samples*hidden*2 B) + sum over t of AR(active(t)*hidden*2 B)) "
+        "+ decode_steps*decode_step_overhead_s"
     ),
     "reward": "samples * reward_seconds_per_sample",
-    "infer": "num_reference_forwards * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu)",
-    "train": "passes * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*train_mfu); passes = 3 (forward + "
-    "backward, i.e. 6*N per token), 4 with activation_recompute",
+    "infer": "num_reference_forwards * ((2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu) "
+    "+ 2*(layers/pipeline_parallel)*AR(tokens*hidden*2 B))",
+    "train": "passes * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*train_mfu) "
+    "+ comm_passes*2*(layers/pipeline_parallel)*AR(tokens*hidden*2 B); passes = 3 (forward + backward, i.e. 6*N "
+    "per token), 4 with activation_recompute; comm_passes = 2, 3 with activation_recompute",
+    "allreduce": "AR(bytes) among t = model_parallel/pipeline_parallel tensor-parallel ranks = latency + 2*(t-1)/t * "
+    "bytes / link: the intra-node link (on a mesh, min of it and (t-1)*mesh_link_bytes_per_s) and "
+    "rlinf.costs.LINK_LATENCY_S['intra_node'] when t <= devices per node, else the inter-node ones; 0 when t = 1 "
+    "or count_tensor_parallel_comm is off",
     "attention": "A = 2 * num_layers * num_heads * head_dim * E[L^2]/E[L] over the batch's sequence lengths L "
     "(A_prompt: L = prompt) when count_attention_flops, else A = A_prompt = 0",
     "kv_bytes_per_token": "2 * num_layers * num_kv_heads * head_dim * kv_bytes_per_element; head_dim defaults to "
     "hidden_size / num_attention_heads",
     "max_concurrent_sequences_per_replica": "min(max_concurrent_sequences, kv_pool // (kv_bytes_per_token * (prompt + mean response)))",
-    "state_bytes": "rollout: weights + kv_cache_fraction*memory*mp; inference: num_reference_forwards*weights; actor/critic: N*train_state_bytes_per_param",
+    "state_bytes": "rollout: weights + kv_cache_fraction*memory*mp; inference: num_reference_forwards*weights; "
+    "actor/critic: N*(train_state_bytes_per_param - optimizer_state_bytes_per_param "
+    "+ optimizer_state_bytes_per_param/optimizer_shards)",
     "activation_bytes_per_sample": "actor/critic: (2*num_layers + 34)*hidden*tokens; inference: 34*hidden*tokens",
-    "movement": "not sampled: onload/offload/sync/transfer are costed from the cluster links by rlinf.costs",
+    "movement": "onload/offload/sync/transfer are costed from the cluster links by rlinf.costs; with "
+    "free_kv_cache_on_offload the trace samples the rollout's onload and offload at its weights' seconds over the "
+    "host link (the KV pool is freed and reallocated, not copied)",
 }
 
 ASSUMPTIONS = [
     "dense decoder-only transformer; attention FLOPs ignored next to 2*N per token unless count_attention_flops",
+    "tensor-parallel all-reduces ignored unless count_tensor_parallel_comm; they are then not overlapped with "
+    "compute, and one prefill or one training pass is one message per all-reduce (no micro-batch latencies)",
+    "not priced: pipeline bubbles, data-parallel gradient exchange (overlapped with the backward pass by Megatron "
+    "and FSDP), the optimizer step (milliseconds: a few tens of bytes read and written per parameter shard)",
     "prefill, inference forwards and training are compute-bound at the stated MFU",
     "decode is memory-bound: every step reads the replica's weights and its active KV cache",
     "replicas get equal shares of the batch with the same length distribution (no straggler replica)",

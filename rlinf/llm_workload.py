@@ -151,6 +151,12 @@ class LLMWorkload:
     inference_model_parallel: int = 1
     actor_model_parallel: int = 2
     """Also the critic's, for PPO."""
+    pipeline_parallel: int = 1
+    """Pipeline stages of a training (actor, critic) or inference replica (Megatron
+    ``pipeline_model_parallel_size``): its model-parallel size is tensor-parallel x pipeline, so
+    ``actor_model_parallel`` and ``inference_model_parallel`` must be multiples of it. Only tensor-parallel
+    communication depends on the split; the rollout has no pipeline stages (its model-parallel size is all tensor
+    parallel, as in vLLM)."""
     prefill_mfu: float = 0.5
     """Model FLOPs utilization of prefill and inference forward passes (also the decode compute ceiling)."""
     train_mfu: float = 0.35
@@ -165,6 +171,14 @@ class LLMWorkload:
     """bf16 weights: rollout, inference, weight sync."""
     train_state_bytes_per_param: float = 16.0
     """Mixed-precision Adam: bf16 weights and grads, fp32 master weights and two moments."""
+    optimizer_state_bytes_per_param: float = 12.0
+    """The part of ``train_state_bytes_per_param`` that is optimizer state (fp32 master weights and two Adam
+    moments), which ``optimizer_shards`` splits."""
+    optimizer_shards: int = 1
+    """Data-parallel ranks over which a training replica's optimizer state is sharded (ZeRO-1, Megatron's
+    distributed optimizer, FSDP): a replica holds ``optimizer_state_bytes_per_param / optimizer_shards`` of it per
+    parameter. 1 (the default) keeps all of it on every replica. FSDP also shards weights and gradients; the model
+    keeps those whole per replica (an upper bound on memory)."""
     kv_bytes_per_element: float = 2.0
     activation_recompute: bool = False
     """Training recomputes each layer's forward during the backward pass (full activation checkpointing, e.g.
@@ -175,6 +189,28 @@ class LLMWorkload:
     ``2 * num_layers * attention_dim * context`` per token and forward pass, which the ``2*N`` per token of the
     weights leaves out (a few percent at 1-4k tokens for 7-32B models, more for long sequences). Off by default,
     so that traces synthesized before it existed re-synthesize unchanged."""
+    count_tensor_parallel_comm: bool = False
+    """Price tensor parallelism's all-reduces (:func:`rlinf.roofline.allreduce_seconds`): every layer of a forward
+    pass ends its attention and its MLP with an all-reduce of the tokens' activations (``hidden_size`` bf16 values
+    per token) among a replica's tensor-parallel ranks; training's backward pass adds two per layer and its
+    recomputation two more. Decode pays them once per step, for the sequences in flight. They run over the
+    cluster's intra-node link (inter-node when the tensor-parallel ranks span nodes) after the link latency of
+    :data:`rlinf.costs.LINK_LATENCY_S`, and are not overlapped with compute (vLLM's decode cannot; Megatron only
+    with ``tp_comm_overlap``). Off by default, so that traces synthesized before it existed re-synthesize
+    unchanged."""
+    mesh_link_bytes_per_s: float | None = None
+    """Where a node's devices form a point-to-point mesh (AMD Infinity Fabric) rather than hang off a switch: the
+    bandwidth of one peer link. An all-reduce among ``t`` devices then gets ``t - 1`` such links, at most the
+    cluster's intra-node link. ``None``: a switch (NVLink through NVSwitch) gives any peer the intra-node rate."""
+    free_kv_cache_on_offload: bool = False
+    """A rollout that yields its devices frees its KV-cache pool and reallocates it when it returns (vLLM's sleep
+    mode, veRL's ``free_cache_engine``) instead of copying it to host memory: its onload and offload move its
+    weights only. The trace then carries one onload and one offload sample of the rollout that say so; every other
+    movement is still costed from the cluster's links."""
+    decode_step_overhead_s: float = 0.0
+    """Seconds the devices wait on the inference engine in every decode step (scheduling, input preparation,
+    sampling and output processing on the CPU; kernel launches without CUDA graphs), on top of the roofline step.
+    No datasheet gives it: 0 (the default) prices the roofline alone; a profile or a calibration can set it."""
     reward_seconds_per_sample: float = 0.002
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02
@@ -200,6 +236,8 @@ class LLMWorkload:
             "rollout_model_parallel",
             "inference_model_parallel",
             "actor_model_parallel",
+            "pipeline_parallel",
+            "optimizer_shards",
             "max_concurrent_sequences",
             "num_stored_lengths",
         ):
@@ -215,7 +253,26 @@ class LLMWorkload:
         )
         for field in ("weight_bytes_per_param", "train_state_bytes_per_param", "kv_bytes_per_element"):
             positive(field, getattr(self, field))
-        for field in ("reward_seconds_per_sample", "op_overhead_s"):
+        if self.mesh_link_bytes_per_s is not None:
+            positive("mesh_link_bytes_per_s", self.mesh_link_bytes_per_s)
+        for field in ("inference_model_parallel", "actor_model_parallel"):
+            require(
+                getattr(self, field) % self.pipeline_parallel == 0,
+                field,
+                getattr(self, field),
+                f"is not a multiple of pipeline_parallel={self.pipeline_parallel}",
+                f"set {field} to tensor-parallel x pipeline stages",
+            )
+        number("optimizer_state_bytes_per_param", self.optimizer_state_bytes_per_param)
+        require(
+            0 <= self.optimizer_state_bytes_per_param <= self.train_state_bytes_per_param,
+            "optimizer_state_bytes_per_param",
+            self.optimizer_state_bytes_per_param,
+            f"must lie in [0, train_state_bytes_per_param={self.train_state_bytes_per_param:g}]",
+            "use e.g. 12 (fp32 master weights and two Adam moments)",
+        )
+        for field in ("reward_seconds_per_sample", "op_overhead_s", "decode_step_overhead_s"):
+            number(field, getattr(self, field))
             require(
                 getattr(self, field) >= 0,
                 field,
@@ -224,7 +281,12 @@ class LLMWorkload:
                 f"set {field} to 0 or more",
             )
 
-        for field in ("activation_recompute", "count_attention_flops"):
+        for field in (
+            "activation_recompute",
+            "count_attention_flops",
+            "count_tensor_parallel_comm",
+            "free_kv_cache_on_offload",
+        ):
             require(
                 isinstance(getattr(self, field), bool),
                 field,
@@ -240,6 +302,12 @@ class LLMWorkload:
     def overhead_s(self, op: str) -> float:
         """Fixed cost of one ``op``: its entry in ``op_overheads_s``, else ``op_overhead_s``."""
         return float(self.op_overheads_s.get(op, self.op_overhead_s))
+
+    @property
+    def train_state_bytes_per_replica_param(self) -> float:
+        """Training state a replica holds per parameter: weights and gradients whole, optimizer state sharded."""
+        optimizer = self.optimizer_state_bytes_per_param
+        return self.train_state_bytes_per_param - optimizer + optimizer / self.optimizer_shards
 
     @property
     def batch_size(self) -> int:

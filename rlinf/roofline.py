@@ -12,6 +12,10 @@ Every function is pure and takes plain numbers, so each formula can be read and 
   takes the longer of the two (roofline), which is memory for every batch a KV pool can hold in practice.
 
 A replica spans ``model_parallel`` devices; weights, KV cache and FLOPs are split evenly over them.
+
+Optionally, tensor parallelism costs communication the FLOPs leave out (:func:`allreduce_seconds`): every layer
+of a forward pass ends its attention and its MLP with an all-reduce of the layer's activations among the
+tensor-parallel ranks, and decode pays them once per step, on the critical path.
 """
 
 from __future__ import annotations
@@ -42,18 +46,26 @@ class OpTime:
     """Per decode step, memory reads at full bandwidth; divided by ``decode_mbu``."""
     decode_compute_s: np.ndarray = attrs.field(factory=lambda: np.zeros(0), eq=False)
     """Per decode step, FLOPs at peak; divided by ``prefill_mfu`` (each step takes the longer of the two)."""
+    fixed_s: float = 0.0
+    """Seconds that no efficiency scales: tensor-parallel all-reduces and the engine's per-decode-step
+    overhead (0 unless the workload turns them on)."""
 
     def seconds(
         self, *, prefill_mfu: float, train_mfu: float, decode_mbu: float, reward_seconds_per_sample: float
     ) -> float:
         """The op's seconds at the given efficiencies (no fixed overhead)."""
-        total = self.forward_s / prefill_mfu + self.train_s / train_mfu
+        total = self.forward_s / prefill_mfu + self.train_s / train_mfu + self.fixed_s
         total += self.reward_samples * reward_seconds_per_sample
         if self.decode_memory_s.size:
             total += float(
                 np.maximum(self.decode_memory_s / decode_mbu, self.decode_compute_s / prefill_mfu).sum()
             )
         return total
+
+    @property
+    def num_decode_steps(self) -> int:
+        """Decode steps of the op (0 for ops that do not decode)."""
+        return int(self.decode_memory_s.size)
 
 
 def kv_bytes_per_token(
@@ -145,23 +157,12 @@ def decode_schedule(lengths: np.ndarray, max_concurrent: int) -> np.ndarray:
     return starts
 
 
-def decode_step_seconds(
-    lengths: np.ndarray,
-    *,
-    prompt_tokens: int,
-    max_concurrent: int,
-    weight_bytes: float,
-    kv_bytes_per_token: float,
-    num_params: float,
-    num_devices: int,
-    memory_bandwidth_bytes_per_s: float,
-    peak_flops: float,
+def decode_activity(
+    lengths: np.ndarray, *, prompt_tokens: int, max_concurrent: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per decode step of one replica, the seconds of its memory reads at full bandwidth and of its FLOPs at full
-    peak: ``(weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth)`` and
-    ``2 * N * active(t) / (devices * peak)``. Step ``t`` has ``active(t)`` sequences (admitted in the given order,
-    see :func:`decode_schedule`) holding ``context(t)`` tokens of KV cache in total; the steps run until the last
-    sequence ends. Dividing by the utilizations (``mbu``, ``mfu``) gives :func:`decode_seconds`."""
+    """Per decode step of one replica, the sequences in flight ``active(t)`` and the tokens of KV cache they hold
+    ``context(t)``: sequences are admitted in the given order (see :func:`decode_schedule`) and each holds its
+    prompt plus the tokens generated so far. The steps run until the last sequence ends."""
     lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
     if lengths.size == 0:
         return np.zeros(0), np.zeros(0)
@@ -177,6 +178,26 @@ def decode_step_seconds(
     steps = np.arange(num_steps, dtype=float)
     # Each active sequence holds its prompt plus the tokens generated so far: prompt + t - start.
     context = active * (prompt_tokens + steps) - start_sum
+    return active, context
+
+
+def decode_step_seconds(
+    lengths: np.ndarray,
+    *,
+    prompt_tokens: int,
+    max_concurrent: int,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    num_params: float,
+    num_devices: int,
+    memory_bandwidth_bytes_per_s: float,
+    peak_flops: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per decode step of one replica, the seconds of its memory reads at full bandwidth and of its FLOPs at full
+    peak: ``(weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth)`` and
+    ``2 * N * active(t) / (devices * peak)``, with ``active(t)`` and ``context(t)`` from
+    :func:`decode_activity`. Dividing by the utilizations (``mbu``, ``mfu``) gives :func:`decode_seconds`."""
+    active, context = decode_activity(lengths, prompt_tokens=prompt_tokens, max_concurrent=max_concurrent)
     memory_s = (weight_bytes + kv_bytes_per_token * context) / (num_devices * memory_bandwidth_bytes_per_s)
     compute_s = 2.0 * num_params * active / (num_devices * peak_flops)
     return memory_s, compute_s
@@ -213,6 +234,19 @@ def decode_seconds(
         peak_flops=peak_flops,
     )
     return float(np.maximum(memory_s / mbu, compute_s / mfu).sum())
+
+
+def allreduce_seconds(
+    num_bytes: float | np.ndarray, *, num_ranks: int, link_bytes_per_s: float, latency_s: float
+) -> np.ndarray:
+    """One ring all-reduce of ``num_bytes`` among ``num_ranks`` devices: each sends and receives
+    ``2 * (ranks - 1) / ranks`` of the bytes over its link, after a start-up ``latency_s`` (a small message, as in
+    decode, costs about one latency: NCCL's low-latency protocols and vLLM's one-shot custom all-reduce). Zero
+    on one rank. Elementwise over an array of sizes."""
+    size = np.asarray(num_bytes, dtype=float)
+    if num_ranks <= 1:
+        return np.zeros_like(size)
+    return latency_s + 2.0 * (num_ranks - 1) / num_ranks * size / link_bytes_per_s
 
 
 def max_concurrent_sequences(

@@ -121,6 +121,28 @@ def test_recovers_known_parameters_from_a_noisy_trace_and_beats_the_prior_on_hel
     assert set(heldout) == {*OP_OF_ROLE.values(), "all"}
 
 
+def test_recovers_known_parameters_with_the_fixed_terms_on(prior, cluster):
+    # Tensor-parallel all-reduces and an engine overhead per decode step are seconds no efficiency scales: the fit
+    # holds them at the prior's values and still recovers the efficiencies and overheads.
+    terms = attrs.evolve(
+        prior,
+        rollout_model_parallel=2,
+        inference_model_parallel=2,
+        actor_model_parallel=2,
+        count_tensor_parallel_comm=True,
+        decode_step_overhead_s=0.002,
+        free_kv_cache_on_offload=True,
+    )
+    workload = with_truth(terms)
+    measured = synthesize(workload, cluster, seed=0)
+    physics = Physics.of(workload, cluster, 0)
+    assert physics.op_time("actor", 64, 4).fixed_s > 0 and physics.op_time("rollout", 64, 4).fixed_s > 0
+    result = calibrate(terms, cluster, measured, seed=0, holdout_fraction=0.0)
+    for name, value in TRUTH.items():
+        assert fitted(result)[name] == pytest.approx(value, rel=0.01), name
+    assert result.rms_log_residual < 1e-3
+
+
 def test_split_is_deterministic_stratified_and_keeps_every_op_in_the_fit():
     ops = ["generate"] * 20 + ["train"] * 8 + ["reward"]
     fit_a, out_a = split_observations(ops, 0.25, seed=5)

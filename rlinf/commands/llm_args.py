@@ -67,6 +67,7 @@ ASSUMPTION_FLAGS = {
     "reward_seconds_per_sample": "reward seconds per response",
     "weight_bytes_per_param": "bytes per weight (2 for bf16, 4 for fp32)",
     "kv_cache_fraction": "share of rollout device memory reserved for the KV cache",
+    "decode_step_overhead_s": "inference engine seconds per decode step on top of the roofline",
 }
 
 

@@ -4,6 +4,7 @@ the shipped GRPO arithmetic profile and ``rlinf trace calibrate``."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import attrs
@@ -267,3 +268,59 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, field):
     assert error.startswith("rlinf: error: ") and f"{field}=" in error
     assert len(error.strip().splitlines()) == 1
     assert not out.exists()
+
+
+HF_PROFILE_ARGS = [
+    "--measured",
+    "docs/data/grpo_hf_cpu2_trace.json",
+    "--params",
+    "188992",
+    "--layers",
+    "2",
+    "--hidden-size",
+    "64",
+    "--heads",
+    "4",
+    "--kv-heads",
+    "2",
+    "--device",
+    "CPU",
+    "--num-devices",
+    "2",
+    "--prompts",
+    "32",
+    "--group-size",
+    "8",
+    "--prompt-tokens",
+    "40",
+    "--response-median",
+    "45",
+    "--response-sigma",
+    "0.6",
+    "--response-max",
+    "160",
+    "--rollout-mp",
+    "1",
+    "--inference-mp",
+    "1",
+    "--actor-mp",
+    "1",
+    "--weight-bytes-per-param",
+    "4",
+    "--kv-cache-fraction",
+    "0.00001",
+]
+
+
+def test_the_hf_profile_figures_in_the_docs_are_what_calibration_computes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/calibration.md's held-out figures for the Hugging Face GRPO profile, recomputed; the fit must also
+    beat the prior on samples it never saw."""
+    monkeypatch.chdir(ROOT)
+    assert main(["trace", "calibrate", *HF_PROFILE_ARGS, "--out", str(tmp_path / "cal.json")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("held out  all"))
+    before, after = (float(v) for v in re.findall(r"([\d.]+)% ", line)[:2])
+    assert after < before / 2
+    doc = (ROOT / "docs" / "calibration.md").read_text()
+    assert f"**{before:.1f}% before -> {after:.1f}% after** the fit" in doc

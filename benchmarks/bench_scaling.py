@@ -8,10 +8,11 @@ Prints one JSON object:
 
 * ``hopper_best_2dev_over_1dev``: Hopper-v5 with CleanRL's hyper-parameters (8 envs x 256 steps, 10 epochs,
   32 minibatches), env steps/s of the best 2-device plan over the best 1-device plan (each the best measured of
-  its candidates: collocated, hybrid, disaggregated; 1 and 2 loop stages);
+  its candidates: on 1 device collocated; on 2 the fixed modes and two layouts with one actor replica
+  (:data:`PLACEMENTS`); each with 1 and 2 loop stages);
 * ``halfcheetah_best_2dev_over_1dev``: HalfCheetah-v5, 16 envs x 64 steps, 256x256 policy, same comparison;
 * ``pipelining_2stages_over_1``: the default Hopper config (``examples/hopper_ppo.yaml``), 2 loop stages vs 1,
-  each on its best 2-device mode;
+  each on its best 2-device layout;
 * ``single_process_ratio``: the best rlinf plan (Hopper, CleanRL) vs a plain single-process loop running the same
   workers' maths in order (no executor, no processes), at its best torch thread count;
 * ``per_op_overhead_us``: median executor overhead per compute op (``executor_overhead_s``: start after the ops
@@ -42,6 +43,7 @@ import torch
 
 from executor.devices import Device, available_cores, cpu_devices
 from rlinf.jobs import get_job
+from rlinf.plan import Placement, Plan
 from rlinf.runner import train
 from rlinf.worker_context import WorkerContext
 from rlinf.workloads.embodied.actor_worker import ActorWorker
@@ -65,10 +67,33 @@ HALFCHEETAH = EmbodiedConfig(
 HOPPER_DEFAULT = EmbodiedConfig()  # examples/hopper_ppo.yaml: 8 envs x 32 steps, 4 minibatches
 
 
+PLACEMENTS = {
+    "collocated": None,
+    "hybrid": None,
+    "disaggregated": None,
+    "loop-split, actor@0": {"env": (0, 1), "rollout": (0, 1), "actor": (0,)},
+    "env@0 rollout@1 actor@1": {"env": (0,), "rollout": (1,), "actor": (1,)},
+}
+"""Candidate layouts on 2 devices: the fixed modes, and two the fixed modes miss (one actor replica, so that
+training pays no gradient all-reduce, with the loop spread over both cores)."""
+
+
+def plan_of(name: str, config: EmbodiedConfig, num_cores: int) -> tuple[Plan, int]:
+    """The plan called ``name`` (a fixed mode, or a layout of :data:`PLACEMENTS`) and its logical devices."""
+    layout = PLACEMENTS.get(name)
+    if layout is None:
+        return JOB.fixed_plan(name, num_cores, config)
+    plan = Plan(
+        placements=[Placement(component=c, devices=d) for c, d in layout.items()],
+        granularity={"loop": config.stages},
+    )
+    return plan, num_cores
+
+
 def measure_plan(config: EmbodiedConfig, mode: str, stages: int, num_cores: int, iterations: int) -> dict:
-    """Median env steps/s (and executor overhead) of ``mode`` with ``stages`` loop stages on ``num_cores``."""
+    """Median env steps/s (and executor overhead) of plan ``mode`` with ``stages`` loop stages on ``num_cores``."""
     config = attrs.evolve(config, stages=stages, iterations=iterations, checkpoint_every=10_000)
-    plan, logical = JOB.fixed_plan(mode, num_cores, config)
+    plan, logical = plan_of(mode, config, num_cores)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
         result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)
@@ -80,6 +105,7 @@ def measure_plan(config: EmbodiedConfig, mode: str, stages: int, num_cores: int,
         "plan": plan.describe(),
         "env_steps_per_s": statistics.median(m["env_steps_per_s"] for m in kept),
         "env_steps_per_s_each": [round(m["env_steps_per_s"], 1) for m in kept],
+        "rollout_env_steps_per_s": statistics.median(m["rollout_env_steps_per_s"] for m in kept),
         "executor_overhead_us": [round(m["executor_overhead_s"] * 1e6, 1) for m in kept],
         "driver_cpu_share": statistics.median(m["driver_cpu_s"] / m["iteration_s"] for m in kept),
     }
@@ -101,7 +127,7 @@ def best(
 
 
 ONE_DEVICE = [("collocated", 1), ("collocated", 2)]
-TWO_DEVICES = [("collocated", 1), ("collocated", 2), ("hybrid", 1), ("hybrid", 2), ("disaggregated", 2)]
+TWO_DEVICES = [(name, stages) for name in PLACEMENTS for stages in (1, 2)]
 
 
 def single_process(config: EmbodiedConfig, iterations: int, threads: int) -> float:

@@ -3,6 +3,9 @@
 * Compute ops: samples of the same (component, op) are grouped by device count. A query uses the group whose
   device count is nearest (log scale) and interpolates linearly in *samples per replica* (data-parallel scaling:
   ``replicas = devices / model_parallel_size``). Beyond the profiled range it extrapolates linearly and warns.
+  Replicas may hold uneven shares (``samples`` need not divide by ``replicas``; shares differ by at most one
+  sample): the busiest replica, with ``ceil(samples / replicas)``, sets the op's time, both when a sample is
+  fitted and when an op is priced (:func:`busiest_share`).
 * Streaming generation: a rollout's ``generate`` op ``k`` of ``m`` is the segment of one continuous-batching
   generation between the completion of micro-batch ``k-1`` and ``k``; groups complete in order of their longest
   response, and time is taken proportional to decode steps (memory-bound decode). The segments add up to the
@@ -84,7 +87,7 @@ class CostModel:
         curve = min(curves, key=lambda c: abs(math.log(c.devices / num_devices)))
         replicas = max(1, num_devices // model_parallel)
         ref_replicas = max(1, curve.devices // model_parallel)
-        per_replica = samples / replicas
+        per_replica = busiest_share(samples, replicas)
         seconds, extrapolated = curve(per_replica)
         if extrapolated:
             low, high = curve.xs[0] * ref_replicas, curve.xs[-1] * ref_replicas
@@ -133,7 +136,7 @@ class CostModel:
             return 0
         model_parallel = self.workflow.component(op.component).model_parallel_size
         replicas = max(1, len(op.devices) // model_parallel)
-        return int(per_sample * math.ceil(op.samples / replicas) / model_parallel)
+        return int(per_sample * busiest_share(op.samples, replicas) / model_parallel)
 
     # ------------------------------------------------------------------ movement
     def movement_seconds(self, op: Op) -> float:
@@ -212,6 +215,13 @@ class CostModel:
             warnings.warn(message, ExtrapolationWarning, stacklevel=3)
 
 
+def busiest_share(samples: float, replicas: int) -> int:
+    """Samples the busiest of ``replicas`` data-parallel replicas holds when they split ``samples`` as evenly as
+    whole samples allow (shares differ by at most one): ``ceil(samples / replicas)``. The slowest replica sets
+    the time of a data-parallel op, so this is the per-replica work a cost curve is read at."""
+    return math.ceil(samples / replicas)
+
+
 STATISTICS: dict[str, Callable[[list[float]], float]] = {
     "median": lambda v: float(np.median(v)),
     "mean": lambda v: float(np.mean(v)),
@@ -280,7 +290,7 @@ def _curve(
     replicas = max(1, devices // workflow.component(component).model_parallel_size)
     by_x: dict[float, list[float]] = {}
     for sample in group:
-        by_x.setdefault(sample.samples / replicas, []).append(sample.seconds)
+        by_x.setdefault(float(busiest_share(sample.samples, replicas)), []).append(sample.seconds)
     xs = sorted(by_x)
     ys = [float(summarise(by_x[x])) for x in xs]
     return Curve(devices=devices, xs=tuple(xs), ys=tuple(ys))

@@ -13,12 +13,20 @@ micro-batch counts ``m_c`` and offload set ``O``:
   of it inherits that (its ops need the whole batch too), so the group's components before its last run whole:
   ``S_g - busy_last - switch_last + first_last``; groups that hold the loop emit at its end: ``S_g`` minus the
   loop components' busy time when the loop is cut;
-* consecutive groups pipeline when the next group's first component has only stream inputs (or the cut splits
-  the loop); a *phase* is a maximal pipelined run taking ``max_g(S_g + sum_{h != g} f_h)`` (the flow-shop
-  bound: the bottleneck group's whole batch plus the others' fill; for ``m`` equal stages of ``t`` it is RLinf's
-  warm-up + max stage x (m - 1)) and at least ``loop cycle + sum(f_h)``, where the loop cycle is ``num_steps``
-  x (one act + one env step + the transfers) when env and policy sit in different groups;
+* a *phase* is a maximal pipelined run of components in topological order: it ends before a component with a
+  barrier input placed on another group than the component before it. Within a phase, ``S_g`` and ``f_g`` count
+  the phase's components on group ``g`` (a light component that joins a distant group adds its work there); the
+  phase takes ``max_g(S_g + sum_{h != g} f_h)`` (the flow-shop bound: the bottleneck group's whole batch plus
+  the others' fill; for ``m`` equal stages of ``t`` it is RLinf's warm-up + max stage x (m - 1)), at least
+  the whole work of a *chain* (a run of components that leaves a group and comes back to it, e.g. a reward on
+  the actor's devices with inference elsewhere: that group's device order sends every micro-batch round the
+  chain before the next enters it) plus the others' first micro-batches, and at least ``loop cycle + sum(f_h)``, where the loop cycle is ``num_steps`` x (one act + one env step + the transfers)
+  when env and policy sit in different groups;
 * ``Z = sum(phases) + weight syncs`` (local bandwidth within a group, the cluster's link otherwise).
+
+Profiles depend on a group's device count only through each component's busiest replica share and the cost
+curve it reads, so :func:`build_tables` keeps, per group, the device counts at which some profile changes
+(:attr:`CostTables.group_sizes`); a count between two of them costs what the smaller costs.
 
 Memory per device of group ``g``: ``sum(state_c, c not in O) + max_c(state_c [c in O] + activation_c)``; when
 the loop's env and policy share a group and both offload, their states are onloaded together.
@@ -26,19 +34,26 @@ the loop's env and policy share a group and both offload, their states are onloa
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
 import warnings
 from typing import Any
 
 import attrs
 import numpy as np
 
-from planner.space import PlanPoint, PlanSpace, micro_batch_counts
+from planner.space import Group, PlanPoint, PlanSpace, micro_batch_counts
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import ExtrapolationWarning
 from rlinf.lowering import micro_batch_ranges
 from rlinf.program import Op
 from rlinf.workflow import Workflow
+
+MAX_EXACT_SIZES = 8
+"""Groups with at most this many distinct device counts give CP-SAT all of them (see
+:meth:`CostTables.search_sizes`)."""
 
 COMPUTE_OP = {
     "env": "env_step",
@@ -62,11 +77,18 @@ class Profile:
 
 @attrs.frozen(kw_only=True)
 class CostTables:
-    """Profiles of every component at every size and micro-batch count of a space, plus movement costs."""
+    """Profiles of every component at every distinct device count and micro-batch count of a space, plus
+    movement costs."""
 
     space: PlanSpace
-    profiles: dict[tuple[str, int, int], Profile]
-    """(component, devices, micro-batches) -> profile."""
+    costs: CostModel
+    """A private copy of the cost model (its extrapolation warnings are not shown), probed for profiles."""
+    component_sizes: dict[str, tuple[int, ...]]
+    """Per component, the device counts (ascending) at which its profile may change; between two of them it
+    costs what the smaller costs."""
+    group_sizes: dict[Group, tuple[int, ...]]
+    """Per group of the space, its device counts at which some member's profile may change (a count between
+    two is never faster than the smaller, only larger): what CP-SAT and the baselines choose from."""
     switch_s: dict[str, float]
     """Onload + offload seconds of each component's state."""
     state_bytes: dict[str, int]
@@ -77,18 +99,51 @@ class CostTables:
     """Per loop stage count: obs + action transfer seconds of one stage and step across groups."""
     capacity_bytes: int
     _memo: dict[tuple, Any] = attrs.field(factory=dict, eq=False, repr=False, alias="_memo")
-    """Answers already computed (micro-batch counts per granularity, group peaks): the same questions recur
-    across the thousands of points a search estimates."""
+    """Answers already computed (profiles, micro-batch counts per granularity, group peaks): the same questions
+    recur across the thousands of points a search estimates."""
 
     def profile(self, name: str, devices: int, micro_batches: int) -> Profile:
-        """The profile; computed tables cover every size and micro-batch count of the space."""
-        return self.profiles[(name, devices, micro_batches)]
+        """The profile of ``name`` on ``devices`` devices (any count of the space), computed on first use at the
+        largest of :attr:`component_sizes` up to ``devices`` (which costs the same)."""
+        sizes = self.component_sizes[name]
+        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches)
+        found = self._memo.get(key)
+        if found is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExtrapolationWarning)
+                found = self._memo[key] = _profile(self.space.workflow, self.costs, *key)
+        return found
+
+    def search_sizes(self, group: Group) -> tuple[int, ...]:
+        """The device counts CP-SAT chooses a group's size from: all of :attr:`group_sizes` when there are at
+        most :data:`MAX_EXACT_SIZES`, else those equivalent to a power-of-two multiple of the group's smallest
+        size or to the whole cluster (the local refinement of :mod:`planner.refine` then moves between all)."""
+        sizes = self.group_sizes[group]
+        if len(sizes) <= MAX_EXACT_SIZES:
+            return sizes
+        step = sizes[0]
+        wanted = [step * 2**i for i in range((sizes[-1] // step).bit_length())] + [self.space.num_devices]
+        return tuple(sorted({sizes[bisect.bisect_right(sizes, d) - 1] for d in wanted}))
 
     def counts(self, granularity: tuple[tuple[str, int], ...]) -> dict[str, int]:
         """Micro-batches of each component under ``granularity`` (memoized; do not mutate the result)."""
         key = ("counts", granularity)
         if key not in self._memo:
             self._memo[key] = micro_batch_counts(self.space.workflow, dict(granularity))
+        return self._memo[key]
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Each component's index in the topological order (do not mutate)."""
+        if ("position",) not in self._memo:
+            self._memo[("position",)] = {n: i for i, n in enumerate(self.space.order)}
+        return self._memo[("position",)]
+
+    def phases(self, groups: tuple[Group, ...]) -> tuple[Phase, ...]:
+        """The phases of a partition (memoized, see :func:`phases_of`)."""
+        key = ("phases", groups)
+        if key not in self._memo:
+            self._memo[key] = phases_of(self.space.workflow, self.space.order, groups)
         return self._memo[key]
 
 
@@ -102,35 +157,72 @@ def micro_batch_options(space: PlanSpace, name: str) -> tuple[int, ...]:
     return (1,)
 
 
-def sizes_of(space: PlanSpace, name: str) -> tuple[int, ...]:
-    """Every device count the component can get in the space."""
-    position = space.order.index(name)
-    return tuple(
-        sorted(
-            {
-                d
-                for (start, end), sizes in zip(space.segments, space.sizes, strict=True)
-                if start <= position < end
-                for d in sizes
-            }
-        )
-    )
+def _op_name(workflow: Workflow, name: str) -> str:
+    loop = workflow.loop
+    if loop is not None and name in (loop.env, loop.policy):
+        return "env_step" if name == loop.env else "act"
+    return COMPUTE_OP[workflow.component(name).role]
+
+
+def _split_samples(space: PlanSpace, name: str) -> set[int]:
+    """Sample counts the ops of ``name`` split over its replicas, over every micro-batch count of the space."""
+    workflow = space.workflow
+    loop = workflow.loop
+    if loop is not None and name in (loop.env, loop.policy):
+        return {workflow.batch_size // stages for stages in space.loop_ladder}
+    num_groups = workflow.batch_size // workflow.group_size
+    out = {
+        (hi - lo) * workflow.group_size
+        for count in micro_batch_options(space, name)
+        for lo, hi in micro_batch_ranges(num_groups, count)
+    }
+    if _op_name(workflow, name) == "generate":
+        out.add(workflow.batch_size)
+    return out
+
+
+def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, ...]:
+    """Device counts (ascending) at which the profile of ``name`` may change: where the busiest replica's share
+    ``ceil(samples / replicas)`` of one of its ops drops, or where the cost model reads another curve. Between two
+    of them the profile is that of the smaller (a superset of the exact change points is returned)."""
+    workflow = space.workflow
+    model_parallel = workflow.component(name).model_parallel_size
+    most = min(space.num_devices // model_parallel, workflow.batch_size)
+    replicas = {1}
+    for samples in _split_samples(space, name):
+        root = math.isqrt(samples) + 1
+        replicas.update(range(1, min(root, most) + 1))  # below sqrt(samples) every count changes the share
+        replicas.update(math.ceil(samples / share) for share in range(1, root + 1))  # the fewest per share
+    curves = costs.curves.get((name, _op_name(workflow, name)), ())
+    for low, high in itertools.pairwise(sorted(c.devices for c in curves)):
+        middle = int(math.sqrt(low * high) / model_parallel)  # the nearest curve (log scale) switches here
+        replicas.update(range(max(1, middle - 1), middle + 3))
+    return tuple(model_parallel * r for r in sorted(replicas) if r <= most)
+
+
+def _group_sizes(
+    space: PlanSpace, component_sizes: dict[str, tuple[int, ...]]
+) -> dict[Group, tuple[int, ...]]:
+    """Per group, the smallest allowed count at or above each member's change points."""
+    out: dict[Group, tuple[int, ...]] = {}
+    for group in space.groups:
+        allowed = space.sizes(group)
+        if not allowed:
+            out[group] = ()
+            continue
+        step, most = allowed.step, allowed[-1]
+        found = {-(-devices // step) * step for name in group for devices in component_sizes[name]}
+        out[group] = tuple(sorted(d for d in found if step <= d <= most))
+    return out
 
 
 def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTables:
-    """Profile every component at every size and micro-batch count of ``space``.
+    """The cost tables of ``space``: movement costs now, component profiles when first asked for.
 
     Probing sizes far from the trace's makes the cost model extrapolate; those warnings are not shown here (a
     private copy of the model is probed) and appear when the chosen plan is simulated with ``costs``."""
-    quiet = attrs.evolve(costs, _warned=set())
     workflow = space.workflow
-    profiles = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExtrapolationWarning)
-        for name in space.order:
-            for devices in sizes_of(space, name):
-                for count in micro_batch_options(space, name):
-                    profiles[(name, devices, count)] = _profile(workflow, quiet, name, devices, count)
+    component_sizes = {name: distinct_sizes(space, costs, name) for name in space.order}
     state = {c.name: c.state_bytes_per_device() for c in workflow.components}
     switch = {}
     for name, per_device in state.items():
@@ -173,7 +265,9 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
             )
     return CostTables(
         space=space,
-        profiles=profiles,
+        costs=attrs.evolve(costs, _warned=set()),
+        component_sizes=component_sizes,
+        group_sizes=_group_sizes(space, component_sizes),
         switch_s=switch,
         state_bytes=state,
         sync_s=tuple(syncs),
@@ -268,62 +362,147 @@ def _group_peak_bytes(
     return resident + max(extra)
 
 
+@attrs.frozen
+class Phase:
+    """A maximal pipelined run of components (see the module docstring)."""
+
+    members: tuple[tuple[int, Group], ...]
+    """Each group's index and its components in the phase."""
+    chains: tuple[Group, ...]
+    """Runs of the phase's components that start and end on one group with another group's component between:
+    the group's device order makes each micro-batch go round the whole run before the next starts there."""
+    loop_cut: bool
+    """Whether the phase holds the loop's env and policy on different groups (the loop cycle bounds it)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The phase's components."""
+        return tuple(n for _, members in self.members for n in members)
+
+
+def phases_of(workflow: Workflow, order: tuple[str, ...], groups: tuple[Group, ...]) -> tuple[Phase, ...]:
+    """The phases of a partition: components in topological order, cut before a component with a barrier input
+    on another group than the component before it."""
+    group_of = {n: i for i, group in enumerate(groups) for n in group}
+    runs: list[list[str]] = [[order[0]]]
+    for before, after in itertools.pairwise(order):
+        if group_of[before] != group_of[after] and cut_kind(workflow, before, after) == "barrier":
+            runs.append([])
+        runs[-1].append(after)
+    out = []
+    for run in runs:
+        members: dict[int, list[str]] = {}
+        for name in run:
+            members.setdefault(group_of[name], []).append(name)
+        chains = []
+        for names in members.values():
+            first, last = run.index(names[0]), run.index(names[-1])
+            if last - first + 1 > len(names):
+                chains.append(tuple(run[first : last + 1]))
+        loop = workflow.loop
+        loop_cut = (
+            loop is not None
+            and loop.env in run
+            and loop.policy in run
+            and group_of[loop.env] != group_of[loop.policy]
+        )
+        out.append(
+            Phase(
+                members=tuple((g, tuple(names)) for g, names in sorted(members.items())),
+                chains=tuple(chains),
+                loop_cut=loop_cut,
+            )
+        )
+    return tuple(out)
+
+
 def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     """The surrogate iteration time and per-group peak memory of ``point`` (see the module docstring)."""
-    space = tables.space
-    workflow = space.workflow
+    workflow = tables.space.workflow
     counts = tables.counts(point.granularity)
     loop = workflow.loop
-    loop_names = (loop.env, loop.policy) if loop is not None else ()
-    phased = False  # a component of this group or an earlier one offloads
-    busy, fill, peaks = [], [], []
-    first = {}
-    for group, size in zip(point.groups, point.sizes, strict=True):
-        phased = phased or any(n in point.offload for n in group)
-        profiles = {n: tables.profile(n, size, counts[n]) for n in group}
-        first.update({n: profiles[n].first_s for n in group})
-        switch = {n: tables.switch_s[n] if n in point.offload else 0.0 for n in group}
-        total = sum(profiles[n].busy_s + switch[n] for n in group)
-        in_loop = [n for n in group if n in loop_names]
-        if len(in_loop) == 2:
-            group_fill = total
-        elif in_loop:
-            group_fill = total - profiles[in_loop[0]].busy_s - switch[in_loop[0]]
-        elif phased:
-            last = group[-1]
-            group_fill = total - profiles[last].busy_s - switch[last] + profiles[last].first_s
-        else:
-            group_fill = sum(profiles[n].first_s for n in group)
-        busy.append(total)
-        fill.append(group_fill)
-        peaks.append(group_peak_bytes(tables, group, size, counts, point.offload))
-    total_s = 0.0
-    phase: list[int] = [0]
-    cycle = 0.0
-    for i in range(1, len(point.groups) + 1):
-        kind = (
-            "end"
-            if i == len(point.groups)
-            else cut_kind(workflow, point.groups[i - 1][-1], point.groups[i][0])
-        )
-        if kind == "loop":
-            assert loop is not None
-            cycle = loop.num_steps * (
-                first[loop.env] + first[loop.policy] + tables.loop_transfer_s[counts[loop.env]]
-            )
-        if kind in ("loop", "stream"):
-            phase.append(i)
-            continue
-        fills = sum(fill[g] for g in phase)
-        total_s += max(max(busy[g] + fills - fill[g] for g in phase), cycle + fills if cycle else 0.0)
-        phase, cycle = [i], 0.0
+    position = tables.position
+    first_switch = min((position[n] for n in point.offload), default=len(position))
     group_of = {n: i for i, group in enumerate(point.groups) for n in group}
+    total_s = 0.0
+    for phase in tables.phases(point.groups):
+        busy, fill = [], []
+        for g, members in phase.members:
+            key = (
+                "group",
+                members,
+                point.sizes[g],
+                tuple(counts[n] for n in members),
+                point.offload.intersection(members),
+                first_switch <= position[members[-1]],
+            )
+            if key not in tables._memo:
+                tables._memo[key] = _group_time(tables, *key[1:])
+            total, group_fill = tables._memo[key]
+            busy.append(total)
+            fill.append(group_fill)
+        fills = sum(fill)
+        seconds = max(b + fills - f for b, f in zip(busy, fill, strict=True))
+        if phase.chains or phase.loop_cut:
+            profiles = {n: tables.profile(n, point.sizes[group_of[n]], counts[n]) for n in phase.names}
+            for chain in phase.chains:
+                around = sum(
+                    profiles[n].busy_s + (tables.switch_s[n] if n in point.offload else 0.0) for n in chain
+                )
+                seconds = max(
+                    seconds, around + sum(profiles[n].first_s for n in phase.names if n not in chain)
+                )
+            if loop is not None and phase.loop_cut:
+                cycle = loop.num_steps * (
+                    profiles[loop.env].first_s
+                    + profiles[loop.policy].first_s
+                    + tables.loop_transfer_s[counts[loop.env]]
+                )
+                seconds = max(seconds, cycle + fills)
+        total_s += seconds
     for src, dst, local_s, cross_s in tables.sync_s:
         total_s += local_s if group_of[src] == group_of[dst] else cross_s
-    return Estimate(iteration_s=total_s, peak_bytes=tuple(peaks))
+    peaks = tuple(
+        group_peak_bytes(tables, group, size, counts, point.offload)
+        for group, size in zip(point.groups, point.sizes, strict=True)
+    )
+    return Estimate(iteration_s=total_s, peak_bytes=peaks)
+
+
+def _group_time(
+    tables: CostTables,
+    members: Group,
+    size: int,
+    counts: tuple[int, ...],
+    offload: frozenset[str],
+    phased: bool,
+) -> tuple[float, float]:
+    """Busy seconds and fill of a group's members in one phase (see the module docstring)."""
+    loop = tables.space.workflow.loop
+    loop_names = (loop.env, loop.policy) if loop is not None else ()
+    profiles = {n: tables.profile(n, size, count) for n, count in zip(members, counts, strict=True)}
+    switch = {n: tables.switch_s[n] if n in offload else 0.0 for n in members}
+    total = sum(profiles[n].busy_s + switch[n] for n in members)
+    in_loop = [n for n in members if n in loop_names]
+    if len(in_loop) == 2:
+        return total, total
+    if in_loop:
+        return total, total - profiles[in_loop[0]].busy_s - switch[in_loop[0]]
+    if phased:  # this or an earlier component offloads
+        last = members[-1]
+        return total, total - profiles[last].busy_s - switch[last] + profiles[last].first_s
+    return total, sum(profiles[n].first_s for n in members)
 
 
 def tick_for(tables: CostTables, resolution: float = 1e7) -> float:
-    """A tick so that the largest busy time is about ``resolution`` ticks."""
-    largest = max([p.busy_s for p in tables.profiles.values()] + [1e-9])
+    """A tick so that the largest busy time (a component on its fewest devices) is about ``resolution`` ticks."""
+    space = tables.space
+    largest = max(
+        [
+            tables.profile(name, tables.component_sizes[name][0], count).busy_s
+            for name in space.order
+            for count in micro_batch_options(space, name)
+        ]
+        + [1e-9]
+    )
     return float(np.float64(largest) / resolution)

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -55,7 +56,13 @@ class Curve:
         if x > xs[-1]:
             slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
             return ys[-1] + max(slope, 0.0) * (x - xs[-1]), True
-        return float(np.interp(x, xs, ys)), False
+        # numpy.interp's arithmetic, without its per-call overhead (a search prices thousands of ops).
+        if x == xs[-1]:
+            return ys[-1], False
+        j = bisect.bisect_right(xs, x) - 1
+        if x == xs[j]:
+            return ys[j], False
+        return (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) * (x - xs[j]) + ys[j], False
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +80,11 @@ class CostModel:
     response_lengths: tuple[float, ...] = ()
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
+    _expected_fractions: dict[int, np.ndarray] = attrs.field(
+        factory=dict, eq=False, repr=False, alias="_expected_fractions"
+    )
+    """:meth:`generation_fractions` without ``rng``, per micro-batch count (a pure function of the fitted
+    lengths, asked for again by every plan a search simulates)."""
 
     # ------------------------------------------------------------------ compute
     def compute_seconds(self, component: str, op_name: str, num_devices: int, samples: float) -> float:
@@ -113,7 +125,17 @@ class CostModel:
 
         Groups complete when their longest response does; micro-batch ``k`` is the ``k``-th set of groups to
         complete. Deterministic (expected quantiles) without ``rng``; drawn from the trace's distribution with it.
-        The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``)."""
+        The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``);
+        the array is read-only."""
+        if rng is None:
+            if num_micro_batches not in self._expected_fractions:
+                expected = self._fractions(num_micro_batches, None)
+                expected.flags.writeable = False
+                self._expected_fractions[num_micro_batches] = expected
+            return self._expected_fractions[num_micro_batches]
+        return self._fractions(num_micro_batches, rng)
+
+    def _fractions(self, num_micro_batches: int, rng: np.random.Generator | None) -> np.ndarray:
         num_groups = self.workflow.batch_size // self.workflow.group_size
         group = self.workflow.group_size
         lengths = np.asarray(self.response_lengths, dtype=float)

@@ -33,7 +33,8 @@ def test_space_counts_what_it_enumerates():
     points = list(space.points())
     assert len(points) == space.count() == len(set(points))
     assert space.ladder == (1, 2)
-    assert len(space.partitions) == 8  # every way to cut 4 components into runs
+    # 3 heavy components cut into runs (4 ways: 1, 2, 2 or 3 runs); the reward alone or in any run: 2+3+3+4
+    assert len(space.partitions) == 12
 
 
 def test_point_places_groups_on_consecutive_blocks():

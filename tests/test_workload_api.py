@@ -150,7 +150,10 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
     plan, logical = job.fixed_plan("collocated", 2, config)
     facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical))
     contexts = [context_for(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
-    assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [[(0, 1), (3, 4)], [(1, 3), (4, 6)]]
+    assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
+        [(0, 1), (3, 4)],
+        [(1, 3), (4, 6)],
+    ]
     assert [c.my_batch() for c in contexts] == [(0, 2), (2, 6)]
     uneven = Plan(
         placements=[
@@ -161,7 +164,9 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
         ],
         granularity={"loop": 2},
     )
-    with pytest.raises(ConfigError, match=r"env->policy replicas='2->3': env's micro-batches of \[3\] groups"):
+    with pytest.raises(
+        ConfigError, match=r"env->policy replicas='2->3': env's micro-batches of \[3\] groups"
+    ):
         job.lower(uneven, config, 5)
     job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=6"])
     plan, logical = job.fixed_plan("collocated", 2, config)

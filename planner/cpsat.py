@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from ortools.sat.python import cp_model
 
-from planner.space import PlanPoint, PlanSpace
+from planner.space import PlanPoint, PlanSpace, canonical_granularity
 from planner.surrogate import CostTables, Phase, micro_batch_options, tick_for
 from rlinf.errors import require
 
@@ -243,20 +243,12 @@ class _Model:
             counts[name] = micro_batch_options(space, name)[j]
             if self.micro[name][j] not in literals:
                 literals.append(self.micro[name][j])
-        granularity = []
-        for edge in self.workflow.edges:
-            if edge.kind != "stream":
-                continue
-            ends = [counts[n] for n in (edge.src, edge.dst) if n not in self.loop_names]
-            granularity.append((edge.key, min(ends) if ends else 1))
-        if space.loop_ladder:
-            granularity.append(("loop", counts[self.loop_names[0]]))
         offload = frozenset(n for n, flag in self.offload.items() if solver.value(flag))
         literals += [flag if n in offload else flag.negated() for n, flag in self.offload.items()]
         point = PlanPoint(
             groups=self.groups,
             sizes=tuple(sizes),
-            granularity=tuple(sorted(granularity)),
+            granularity=canonical_granularity(self.workflow, counts),
             offload=offload,
         )
         return point, literals

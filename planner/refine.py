@@ -15,7 +15,7 @@ import bisect
 from collections.abc import Iterator, Sequence
 
 from planner.cpsat import ScoredPoint
-from planner.space import PlanPoint
+from planner.space import PlanPoint, canonical_granularity
 from planner.surrogate import CostTables, estimate
 
 JUMPS = (1, 4)
@@ -33,7 +33,9 @@ def refined(
     descent = _Descent(tables)
     for item in dict.fromkeys(points + starts):
         point, seconds = descent.run(item.point)
-        scored.setdefault(point, seconds)
+        counts = tables.counts(point.granularity)
+        plain = _point(point, granularity=canonical_granularity(tables.space.workflow, counts))
+        scored.setdefault(plain, seconds)  # the same program, its granularity written as CP-SAT writes it
     for item in points:
         scored.setdefault(item.point, item.surrogate_s)
     ranked = sorted(scored.items(), key=lambda pair: pair[1])

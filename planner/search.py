@@ -60,10 +60,10 @@ def prepare(
 
 
 def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int) -> list[ScoredPoint]:
-    """The planner's own ``k`` best points by the surrogate, best first: CP-SAT's ``k // 2`` best points and its
+    """The planner's own ``k`` best points by the surrogate, best first: CP-SAT's ``k // 4`` best points and its
     best point of each partition, each refined over every device count (:mod:`planner.refine`), then CP-SAT's
     points as they were; fewer when the space holds fewer, none when nothing fits."""
-    return refined(tables, *solve(tables, k=max(1, k // 2), time_limit_s=time_limit_s, seed=seed), k=k)
+    return refined(tables, *solve(tables, k=max(1, k // 4), time_limit_s=time_limit_s, seed=seed), k=k)
 
 
 def candidates(

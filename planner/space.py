@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Iterator
 
 import attrs
@@ -28,7 +29,7 @@ from rlinf.errors import ConfigError, require
 from rlinf.plan import Placement, Plan
 from rlinf.workflow import Loop, Workflow
 
-DEFAULT_MAX_GRANULARITY = 32
+DEFAULT_MAX_GRANULARITY = 64
 DEFAULT_MAX_LOOP_STAGES = 16
 LIGHT_ROLES = ("reward", "env")
 """Roles whose components, when they hold no device state, may share any group's devices."""
@@ -128,6 +129,29 @@ class PlanSpace:
                 for granularity in granularities:
                     for offload in offload_sets:
                         yield PlanPoint(groups=groups, sizes=sizes, granularity=granularity, offload=offload)
+
+    def sample(self, rng: random.Random) -> PlanPoint | None:
+        """A random point: a partition, then each group's size from those that leave room for the groups after
+        it, a granularity per key and an offload subset, all uniform; None when the partition drawn has no
+        sizes that fit."""
+        groups = rng.choice(self.partitions)
+        options = [self.sizes(g) for g in groups]
+        if not all(options) or sum(o[0] for o in options) > self.num_devices:
+            return None
+        sizes = []
+        left = self.num_devices - sum(o[0] for o in options)
+        for allowed in options:
+            fitting = [d for d in allowed if d - allowed[0] <= left]
+            size = rng.choice(fitting)
+            left -= size - allowed[0]
+            sizes.append(size)
+        ladders = [self.ladder] * len(self.stream_keys) + ([self.loop_ladder] if self.loop_ladder else [])
+        granularity = tuple(
+            sorted(zip(self.granularity_keys, (rng.choice(ladder) for ladder in ladders), strict=True))
+        )
+        movable = [n for g in groups for n in self.offloadable(g)]
+        offload = frozenset(n for n in movable if rng.random() < 0.5)
+        return PlanPoint(groups=groups, sizes=tuple(sizes), granularity=granularity, offload=offload)
 
     def count(self) -> int:
         """Number of points (without enumerating them)."""
@@ -240,6 +264,22 @@ def _subsets(items: tuple[str, ...]) -> Iterator[frozenset[str]]:
     for count in range(len(items) + 1):
         for chosen in itertools.combinations(items, count):
             yield frozenset(chosen)
+
+
+def canonical_granularity(workflow: Workflow, counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """The granularity that gives each component ``counts[name]`` micro-batches, written plainly: each stream
+    edge the smaller count of its ends (the count of the end outside the loop when the other is in it), the loop
+    its stage count; sorted (key, value) pairs. Granularities with the same counts lower to the same program."""
+    loop = workflow.loop
+    loop_names = (loop.env, loop.policy) if loop is not None else ()
+    pairs = []
+    for edge in workflow.edges:
+        if edge.kind == "stream":
+            ends = [counts[n] for n in (edge.src, edge.dst) if n not in loop_names]
+            pairs.append((edge.key, min(ends) if ends else 1))
+    if loop is not None:
+        pairs.append((Loop.key, counts[loop.env]))
+    return tuple(sorted(pairs))
 
 
 def micro_batch_counts(workflow: Workflow, granularity: dict[str, int]) -> dict[str, int]:

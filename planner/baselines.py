@@ -21,7 +21,8 @@ import attrs
 
 from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.space import PlanPoint, PlanSpace, micro_batch_counts
-from planner.surrogate import CostTables, cut_kind, estimate, group_peak_bytes
+from planner.surrogate import cut_kind, estimate, group_peak_bytes
+from planner.tables import CostTables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.workflow import Loop, Workflow

@@ -1,7 +1,7 @@
 """CP-SAT candidates: the k best points of the plan space under the surrogate of :mod:`planner.surrogate`.
 
 The model mirrors the space: one model per partition (which components are collocated), per group a one-hot device
-count among those at which some member's cost changes (:attr:`planner.surrogate.CostTables.group_sizes`; the
+count among those at which some member's cost changes (:attr:`planner.tables.CostTables.group_sizes`; the
 counts between are never faster, only larger), per stream edge a one-hot granularity, the loop's stage count, and an
 offload flag per component in a shared group. Cost tables enter through ``AddElement`` on (size, micro-batch)
 indices, seconds scaled to integer ticks, memory to KiB. The k best distinct points come from re-solving with a
@@ -17,7 +17,8 @@ import attrs
 from ortools.sat.python import cp_model
 
 from planner.space import PlanPoint, PlanSpace, canonical_granularity
-from planner.surrogate import CostTables, Phase, micro_batch_options, tick_for
+from planner.surrogate import Phase, phases
+from planner.tables import CostTables, micro_batch_options, tick_for
 from rlinf.errors import require
 
 KIB = 1024
@@ -216,7 +217,7 @@ class _Model:
         return seconds
 
     def _objective(self) -> None:
-        terms = [self._phase(i, phase) for i, phase in enumerate(self.tables.phases(self.groups))]
+        terms = [self._phase(i, phase) for i, phase in enumerate(phases(self.tables, self.groups))]
         group_of = {n: g for g, names in enumerate(self.groups) for n in names}
         sync = sum(
             self._ticks(local if group_of[src] == group_of[dst] else cross)

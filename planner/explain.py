@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.space import PlanSpace
-from planner.surrogate import CostTables, micro_batch_options
+from planner.tables import CostTables, micro_batch_options
 from rlinf.cluster import GIB, Cluster
 
 

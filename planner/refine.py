@@ -1,7 +1,7 @@
 """Local refinement of CP-SAT's candidates over every device count of the space.
 
 On a large cluster a group has hundreds of device counts at which its cost changes; CP-SAT chooses among a short
-list of them (:meth:`planner.surrogate.CostTables.search_sizes`) to stay fast. Each candidate, and the best point
+list of them (:meth:`planner.tables.CostTables.search_sizes`) to stay fast. Each candidate, and the best point
 CP-SAT found for each partition, is then improved by steepest descent under the surrogate, taking the best move
 while one helps (fitting first, then surrogate seconds): a group up by one or a few device counts, into spare
 devices or taken from another group (which keeps the largest count that still fits), a granularity to another
@@ -16,7 +16,8 @@ from collections.abc import Iterator, Sequence
 
 from planner.cpsat import ScoredPoint
 from planner.space import PlanPoint, canonical_granularity
-from planner.surrogate import CostTables, estimate
+from planner.surrogate import estimate
+from planner.tables import CostTables
 
 JUMPS = (1, 4)
 """How many device counts up a group may move at once (the next one, or a few further)."""

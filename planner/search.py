@@ -12,7 +12,7 @@ from planner.explain import explain_infeasible
 from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
-from planner.surrogate import CostTables, build_tables
+from planner.tables import CostTables, build_tables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import InfeasiblePlanError

@@ -15,7 +15,8 @@ from planner.cpsat import best_points
 from planner.judge import judge, quiet_copy
 from planner.search import planner_points, prepare
 from planner.space import PlanPoint, build_space, canonical_granularity, micro_batch_counts
-from planner.surrogate import _profile, estimate, micro_batch_options
+from planner.surrogate import estimate
+from planner.tables import _profile, micro_batch_options
 from rlinf.cli import main
 from rlinf.cluster import GIB
 from rlinf.costs import fit

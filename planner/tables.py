@@ -24,23 +24,13 @@ from planner.space import Group, PlanSpace, micro_batch_counts
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import ExtrapolationWarning
-from rlinf.lowering import micro_batch_ranges
+from rlinf.lowering import COMPUTE_NAMES, micro_batch_ranges
 from rlinf.program import Op
 from rlinf.workflow import Workflow
 
 MAX_EXACT_SIZES = 8
 """Groups with at most this many distinct device counts give CP-SAT all of them (see
 :meth:`CostTables.search_sizes`)."""
-
-COMPUTE_OP = {
-    "env": "env_step",
-    "rollout": "generate",
-    "reward": "reward",
-    "inference": "infer",
-    "actor": "train",
-    "critic": "train",
-}
-"""Op name of each role's compute outside the loop (the lowering's names)."""
 
 
 @attrs.frozen
@@ -131,7 +121,7 @@ def _op_name(workflow: Workflow, name: str) -> str:
     loop = workflow.loop
     if loop is not None and name in (loop.env, loop.policy):
         return "env_step" if name == loop.env else "act"
-    return COMPUTE_OP[workflow.component(name).role]
+    return COMPUTE_NAMES[workflow.component(name).role]
 
 
 def _split_samples(space: PlanSpace, name: str) -> set[int]:
@@ -260,7 +250,7 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
             first_s=step_s,
             activation_bytes=costs.activation_bytes(op),
         )
-    op_name = COMPUTE_OP[component.role]
+    op_name = COMPUTE_NAMES[component.role]
     num_groups = workflow.batch_size // workflow.group_size
     sizes = [(hi - lo) * workflow.group_size for lo, hi in micro_batch_ranges(num_groups, count)]
     activation = max(

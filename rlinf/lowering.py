@@ -269,7 +269,7 @@ class _Builder:
                 index=-1,
                 kind="compute",
                 component=name,
-                name=_COMPUTE_NAMES[component.role],
+                name=COMPUTE_NAMES[component.role],
                 micro_batch=j,
                 num_micro_batches=m,
                 devices=devices,
@@ -477,7 +477,7 @@ def _owners(op: Op) -> frozenset[str]:
     return frozenset((op.component, op.peer)) if op.kind == "sync_weights" else frozenset((op.component,))
 
 
-_COMPUTE_NAMES = {
+COMPUTE_NAMES = {
     "env": "env_step",
     "rollout": "generate",
     "reward": "reward",
@@ -485,3 +485,4 @@ _COMPUTE_NAMES = {
     "actor": "train",
     "critic": "train",
 }
+"""Op name of each role's compute outside the loop."""

@@ -2,11 +2,13 @@
 
 * **fixed collocated**: every component on the same (largest) device block, one uniform granularity, offload
   off or on for every component with state; the best of these by simulation.
-* **fixed disaggregated**: every component on its own block; the best split and uniform granularity (the 16
-  best by the surrogate are simulated).
+* **fixed disaggregated**: every component on its own block of a power-of-two multiple of its model-parallel
+  size (the sizes fixed-mode plans are written with); the best split and uniform granularity (the 16 best by
+  the surrogate are simulated).
 * **closed form**: the recursive search described for RLinf's auto-placement: a run of components costs the sum
   of its parts when collocated, and warm-up + max stage x (micro-batches - 1) when cut in two (each side placed
-  recursively on its share of the devices); the minimum over cuts, device splits and micro-batch counts.
+  recursively on its share of the devices); the minimum over cuts, device splits (power-of-two multiples of
+  the model-parallel sizes) and micro-batch counts.
 * **brute force**: every point of the plan space, simulated (points with the same program simulated once).
 """
 
@@ -19,7 +21,8 @@ import attrs
 
 from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.space import PlanPoint, PlanSpace, micro_batch_counts
-from planner.surrogate import CostTables, cut_kind, estimate, group_peak_bytes
+from planner.surrogate import cut_kind, estimate, group_peak_bytes
+from planner.tables import CostTables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.workflow import Loop, Workflow
@@ -38,14 +41,21 @@ def _uniform_granularities(space: PlanSpace) -> list[tuple[tuple[str, int], ...]
     return out
 
 
+def coarse_sizes(space: PlanSpace, group: tuple[str, ...]) -> tuple[int, ...]:
+    """The sizes of ``group`` that are a power-of-two multiple of its smallest size (a fixed mode's sizes)."""
+    allowed = space.sizes(group)
+    if not allowed:
+        return ()
+    return tuple(allowed.step * 2**i for i in range((allowed[-1] // allowed.step).bit_length()))
+
+
 def collocated_points(tables: CostTables) -> list[tuple[PlanPoint, float]]:
     """Fixed-collocated plans with the surrogate's estimate: those it thinks fit, or all when none does."""
     space = tables.space
-    whole = (0, len(space.order))
-    if whole not in space.segments:
-        return []
-    sizes = space.sizes[space.segments.index(whole)]
     group = space.order
+    sizes = space.sizes(group)
+    if group not in space.groups or not sizes:
+        return []
     offloads = [frozenset(), frozenset(space.offloadable(group))]
     points = [
         PlanPoint(groups=(group,), sizes=(sizes[-1],), granularity=granularity, offload=offload)
@@ -63,12 +73,11 @@ def disaggregated_points(
     """The ``limit`` best fixed-disaggregated plans by the surrogate (every component on its own block, using
     every device it can: see :func:`_maximal`)."""
     space = tables.space
-    singles = [(i, i + 1) for i in range(len(space.order))]
-    if len(space.order) < 2 or not all(s in space.segments for s in singles):
-        return []
     groups = tuple((name,) for name in space.order)
+    options = [coarse_sizes(space, group) for group in groups]
+    if len(space.order) < 2 or groups not in space.partitions or not all(options):
+        return []
     scored = []
-    options = [space.sizes[space.segments.index(s)] for s in singles]
     for sizes in itertools.product(*options):
         if not _maximal(sizes, options, space.num_devices):
             continue
@@ -99,14 +108,15 @@ def closed_form_point(tables: CostTables) -> PlanPoint | None:
     """The plan of RLinf's closed-form recursive placement search, or None when nothing fits."""
     space = tables.space
     workflow = space.workflow
-    grid = sorted({d for sizes in space.sizes for d in sizes})
+    groups = set(space.groups)
+    sizes = {group: coarse_sizes(space, group) for group in groups}
+    grid = sorted({d for options in sizes.values() for d in options})
     memo: dict[tuple[int, int, int], tuple | None] = {}
 
     def leaf(a: int, b: int, n: int) -> tuple | None:
-        segment = (a, b)
-        if segment not in space.segments or n not in space.sizes[space.segments.index(segment)]:
-            return None
         names = space.order[a:b]
+        if names not in groups or n not in sizes[names]:
+            return None
         for granularity in _uniform_granularities(space):
             for offload in dict.fromkeys((frozenset(), frozenset(space.offloadable(names)))):
                 counts = tables.counts(granularity)

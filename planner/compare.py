@@ -17,6 +17,7 @@ from pathlib import Path
 
 from planner.baselines import brute_force, closed_form, fixed_collocated, fixed_disaggregated
 from planner.search import prepare, search
+from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
 from rlinf.costs import fit
 from rlinf.errors import ExtrapolationWarning
 from rlinf.files import write_text_atomic
@@ -41,7 +42,13 @@ def compare(traces: tuple[str, ...], sizes: tuple[int, ...], *, seed: int, with_
             cluster = trace.cluster.with_num_devices(num_devices)
             costs = fit(trace, cluster)
             result = search(trace.workflow, cluster, costs, seed=seed)
-            _, tables = prepare(trace.workflow, cluster, costs, max_granularity=32, max_loop_stages=16)
+            _, tables = prepare(
+                trace.workflow,
+                cluster,
+                costs,
+                max_granularity=DEFAULT_MAX_GRANULARITY,
+                max_loop_stages=DEFAULT_MAX_LOOP_STAGES,
+            )
             chosen = result.best.iteration_s
             baselines = {
                 "collocated": _seconds(fixed_collocated(trace.workflow, cluster, costs, tables)),
@@ -60,7 +67,13 @@ def compare(traces: tuple[str, ...], sizes: tuple[int, ...], *, seed: int, with_
             )
             row += f" | {result.search_s:.2f} | {result.plan.describe().split(': ', 1)[1]} |"
             if with_brute_force:
-                space, _ = prepare(trace.workflow, cluster, costs, max_granularity=32, max_loop_stages=16)
+                space, _ = prepare(
+                    trace.workflow,
+                    cluster,
+                    costs,
+                    max_granularity=DEFAULT_MAX_GRANULARITY,
+                    max_loop_stages=DEFAULT_MAX_LOOP_STAGES,
+                )
                 started = time.perf_counter()
                 exhaustive = brute_force(trace.workflow, cluster, costs, space)
                 gap = chosen / exhaustive.best.iteration_s - 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.space import PlanSpace
-from planner.surrogate import CostTables, micro_batch_options, sizes_of
+from planner.tables import CostTables, micro_batch_options
 from rlinf.cluster import GIB, Cluster
 
 
@@ -11,7 +11,7 @@ def smallest_fit(tables: CostTables, name: str) -> tuple[int, int, int] | None:
     """(devices, micro-batches, bytes per device) of the fewest devices on which ``name`` fits alone, or None."""
     space = tables.space
     state = tables.state_bytes[name]
-    for devices in sizes_of(space, name):
+    for devices in tables.component_sizes[name]:
         options = [
             (state + tables.profile(name, devices, m).activation_bytes, m)
             for m in micro_batch_options(space, name)
@@ -37,7 +37,7 @@ def explain_infeasible(space: PlanSpace, tables: CostTables, cluster: Cluster) -
                 f"or use devices with more memory"
             )
         if smallest_fit(tables, name) is None:
-            largest = max(sizes_of(space, name), default=0)
+            largest = max(tables.component_sizes[name], default=0)
             need = min(
                 (
                     state + tables.profile(name, largest, m).activation_bytes

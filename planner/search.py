@@ -7,11 +7,12 @@ import time
 import attrs
 
 from planner.baselines import closed_form_point, collocated_points, disaggregated_points
-from planner.cpsat import best_points
+from planner.cpsat import ScoredPoint, solve
 from planner.explain import explain_infeasible
 from planner.judge import Evaluation, judge, quiet_copy, rank
+from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
-from planner.surrogate import CostTables, build_tables
+from planner.tables import CostTables, build_tables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import InfeasiblePlanError
@@ -58,6 +59,13 @@ def prepare(
     return space, build_tables(space, cluster, quiet_copy(costs))
 
 
+def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int) -> list[ScoredPoint]:
+    """The planner's own ``k`` best points by the surrogate, best first: CP-SAT's ``k // 4`` best points and its
+    best point of each partition, each refined over every device count (:mod:`planner.refine`), then CP-SAT's
+    points as they were; fewer when the space holds fewer, none when nothing fits."""
+    return refined(tables, *solve(tables, k=max(1, k // 4), time_limit_s=time_limit_s, seed=seed), k=k)
+
+
 def candidates(
     workflow: Workflow,
     cluster: Cluster,
@@ -69,13 +77,13 @@ def candidates(
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
 ) -> list[Plan]:
-    """The ``k`` best distinct plans by the CP-SAT surrogate, best first.
+    """The ``k`` best distinct plans by the surrogate, best first (:func:`planner_points`).
 
     Raises :class:`InfeasiblePlanError` naming the component, memory, device type and fix when nothing fits."""
     space, tables = prepare(
         workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
     )
-    points = best_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
+    points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
     if not points:
         raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
     return [p.point.to_plan() for p in points]
@@ -92,14 +100,14 @@ def search(
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
 ) -> SearchResult:
-    """Simulate the CP-SAT candidates plus the fixed-collocated, fixed-disaggregated and closed-form baselines'
-    plans; the fastest
-    plan that fits in memory (by simulation) wins. Same inputs and seed give the same plan."""
+    """Simulate the planner's ``k`` candidates (:func:`candidates`) plus the fixed-collocated,
+    fixed-disaggregated and closed-form baselines' plans; the fastest plan that fits in memory (by simulation)
+    wins. Same inputs and seed give the same plan."""
     started = time.perf_counter()
     space, tables = prepare(
         workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
     )
-    points = best_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
+    points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
     if not points:
         raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
     quiet = quiet_copy(costs)

@@ -2,11 +2,14 @@
 
 A point of the space (:class:`PlanPoint`) is:
 
-* a partition of the workflow's components, in topological order, into **collocated groups** of consecutive
-  components (the "cuts of the workflow"); the loop's env and policy are consecutive in that order;
-* a **device count** per group, from the sizes allowed for every component of the group (a multiple of the
-  model-parallel size whose replica count divides the batch); group ``i`` gets the contiguous block that follows
-  group ``i-1``'s, starting at device 0; the counts add up to at most the cluster's devices;
+* **collocated groups**: the workflow's *heavy* components, in topological order, cut into runs of consecutive
+  components (the "cuts of the workflow"); each *light* component (a reward or env with no device state: little
+  compute, no device memory, :func:`is_light`) either gets a group of its own or joins any heavy group, where it
+  costs no extra devices. The loop's env and policy are consecutive in the topological order;
+* a **device count** per group: any multiple of its components' model-parallel sizes, up to the cluster (and to
+  one replica per sample); data-parallel replicas then hold uneven shares, differing by at most one sample (the
+  cost model prices the busiest). Groups get contiguous blocks, in the order of their first component, starting
+  at device 0; the counts add up to at most the cluster's devices;
 * a **granularity** per stream edge from :attr:`PlanSpace.ladder` (powers of two up to the number of prompt
   groups, capped), and for the loop a number of pipeline stages from :attr:`PlanSpace.loop_ladder` (divisors of
   the environment count, capped);
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Iterator
 
 import attrs
@@ -25,16 +29,21 @@ from rlinf.errors import ConfigError, require
 from rlinf.plan import Placement, Plan
 from rlinf.workflow import Loop, Workflow
 
-DEFAULT_MAX_GRANULARITY = 32
+DEFAULT_MAX_GRANULARITY = 64
 DEFAULT_MAX_LOOP_STAGES = 16
+LIGHT_ROLES = ("reward", "env")
+"""Roles whose components, when they hold no device state, may share any group's devices."""
+
+Group = tuple[str, ...]
+"""Names of the components of one collocated group, in topological order."""
 
 
 @attrs.frozen(kw_only=True)
 class PlanPoint:
     """One plan of the space, in the planner's coordinates."""
 
-    groups: tuple[tuple[str, ...], ...]
-    """Collocated groups, in topological order; each is a run of consecutive components."""
+    groups: tuple[Group, ...]
+    """Collocated groups, ordered by their first component in topological order."""
     sizes: tuple[int, ...]
     """Devices of each group."""
     granularity: tuple[tuple[str, int], ...]
@@ -63,12 +72,10 @@ class PlanSpace:
     num_devices: int
     order: tuple[str, ...]
     """Components in topological order."""
-    segments: tuple[tuple[int, int], ...]
-    """Usable groups as ``[start, end)`` ranges of :attr:`order` (those with at least one allowed size)."""
-    sizes: tuple[tuple[int, ...], ...]
-    """Allowed device counts of each segment."""
-    partitions: tuple[tuple[int, ...], ...]
-    """Each partition of :attr:`order` into consecutive groups, as segment indices."""
+    light: tuple[str, ...]
+    """Components that may join any group (:func:`is_light`)."""
+    partitions: tuple[tuple[Group, ...], ...]
+    """Each way to group the components, as its groups in plan order."""
     stream_keys: tuple[str, ...]
     """Stream edges, each given a granularity from :attr:`ladder`."""
     ladder: tuple[int, ...]
@@ -80,12 +87,26 @@ class PlanSpace:
         """Stream edge keys, then ``loop`` if the workflow has one."""
         return self.stream_keys + ((Loop.key,) if self.loop_ladder else ())
 
-    def group_names(self, segment: int) -> tuple[str, ...]:
-        """Component names of a segment."""
-        start, end = self.segments[segment]
-        return self.order[start:end]
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """Every group of any partition, each once, in a fixed order."""
+        return tuple(dict.fromkeys(g for partition in self.partitions for g in partition))
 
-    def offloadable(self, names: tuple[str, ...]) -> tuple[str, ...]:
+    def step(self, group: Group) -> int:
+        """The smallest device count of a group: every component's model-parallel size divides it."""
+        return math.lcm(*(self.workflow.component(n).model_parallel_size for n in group))
+
+    def sizes(self, group: Group) -> range:
+        """Device counts of a group: multiples of :meth:`step` up to the cluster, and up to one replica per sample
+        of the batch for every component (more replicas would hold nothing)."""
+        cap = min(
+            [self.num_devices]
+            + [self.workflow.component(n).model_parallel_size * self.workflow.batch_size for n in group]
+        )
+        step = self.step(group)
+        return range(step, cap + 1, step)
+
+    def offloadable(self, names: Group) -> tuple[str, ...]:
         """Components of a group that may offload: only in shared groups, only with state to move."""
         if len(names) < 2:
             return ()
@@ -100,39 +121,53 @@ class PlanSpace:
     def points(self) -> Iterator[PlanPoint]:
         """Every point of the space (brute force), in a fixed order."""
         granularities = list(self.granularity_choices())
-        for partition in self.partitions:
-            groups = tuple(self.group_names(s) for s in partition)
+        for groups in self.partitions:
             offload_sets = list(_subsets(tuple(n for g in groups for n in self.offloadable(g))))
-            for sizes in itertools.product(*(self.sizes[s] for s in partition)):
+            for sizes in itertools.product(*(self.sizes(g) for g in groups)):
                 if sum(sizes) > self.num_devices:
                     continue
                 for granularity in granularities:
                     for offload in offload_sets:
                         yield PlanPoint(groups=groups, sizes=sizes, granularity=granularity, offload=offload)
 
+    def sample(self, rng: random.Random) -> PlanPoint | None:
+        """A random point: a partition, then each group's size from those that leave room for the groups after
+        it, a granularity per key and an offload subset, all uniform; None when the partition drawn has no
+        sizes that fit."""
+        groups = rng.choice(self.partitions)
+        options = [self.sizes(g) for g in groups]
+        if not all(options) or sum(o[0] for o in options) > self.num_devices:
+            return None
+        sizes = []
+        left = self.num_devices - sum(o[0] for o in options)
+        for allowed in options:
+            fitting = [d for d in allowed if d - allowed[0] <= left]
+            size = rng.choice(fitting)
+            left -= size - allowed[0]
+            sizes.append(size)
+        ladders = [self.ladder] * len(self.stream_keys) + ([self.loop_ladder] if self.loop_ladder else [])
+        granularity = tuple(
+            sorted(zip(self.granularity_keys, (rng.choice(ladder) for ladder in ladders), strict=True))
+        )
+        movable = [n for g in groups for n in self.offloadable(g)]
+        offload = frozenset(n for n in movable if rng.random() < 0.5)
+        return PlanPoint(groups=groups, sizes=tuple(sizes), granularity=granularity, offload=offload)
+
     def count(self) -> int:
         """Number of points (without enumerating them)."""
         num_granularities = len(self.ladder) ** len(self.stream_keys) * max(1, len(self.loop_ladder))
         total = 0
-        for partition in self.partitions:
-            num_offload = 2 ** sum(len(self.offloadable(self.group_names(s))) for s in partition)
-            num_sizes = sum(
-                1
-                for sizes in itertools.product(*(self.sizes[s] for s in partition))
-                if sum(sizes) <= self.num_devices
-            )
-            total += num_sizes * num_offload
+        for groups in self.partitions:
+            num_offload = 2 ** sum(len(self.offloadable(g)) for g in groups)
+            total += _num_size_choices([self.sizes(g) for g in groups], self.num_devices) * num_offload
         return total * num_granularities
 
 
-def allowed_sizes(workflow: Workflow, name: str, num_devices: int) -> tuple[int, ...]:
-    """Device counts for a component: multiples of its model-parallel size whose replica count divides the batch."""
-    model_parallel = workflow.component(name).model_parallel_size
-    return tuple(
-        d
-        for d in range(model_parallel, num_devices + 1, model_parallel)
-        if workflow.batch_size % (d // model_parallel) == 0
-    )
+def is_light(workflow: Workflow, name: str) -> bool:
+    """Whether a component may share any group's devices at no cost of its own: a reward or env (little
+    compute) with no device state."""
+    component = workflow.component(name)
+    return component.role in LIGHT_ROLES and component.state_bytes == 0
 
 
 def build_space(
@@ -166,22 +201,9 @@ def build_space(
                 "env and policy are not consecutive in topological order",
                 "declare the loop's env and policy next to each other",
             )
-    per_component = {name: set(allowed_sizes(workflow, name, num_devices)) for name in order}
-    segments, sizes = [], []
-    for start in range(len(order)):
-        for end in range(start + 1, len(order) + 1):
-            common = set.intersection(*(per_component[n] for n in order[start:end]))
-            if common:
-                segments.append((start, end))
-                sizes.append(tuple(sorted(common)))
-    index = {segment: i for i, segment in enumerate(segments)}
-    partitions = []
-    for cuts in itertools.product((False, True), repeat=len(order) - 1):
-        bounds = [0] + [i + 1 for i, cut in enumerate(cuts) if cut] + [len(order)]
-        parts = list(itertools.pairwise(bounds))
-        if all(p in index for p in parts):
-            partitions.append(tuple(index[p] for p in parts))
-    partitions.sort(key=lambda p: (len(p), p))
+    light = tuple(n for n in order if is_light(workflow, n))
+    if len(light) == len(order):
+        light = ()  # nothing heavy to join: every component is cut into runs like a heavy one
     num_groups = workflow.batch_size // workflow.group_size
     ladder = tuple(2**i for i in range(int(math.log2(max(1, min(num_groups, max_granularity)))) + 1))
     loop_ladder: tuple[int, ...] = ()
@@ -193,19 +215,71 @@ def build_space(
         workflow=workflow,
         num_devices=num_devices,
         order=order,
-        segments=tuple(segments),
-        sizes=tuple(sizes),
-        partitions=tuple(partitions),
+        light=light,
+        partitions=_partitions(order, light),
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,
     )
 
 
+def _partitions(order: tuple[str, ...], light: tuple[str, ...]) -> tuple[tuple[Group, ...], ...]:
+    """Heavy components cut into runs; each light component alone or in one of the runs. Fewest groups first."""
+    heavy = tuple(n for n in order if n not in light)
+    position = {name: i for i, name in enumerate(order)}
+    out = []
+    for cuts in itertools.product((False, True), repeat=len(heavy) - 1):
+        bounds = [0] + [i + 1 for i, cut in enumerate(cuts) if cut] + [len(heavy)]
+        runs = [heavy[a:b] for a, b in itertools.pairwise(bounds)]
+        for homes in itertools.product(range(len(runs) + 1), repeat=len(light)):
+            members: list[list[str]] = [list(run) for run in runs]
+            alone = []
+            for name, home in zip(light, homes, strict=True):
+                if home == len(runs):
+                    alone.append([name])
+                else:
+                    members[home].append(name)
+            groups = [tuple(sorted(g, key=position.__getitem__)) for g in members + alone]
+            out.append(tuple(sorted(groups, key=lambda g: position[g[0]])))
+    return tuple(sorted(out, key=lambda groups: (len(groups), [[position[n] for n in g] for g in groups])))
+
+
+def _num_size_choices(options: list[range], num_devices: int) -> int:
+    """How many tuples of sizes, one from each option (a range of multiples), add up to at most ``num_devices``."""
+    ways = [1] + [0] * num_devices  # ways[t]: tuples so far that add up to exactly t
+    for sizes in options:
+        step, most = sizes.step, sizes[-1] if sizes else 0
+        prefix = list(ways)  # prefix[t] = ways[t] + ways[t - step] + ...
+        for t in range(step, num_devices + 1):
+            prefix[t] += prefix[t - step]
+        following = [0] * (num_devices + 1)
+        for t in range(step, num_devices + 1):
+            below = t - most - step  # sizes step..most: ways[t - most] + ... + ways[t - step]
+            following[t] = prefix[t - step] - (prefix[below] if below >= 0 else 0)
+        ways = following
+    return sum(ways)
+
+
 def _subsets(items: tuple[str, ...]) -> Iterator[frozenset[str]]:
     for count in range(len(items) + 1):
         for chosen in itertools.combinations(items, count):
             yield frozenset(chosen)
+
+
+def canonical_granularity(workflow: Workflow, counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """The granularity that gives each component ``counts[name]`` micro-batches, written plainly: each stream
+    edge the smaller count of its ends (the count of the end outside the loop when the other is in it), the loop
+    its stage count; sorted (key, value) pairs. Granularities with the same counts lower to the same program."""
+    loop = workflow.loop
+    loop_names = (loop.env, loop.policy) if loop is not None else ()
+    pairs = []
+    for edge in workflow.edges:
+        if edge.kind == "stream":
+            ends = [counts[n] for n in (edge.src, edge.dst) if n not in loop_names]
+            pairs.append((edge.key, min(ends) if ends else 1))
+    if loop is not None:
+        pairs.append((Loop.key, counts[loop.env]))
+    return tuple(sorted(pairs))
 
 
 def micro_batch_counts(workflow: Workflow, granularity: dict[str, int]) -> dict[str, int]:

@@ -3,6 +3,9 @@
 * Compute ops: samples of the same (component, op) are grouped by device count. A query uses the group whose
   device count is nearest (log scale) and interpolates linearly in *samples per replica* (data-parallel scaling:
   ``replicas = devices / model_parallel_size``). Beyond the profiled range it extrapolates linearly and warns.
+  Replicas may hold uneven shares (``samples`` need not divide by ``replicas``; shares differ by at most one
+  sample): the busiest replica, with ``ceil(samples / replicas)``, sets the op's time, both when a sample is
+  fitted and when an op is priced (:func:`busiest_share`).
 * Streaming generation: a rollout's ``generate`` op ``k`` of ``m`` is the segment of one continuous-batching
   generation between the completion of micro-batch ``k-1`` and ``k``; groups complete in order of their longest
   response, and time is taken proportional to decode steps (memory-bound decode). The segments add up to the
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -52,7 +56,13 @@ class Curve:
         if x > xs[-1]:
             slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
             return ys[-1] + max(slope, 0.0) * (x - xs[-1]), True
-        return float(np.interp(x, xs, ys)), False
+        # numpy.interp's arithmetic, without its per-call overhead (a search prices thousands of ops).
+        if x == xs[-1]:
+            return ys[-1], False
+        j = bisect.bisect_right(xs, x) - 1
+        if x == xs[j]:
+            return ys[j], False
+        return (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) * (x - xs[j]) + ys[j], False
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +80,11 @@ class CostModel:
     response_lengths: tuple[float, ...] = ()
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
+    _expected_fractions: dict[int, np.ndarray] = attrs.field(
+        factory=dict, eq=False, repr=False, alias="_expected_fractions"
+    )
+    """:meth:`generation_fractions` without ``rng``, per micro-batch count (a pure function of the fitted
+    lengths, asked for again by every plan a search simulates)."""
 
     # ------------------------------------------------------------------ compute
     def compute_seconds(self, component: str, op_name: str, num_devices: int, samples: float) -> float:
@@ -84,7 +99,7 @@ class CostModel:
         curve = min(curves, key=lambda c: abs(math.log(c.devices / num_devices)))
         replicas = max(1, num_devices // model_parallel)
         ref_replicas = max(1, curve.devices // model_parallel)
-        per_replica = samples / replicas
+        per_replica = busiest_share(samples, replicas)
         seconds, extrapolated = curve(per_replica)
         if extrapolated:
             low, high = curve.xs[0] * ref_replicas, curve.xs[-1] * ref_replicas
@@ -110,7 +125,17 @@ class CostModel:
 
         Groups complete when their longest response does; micro-batch ``k`` is the ``k``-th set of groups to
         complete. Deterministic (expected quantiles) without ``rng``; drawn from the trace's distribution with it.
-        The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``)."""
+        The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``);
+        the array is read-only."""
+        if rng is None:
+            if num_micro_batches not in self._expected_fractions:
+                expected = self._fractions(num_micro_batches, None)
+                expected.flags.writeable = False
+                self._expected_fractions[num_micro_batches] = expected
+            return self._expected_fractions[num_micro_batches]
+        return self._fractions(num_micro_batches, rng)
+
+    def _fractions(self, num_micro_batches: int, rng: np.random.Generator | None) -> np.ndarray:
         num_groups = self.workflow.batch_size // self.workflow.group_size
         group = self.workflow.group_size
         lengths = np.asarray(self.response_lengths, dtype=float)
@@ -133,7 +158,7 @@ class CostModel:
             return 0
         model_parallel = self.workflow.component(op.component).model_parallel_size
         replicas = max(1, len(op.devices) // model_parallel)
-        return int(per_sample * math.ceil(op.samples / replicas) / model_parallel)
+        return int(per_sample * busiest_share(op.samples, replicas) / model_parallel)
 
     # ------------------------------------------------------------------ movement
     def movement_seconds(self, op: Op) -> float:
@@ -212,6 +237,13 @@ class CostModel:
             warnings.warn(message, ExtrapolationWarning, stacklevel=3)
 
 
+def busiest_share(samples: float, replicas: int) -> int:
+    """Samples the busiest of ``replicas`` data-parallel replicas holds when they split ``samples`` as evenly as
+    whole samples allow (shares differ by at most one): ``ceil(samples / replicas)``. The slowest replica sets
+    the time of a data-parallel op, so this is the per-replica work a cost curve is read at."""
+    return math.ceil(samples / replicas)
+
+
 STATISTICS: dict[str, Callable[[list[float]], float]] = {
     "median": lambda v: float(np.median(v)),
     "mean": lambda v: float(np.mean(v)),
@@ -280,7 +312,7 @@ def _curve(
     replicas = max(1, devices // workflow.component(component).model_parallel_size)
     by_x: dict[float, list[float]] = {}
     for sample in group:
-        by_x.setdefault(sample.samples / replicas, []).append(sample.seconds)
+        by_x.setdefault(float(busiest_share(sample.samples, replicas)), []).append(sample.seconds)
     xs = sorted(by_x)
     ys = [float(summarise(by_x[x])) for x in xs]
     return Curve(devices=devices, xs=tuple(xs), ys=tuple(ys))

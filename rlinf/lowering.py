@@ -125,6 +125,7 @@ class _Builder:
         self.num_groups = workflow.batch_size // workflow.group_size
         self.pending: dict[tuple, _Pending] = {}
         self._range_cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._ends_cache: dict[int, list[int]] = {}  # upper group bound of each range, for bisection
         self._link_cache: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
         # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
         self.output: dict[tuple[str, int], tuple] = {}
@@ -181,7 +182,9 @@ class _Builder:
     def _ranges(self, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
         """Group ranges of ``num_micro_batches`` micro-batches, computed once per lowering."""
         if num_micro_batches not in self._range_cache:
-            self._range_cache[num_micro_batches] = micro_batch_ranges(self.num_groups, num_micro_batches)
+            ranges = micro_batch_ranges(self.num_groups, num_micro_batches)
+            self._range_cache[num_micro_batches] = ranges
+            self._ends_cache[num_micro_batches] = [hi for _, hi in ranges]
         return self._range_cache[num_micro_batches]
 
     # ---------------------------------------------------------------- keys
@@ -217,7 +220,7 @@ class _Builder:
                 overlapping = range(len(producer_ranges))
             else:
                 # Ranges are contiguous and increasing: the first overlapping one ends after lo.
-                first = bisect.bisect_right([phi for _, phi in producer_ranges], lo)
+                first = bisect.bisect_right(self._ends_cache[self.micro_batches[edge.src]], lo)
                 overlapping = range(first, len(producer_ranges))
             for i in overlapping:
                 if producer_ranges[i][0] >= hi and edge.kind == "stream":
@@ -266,7 +269,7 @@ class _Builder:
                 index=-1,
                 kind="compute",
                 component=name,
-                name=_COMPUTE_NAMES[component.role],
+                name=COMPUTE_NAMES[component.role],
                 micro_batch=j,
                 num_micro_batches=m,
                 devices=devices,
@@ -414,7 +417,7 @@ class _Builder:
         ordered = [self.pending[key] for key in sorted(self.pending)]
         index = {item.key: i for i, item in enumerate(ordered)}
         ops = tuple(
-            attrs.evolve(item.op, index=i, deps=tuple(sorted({index[k] for k in item.dep_keys})))
+            _placed(item.op, i, tuple(sorted({index[k] for k in item.dep_keys})))
             for i, item in enumerate(ordered)
         )
         lanes = self._lanes(ops)
@@ -444,9 +447,10 @@ class _Builder:
         groups: dict[frozenset[str], list[int]] = {}
         for device, names in sorted(hosted.items()):
             groups.setdefault(frozenset(names), []).append(device)
+        owners = [(op.index, _owners(op)) for op in ops if op.devices]
         lanes = []
         for group, devices in groups.items():
-            order = tuple(op.index for op in ops if op.devices and _owners(op) & group)
+            order = tuple(index for index, names in owners if not names.isdisjoint(group))
             resident = sum(
                 self.workflow.component(n).state_bytes_per_device()
                 for n in group
@@ -460,12 +464,20 @@ class _Builder:
         return any(mine & set(p.devices) for p in self.plan.placements if p.component != name)
 
 
+def _placed(draft: Op, index: int, deps: tuple[int, ...]) -> Op:
+    """``attrs.evolve(draft, index=index, deps=deps)`` for a draft op that only this lowering holds: the two
+    fields are set in place, skipping evolve's copy of every field (a planner search lowers thousands of ops)."""
+    object.__setattr__(draft, "index", index)
+    object.__setattr__(draft, "deps", deps)
+    return draft
+
+
 def _owners(op: Op) -> frozenset[str]:
     """Components whose devices an op occupies (a weight sync spans source and destination)."""
     return frozenset((op.component, op.peer)) if op.kind == "sync_weights" else frozenset((op.component,))
 
 
-_COMPUTE_NAMES = {
+COMPUTE_NAMES = {
     "env": "env_step",
     "rollout": "generate",
     "reward": "reward",
@@ -473,3 +485,4 @@ _COMPUTE_NAMES = {
     "actor": "train",
     "critic": "train",
 }
+"""Op name of each role's compute outside the loop."""

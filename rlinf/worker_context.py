@@ -65,6 +65,16 @@ class WorkerContext:
         count = hi - lo
         return lo + self.rank * count // self.world, lo + (self.rank + 1) * count // self.world
 
+    def my_batch(self) -> tuple[int, int]:
+        """This replica's share of the whole iteration as one range ``[first, end)`` of ``end - first`` groups:
+        as many as its shares of all micro-batches hold (replicas' shares may differ by one group per
+        micro-batch), the ranges of all replicas disjoint and covering the batch, in rank order."""
+        first = sum(
+            self.my_groups(j)[0] - self.micro_batch_groups[j][0] for j in range(self.num_micro_batches)
+        )
+        count = sum(hi - lo for lo, hi in map(self.my_groups, range(self.num_micro_batches)))
+        return first, first + count
+
     def my_samples(self, micro_batch: int) -> tuple[int, int]:
         """This replica's share of a micro-batch in samples (groups times ``group_size``)."""
         lo, hi = self.my_groups(micro_batch)

@@ -63,7 +63,13 @@ def test_plan_from_trace_ranks_every_runnable_candidate() -> None:
     fitting = [c.predicted_s for c in auto.candidates if c.num_devices <= 2]
     assert fitting == sorted(fitting) and auto.chosen == auto.candidates[0]
     assert auto.chosen.num_devices <= 2  # a plan sharing cores between devices is never preferred
-    assert auto.predicted.iteration_s == pytest.approx(auto.chosen.predicted_s)
+    # The planner's own proposals, without the fixed modes, their granularity variants and the probes that the
+    # ranking also holds, are no slower than the best of those.
+    on_two = [c for c in auto.candidates if c.num_devices <= 2]
+    own = min(c.predicted_s for c in on_two if c.source.startswith("cp-sat"))
+    assert own <= min(
+        c.predicted_s for c in on_two if c.source.startswith(("fixed", "probe")) or "placement" in c.source
+    )
     assert {c.plan.mode for c in auto.candidates} == {"collocated", "hybrid", "disaggregated"}
     for candidate in auto.candidates:  # every candidate can run: its stages split the environments
         job.check_plan(candidate.plan, config)

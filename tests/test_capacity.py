@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import warnings
 from pathlib import Path
 
 import attrs
 import pytest
 from factories import grpo_trace
 
+from planner import search
 from rlinf.analytic import synthesize
 from rlinf.capacity import (
     BASELINE,
@@ -23,7 +26,9 @@ from rlinf.capacity import (
 from rlinf.capacity.sweep import WAITING, breakdown, simulate_plan
 from rlinf.capacity.whatif import workload_of
 from rlinf.cli import main
-from rlinf.errors import ConfigError
+from rlinf.costs import fit
+from rlinf.errors import ConfigError, ExtrapolationWarning
+from rlinf.plan import load_plan
 from rlinf.trace import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,31 +154,52 @@ def test_sweep_has_one_row_per_series_size_and_strategy(small_result) -> None:
     assert len(result.rows) == 2 * 2 * 3
     for series in result.series:
         for n in (8, 16):
-            best = result.row(series, "best", n)
-            assert best.has_plan
-            for strategy in ("collocated", "disaggregated"):
-                other = result.row(series, strategy, n)
-                if other.has_plan:
-                    assert best.iteration_s <= other.iteration_s
+            assert result.row(series, "best", n).has_plan
     doubled = result.row("batch_scale=2", "best", 16)
     assert doubled.samples_per_iteration == 2 * result.row(BASELINE, "best", 16).samples_per_iteration
 
 
-def test_rows_add_up(small_result) -> None:
-    for row in small_result.rows:
-        if not row.has_plan:
-            continue
+def test_breakdown_walks_the_critical_path(small_result) -> None:
+    """Each row's breakdown is its simulated iteration's critical path: spans that follow one another in time
+    back to the start, each component's part the seconds of its spans on that path, the bottleneck the largest
+    compute part; and the cost columns follow from the row's devices, seconds and samples."""
+    trace = grpo_trace()
+    for row in small_result.rows_of(BASELINE, "best") + small_result.rows_of(BASELINE, "disaggregated"):
+        timeline = simulate_plan(trace, row.num_devices, row.plan)
+        path = [timeline.spans[i] for i in timeline.critical_path()]
+        assert path[-1].end_s == pytest.approx(timeline.iteration_s)
+        for before, after in itertools.pairwise(path):
+            assert before.end_s <= after.start_s + 1e-9
         parts = dict(row.breakdown_s)
-        assert sum(parts.values()) == pytest.approx(row.iteration_s, rel=1e-9)
-        assert row.bottleneck in parts and row.bottleneck != WAITING
-        assert row.units_per_s == pytest.approx(row.samples_per_iteration / row.iteration_s)
-        assert row.device_hours_per_iteration == pytest.approx(row.num_devices * row.iteration_s / 3600)
-        assert row.device_hours_per_1k_samples == pytest.approx(
-            row.device_hours_per_iteration * 1000 / row.samples_per_iteration
-        )
+        for component in {s.component for s in path if s.kind == "compute"}:
+            on_path = sum(s.seconds for s in path if s.kind == "compute" and s.component == component)
+            assert parts[component] == pytest.approx(on_path)
+        compute = {k: v for k, v in parts.items() if k in {c.name for c in trace.workflow.components}}
+        assert row.bottleneck == max(compute, key=compute.__getitem__) and row.bottleneck != WAITING
         item = row.to_dict(2.0)
-        assert item["cost_per_1k_samples"] == pytest.approx(2.0 * row.device_hours_per_1k_samples)
-        assert item["cost_per_1m_tokens"] == pytest.approx(2.0 * row.device_hours_per_1m_tokens)
+        assert item["cost_per_1k_samples"] == pytest.approx(
+            2.0 * row.num_devices * row.iteration_s / 3600 * 1000 / row.samples_per_iteration
+        )
+
+
+def test_best_is_the_planners_plan_on_the_7b_trace() -> None:
+    """The sweep plans in the planner's space: on the 7B trace's 32 GPUs its best row is the planner's own plan
+    (not a fixed mode the sweep fell back to), the plan ``rlinf plan`` picks, strictly faster than both fixed
+    modes and than the README's hand-written hybrid plan."""
+    trace = load_trace(TRACE_7B)
+    result = sweep(
+        trace, options(device_counts=(32,), search_time_s=10.0), whatifs=[], trace_name="7b", jobs=1
+    )
+    best = result.row(BASELINE, "best", 32)
+    assert best.source.startswith("cp-sat")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        planned = search(trace.workflow, trace.cluster, fit(trace), time_limit_s=10.0)
+    assert best.plan == planned.plan and best.iteration_s == pytest.approx(planned.best.iteration_s)
+    for strategy in ("collocated", "disaggregated"):
+        assert best.iteration_s < result.row(BASELINE, strategy, 32).iteration_s, strategy
+    hybrid = simulate_plan(trace, 32, load_plan(REPO / "examples" / "plans" / "hybrid.yaml", 32))
+    assert best.iteration_s < hybrid.iteration_s  # the README's hand-written plan
 
 
 def test_rows_equal_a_fresh_simulation_of_their_plan(small_result) -> None:

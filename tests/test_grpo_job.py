@@ -158,10 +158,10 @@ def test_bad_config_keys_fail_clearly(tmp_path: Path, capsys: pytest.CaptureFixt
     with pytest.raises(ConfigError, match="execution.mode"):
         load_job_config(CONFIG, ["execution.mode=sideways"])
     code = main(
-        ["train", CONFIG, "--iterations", "1", "--set", "execution.granularity=3", "--out", str(tmp_path)]
+        ["train", CONFIG, "--iterations", "1", "--set", "execution.granularity=32", "--out", str(tmp_path)]
     )
     assert code == 2
-    assert "does not split" in capsys.readouterr().err
+    assert "a micro-batch of 1 groups leaves some of them without a whole group" in capsys.readouterr().err
 
 
 def test_learn_loader_accepts_only_its_workload(tmp_path: Path) -> None:

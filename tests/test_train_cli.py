@@ -85,8 +85,8 @@ def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: P
         (["--devices", "0"], "--devices=0: must be >= 1"),
         (["--mode", "hybrid", "--devices", "1"], "hybrid needs at least 2 devices"),
         (
-            ["--set", "num_envs=6", "--mode", "collocated", "--devices", "2", "--set", "stages=2"],
-            "env replicas=2: a micro-batch of 3 groups does not split over them",
+            ["--set", "num_envs=6", "--mode", "collocated", "--devices", "2", "--set", "stages=6"],
+            "env replicas=2: a micro-batch of 1 groups leaves some of them without a whole group",
         ),
         (["--set", "stages=3"], "stages=3: does not divide num_envs=8"),
         (["--devices", "2", "--nodes", "2"], "--nodes=2: only the ray backend spans nodes"),

@@ -14,7 +14,9 @@ import pytest
 import rlinf
 from executor.protocol import share_slice
 from rlinf.cli import main
+from rlinf.errors import ConfigError
 from rlinf.jobs import get_job, load_job_config
+from rlinf.plan import Placement, Plan
 from rlinf.worker_context import component_facts, context_for
 from rlinf.workload import WORKLOAD_METHODS
 
@@ -138,6 +140,38 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
             first, last = share_slice(hi - lo, 0, 1, rank, 2)
             assert context.my_groups(stage) == (lo + first, lo + last)
     assert context.seed == 7 and not context.offload
+
+
+def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
+    """Three environments per stage over two replicas split 1 + 2 (shares differ by one environment; a replica's
+    whole iteration is one range); one environment per stage would leave a replica none; an uneven producer
+    hands its rows on only to one consumer replica or as many as it has."""
+    job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=2"])
+    plan, logical = job.fixed_plan("collocated", 2, config)
+    facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical))
+    contexts = [context_for(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
+    assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
+        [(0, 1), (3, 4)],
+        [(1, 3), (4, 6)],
+    ]
+    assert [c.my_batch() for c in contexts] == [(0, 2), (2, 6)]
+    uneven = Plan(
+        placements=[
+            Placement(component="env", devices=(0, 1)),
+            Placement(component="policy", devices=(2, 3, 4)),
+            Placement(component="critic", devices=(0, 1)),
+            Placement(component="actor", devices=(0, 1)),
+        ],
+        granularity={"loop": 2},
+    )
+    with pytest.raises(
+        ConfigError, match=r"env->policy replicas='2->3': env's micro-batches of \[3\] groups"
+    ):
+        job.lower(uneven, config, 5)
+    job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=6"])
+    plan, logical = job.fixed_plan("collocated", 2, config)
+    with pytest.raises(ConfigError, match=r"env replicas=2: a micro-batch of 1 groups leaves some of them"):
+        job.lower(plan, config, logical)
 
 
 def test_fixed_plans_are_derived_from_the_workflow() -> None:

@@ -17,7 +17,7 @@ from planner.baselines import closed_form, fixed_collocated, fixed_disaggregated
 from planner.judge import Evaluation
 from planner.search import prepare
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
-from planner.surrogate import CostTables
+from planner.tables import CostTables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError

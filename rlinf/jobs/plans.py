@@ -1,5 +1,5 @@
 """Plans derived from a workflow, for any workload: the fixed modes, the profiling phase's probe plans, and the
-check that a plan's micro-batches split evenly over the replicas that handle them.
+check that a plan's micro-batches split into whole groups over the replicas that handle them.
 
 Fixed modes on ``n`` devices (the shapes the planner's plan space holds, with one granularity everywhere):
 
@@ -83,7 +83,11 @@ def _plan(workflow: Workflow, layout: Layout, granularity: int, offload: frozens
 
 def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program]) -> Program:
     """The program of ``plan`` (``lowered``), after checking that every micro-batch of every component splits
-    into whole groups over the component's replicas and over each consumer's; raises :class:`ConfigError`."""
+    into whole groups over the component's data-parallel replicas and over each consumer's: contiguously, the
+    shares differing by at most one group (:meth:`rlinf.worker_context.WorkerContext.my_groups`), so it only
+    needs at least one group per replica; and that a producer whose micro-batches split unevenly hands them to
+    one consumer replica or to as many as it has (what the executor's row routing supports). Raises
+    :class:`ConfigError`."""
     try:
         program = lowered(plan)
     except ConfigError:
@@ -93,17 +97,34 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
     counts = micro_batch_counts(program)
     num_groups = workflow.batch_size // workflow.group_size
     loop = workflow.loop
+
+    def replicas(name: str) -> int:
+        return len(plan.devices_of(name)) // workflow.component(name).model_parallel_size
+
     for name in workflow.component_names:
-        replicas = [len(plan.devices_of(name))]
-        replicas += [len(plan.devices_of(e.dst)) for e in workflow.outgoing(name)]
+        consumers = [e.dst for e in workflow.outgoing(name)]
         if loop is not None and name in (loop.env, loop.policy):
-            replicas += [len(plan.devices_of(loop.env)), len(plan.devices_of(loop.policy))]
-        split = math.lcm(*replicas)
-        for lo, hi in micro_batch_ranges(num_groups, counts.get(name, 1)):
+            consumers.append(loop.policy if name == loop.env else loop.env)
+        most = max(replicas(n) for n in [name, *consumers])
+        sizes = [hi - lo for lo, hi in micro_batch_ranges(num_groups, counts.get(name, 1))]
+        require(
+            min(sizes) >= most, f"{name} replicas", most,
+            f"a micro-batch of {min(sizes)} groups leaves some of them without a whole group (plan {plan.describe()})",
+            f"use at most {min(sizes)} replicas, fewer micro-batches (at most {num_groups // most}) or a larger batch",
+        )  # fmt: skip
+        producers = replicas(name)
+        if all(size % producers == 0 for size in sizes):
+            continue
+        for consumer in consumers:
+            # The executor hands a producer replica's rows on as if every producer replica held as many
+            # (executor/protocol.py share_slice): exact for one producer or consumer, or as many of each.
             require(
-                (hi - lo) % split == 0, f"{name} replicas", split,
-                f"a micro-batch of {hi - lo} groups does not split over them (plan {plan.describe()})",
-                f"use a batch of a multiple of {split * counts.get(name, 1)} groups, or another plan",
+                replicas(consumer) in (1, producers), f"{name}->{consumer} replicas", f"{producers}->{replicas(consumer)}",
+                f"{name}'s micro-batches of {sorted(set(sizes))} groups split unevenly over its {producers} replicas, "
+                f"which the executor hands on only to one consumer replica or to as many as there are producers "
+                f"(plan {plan.describe()})",
+                f"give {consumer} 1 or {producers} replicas, or use a micro-batch count that splits "
+                f"{num_groups} groups into multiples of {producers}",
             )  # fmt: skip
     return program
 

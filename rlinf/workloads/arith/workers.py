@@ -97,12 +97,12 @@ class RolloutWorker:
         self.stream: Any = None
         self.finished: list[components.ProblemGroup] = []
         self.quotas = [hi - lo for lo, hi in map(context.my_groups, range(context.num_micro_batches))]
+        self.first_prompt, self.end_prompt = context.my_batch()
 
     def _start_iteration(self) -> None:
         self.iteration += 1
         config = self.config
-        share = config.grpo.prompts_per_iteration // self.world
-        first = self.rank * share
+        first, share = self.first_prompt, self.end_prompt - self.first_prompt
         problems = iteration_problems(config, self.iteration, self.heldout)[first : first + share]
         tail = long_tail_prompts(config, self.iteration)
         minimum = [config.grpo.max_new_tokens if first + i in tail else 0 for i in range(share)]
@@ -289,7 +289,8 @@ class ActorWorker:
         self.backend.load_weights(warm.weights)
         self.warm_start_accuracy = warm.heldout_accuracy
         self.objective = GrpoObjective(rl.grpo())
-        sequences = rl.prompts_per_iteration * rl.group_size // world
+        first, end = context.my_batch()  # replicas may hold a group more or less than one another
+        sequences = (end - first) * rl.group_size
         self.boundaries = [
             hi for _, hi in micro_batch_ranges(sequences, min(rl.optimizer_steps_per_iteration, sequences))
         ]

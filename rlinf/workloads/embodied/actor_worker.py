@@ -28,7 +28,8 @@ class ActorWorker:
         obs_dim, act_dim = check_env_id(config.env_id)
         self.config = config
         rank, self.rank, self.world = context.rank, context.rank, context.world
-        samples = config.num_envs * config.num_steps // self.world
+        first, end = context.my_batch()  # this replica's environments (replicas may hold one more or less)
+        samples = (end - first) * config.num_steps
         require(
             samples >= config.num_minibatches, "num_minibatches", config.num_minibatches,
             f"exceeds the {samples} samples of each of the {self.world} actor replicas",

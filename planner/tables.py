@@ -1,0 +1,289 @@
+"""Cost tables of a plan space: each component's profile (busy seconds, first micro-batch, activations) at any
+device count and micro-batch count, plus the movement costs (state switches, weight syncs, loop transfers) that
+:mod:`planner.surrogate` adds up.
+
+Profiles depend on a group's device count only through each component's busiest replica share
+``ceil(samples / replicas)`` and the cost curve it reads, so :func:`distinct_sizes` keeps, per component, the
+device counts at which its profile may change, and :attr:`CostTables.group_sizes` per group the counts at which
+some member's does; a count between two of them costs what the smaller costs (never faster, only larger).
+Profiles are computed on first use.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import warnings
+from typing import Any
+
+import attrs
+import numpy as np
+
+from planner.space import Group, PlanSpace, micro_batch_counts
+from rlinf.cluster import Cluster
+from rlinf.costs import CostModel
+from rlinf.errors import ExtrapolationWarning
+from rlinf.lowering import COMPUTE_NAMES, micro_batch_ranges
+from rlinf.program import Op
+from rlinf.workflow import Workflow
+
+MAX_EXACT_SIZES = 8
+"""Groups with at most this many distinct device counts give CP-SAT all of them (see
+:meth:`CostTables.search_sizes`)."""
+
+
+@attrs.frozen
+class Profile:
+    """A component's costs at one device count and micro-batch count."""
+
+    busy_s: float
+    first_s: float
+    activation_bytes: int
+
+
+@attrs.frozen(kw_only=True)
+class CostTables:
+    """Profiles of every component at every distinct device count and micro-batch count of a space, plus
+    movement costs."""
+
+    space: PlanSpace
+    costs: CostModel
+    """A private copy of the cost model (its extrapolation warnings are not shown), probed for profiles."""
+    component_sizes: dict[str, tuple[int, ...]]
+    """Per component, the device counts (ascending) at which its profile may change; between two of them it
+    costs what the smaller costs."""
+    group_sizes: dict[Group, tuple[int, ...]]
+    """Per group of the space, its device counts at which some member's profile may change (a count between
+    two is never faster than the smaller, only larger): what CP-SAT and the baselines choose from."""
+    switch_s: dict[str, float]
+    """Onload + offload seconds of each component's state."""
+    state_bytes: dict[str, int]
+    """Resident bytes per device of each component."""
+    sync_s: tuple[tuple[str, str, float, float], ...]
+    """Per weight sync: (src, dst, seconds within one group, seconds across groups)."""
+    loop_transfer_s: dict[int, float]
+    """Per loop stage count: obs + action transfer seconds of one stage and step across groups."""
+    capacity_bytes: int
+    _memo: dict[tuple, Any] = attrs.field(factory=dict, eq=False, repr=False, alias="_memo")
+    """Answers already computed (profiles, micro-batch counts per granularity, group peaks): the same questions
+    recur across the thousands of points a search estimates."""
+
+    def profile(self, name: str, devices: int, micro_batches: int) -> Profile:
+        """The profile of ``name`` on ``devices`` devices (any count of the space), computed on first use at the
+        largest of :attr:`component_sizes` up to ``devices`` (which costs the same)."""
+        sizes = self.component_sizes[name]
+        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches)
+        found = self._memo.get(key)
+        if found is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExtrapolationWarning)
+                found = self._memo[key] = _profile(self.space.workflow, self.costs, *key)
+        return found
+
+    def search_sizes(self, group: Group) -> tuple[int, ...]:
+        """The device counts CP-SAT chooses a group's size from: all of :attr:`group_sizes` when there are at
+        most :data:`MAX_EXACT_SIZES`, else those equivalent to a power-of-two multiple of the group's smallest
+        size or to the whole cluster (the local refinement of :mod:`planner.refine` then moves between all)."""
+        sizes = self.group_sizes[group]
+        if len(sizes) <= MAX_EXACT_SIZES:
+            return sizes
+        step = sizes[0]
+        wanted = [step * 2**i for i in range((sizes[-1] // step).bit_length())] + [self.space.num_devices]
+        return tuple(sorted({sizes[bisect.bisect_right(sizes, d) - 1] for d in wanted}))
+
+    def counts(self, granularity: tuple[tuple[str, int], ...]) -> dict[str, int]:
+        """Micro-batches of each component under ``granularity`` (memoized; do not mutate the result)."""
+        key = ("counts", granularity)
+        if key not in self._memo:
+            self._memo[key] = micro_batch_counts(self.space.workflow, dict(granularity))
+        return self._memo[key]
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Each component's index in the topological order (do not mutate)."""
+        if ("position",) not in self._memo:
+            self._memo[("position",)] = {n: i for i, n in enumerate(self.space.order)}
+        return self._memo[("position",)]
+
+
+def micro_batch_options(space: PlanSpace, name: str) -> tuple[int, ...]:
+    """Micro-batch counts a component can have in the space."""
+    workflow = space.workflow
+    if workflow.loop is not None and name in (workflow.loop.env, workflow.loop.policy):
+        return space.loop_ladder
+    if any(e.kind == "stream" for e in workflow.incoming(name) + workflow.outgoing(name)):
+        return space.ladder
+    return (1,)
+
+
+def _op_name(workflow: Workflow, name: str) -> str:
+    loop = workflow.loop
+    if loop is not None and name in (loop.env, loop.policy):
+        return "env_step" if name == loop.env else "act"
+    return COMPUTE_NAMES[workflow.component(name).role]
+
+
+def _split_samples(space: PlanSpace, name: str) -> set[int]:
+    """Sample counts the ops of ``name`` split over its replicas, over every micro-batch count of the space."""
+    workflow = space.workflow
+    loop = workflow.loop
+    if loop is not None and name in (loop.env, loop.policy):
+        return {workflow.batch_size // stages for stages in space.loop_ladder}
+    num_groups = workflow.batch_size // workflow.group_size
+    out = {
+        (hi - lo) * workflow.group_size
+        for count in micro_batch_options(space, name)
+        for lo, hi in micro_batch_ranges(num_groups, count)
+    }
+    if _op_name(workflow, name) == "generate":
+        out.add(workflow.batch_size)
+    return out
+
+
+def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, ...]:
+    """Device counts (ascending) at which the profile of ``name`` may change: where the busiest replica's share
+    ``ceil(samples / replicas)`` of one of its ops drops, or where the cost model reads another curve. Between two
+    of them the profile is that of the smaller (a superset of the exact change points is returned)."""
+    workflow = space.workflow
+    model_parallel = workflow.component(name).model_parallel_size
+    most = min(space.num_devices // model_parallel, workflow.batch_size)
+    replicas = {1}
+    for samples in _split_samples(space, name):
+        root = math.isqrt(samples) + 1
+        replicas.update(range(1, min(root, most) + 1))  # below sqrt(samples) every count changes the share
+        replicas.update(math.ceil(samples / share) for share in range(1, root + 1))  # the fewest per share
+    curves = costs.curves.get((name, _op_name(workflow, name)), ())
+    for low, high in itertools.pairwise(sorted(c.devices for c in curves)):
+        middle = int(math.sqrt(low * high) / model_parallel)  # the nearest curve (log scale) switches here
+        replicas.update(range(max(1, middle - 1), middle + 3))
+    return tuple(model_parallel * r for r in sorted(replicas) if r <= most)
+
+
+def _group_sizes(
+    space: PlanSpace, component_sizes: dict[str, tuple[int, ...]]
+) -> dict[Group, tuple[int, ...]]:
+    """Per group, the smallest allowed count at or above each member's change points."""
+    out: dict[Group, tuple[int, ...]] = {}
+    for group in space.groups:
+        allowed = space.sizes(group)
+        if not allowed:
+            out[group] = ()
+            continue
+        step, most = allowed.step, allowed[-1]
+        found = {-(-devices // step) * step for name in group for devices in component_sizes[name]}
+        out[group] = tuple(sorted(d for d in found if step <= d <= most))
+    return out
+
+
+def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTables:
+    """The cost tables of ``space``: movement costs now, component profiles when first asked for.
+
+    Probing sizes far from the trace's makes the cost model extrapolate; those warnings are not shown here (a
+    private copy of the model is probed) and appear when the chosen plan is simulated with ``costs``."""
+    workflow = space.workflow
+    component_sizes = {name: distinct_sizes(space, costs, name) for name in space.order}
+    state = {c.name: c.state_bytes_per_device() for c in workflow.components}
+    switch = {}
+    for name, per_device in state.items():
+        move = Op(index=0, kind="onload", component=name, name="onload", num_bytes=per_device, link="host")
+        switch[name] = 2 * costs.movement_seconds(move)
+    cross_link = "inter_node" if space.num_devices > cluster.devices_per_node else "intra_node"
+    syncs = []
+    for sync in workflow.weight_sync:
+        local, cross = (
+            costs.movement_seconds(
+                Op(
+                    index=0,
+                    kind="sync_weights",
+                    component=sync.src,
+                    name="sync_weights",
+                    num_bytes=sync.num_bytes,
+                    link=link,
+                )
+            )
+            for link in ("local", cross_link)
+        )
+        syncs.append((sync.src, sync.dst, local, cross))
+    loop_transfer = {}
+    if workflow.loop is not None:
+        loop = workflow.loop
+        for stages in space.loop_ladder:
+            envs = workflow.batch_size // stages
+            loop_transfer[stages] = sum(
+                costs.movement_seconds(
+                    Op(
+                        index=0,
+                        kind="transfer",
+                        component=loop.env,
+                        name="transfer",
+                        num_bytes=envs * per_env,
+                        link=cross_link,
+                    )
+                )
+                for per_env in (loop.obs_bytes_per_env, loop.action_bytes_per_env)
+            )
+    return CostTables(
+        space=space,
+        costs=attrs.evolve(costs, _warned=set()),
+        component_sizes=component_sizes,
+        group_sizes=_group_sizes(space, component_sizes),
+        switch_s=switch,
+        state_bytes=state,
+        sync_s=tuple(syncs),
+        loop_transfer_s=loop_transfer,
+        capacity_bytes=cluster.device.memory_bytes,
+    )
+
+
+def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, count: int) -> Profile:
+    component = workflow.component(name)
+    loop = workflow.loop
+    placed = tuple(range(devices))
+    if loop is not None and name in (loop.env, loop.policy):
+        envs = workflow.batch_size // count
+        op_name = "env_step" if name == loop.env else "act"
+        step_s = costs.compute_seconds(name, op_name, devices, envs)
+        op = Op(index=0, kind="compute", component=name, name=op_name, devices=placed, samples=envs)
+        return Profile(
+            busy_s=loop.num_steps * count * step_s,
+            first_s=step_s,
+            activation_bytes=costs.activation_bytes(op),
+        )
+    op_name = COMPUTE_NAMES[component.role]
+    num_groups = workflow.batch_size // workflow.group_size
+    sizes = [(hi - lo) * workflow.group_size for lo, hi in micro_batch_ranges(num_groups, count)]
+    activation = max(
+        costs.activation_bytes(
+            Op(index=0, kind="compute", component=name, name=op_name, devices=placed, samples=s)
+        )
+        for s in set(sizes)
+    )
+    if op_name == "generate":
+        whole = costs.compute_seconds(name, "generate", devices, workflow.batch_size)
+        fractions = costs.generation_fractions(count)
+        return Profile(
+            busy_s=float(whole * fractions[-1]),
+            first_s=float(whole * fractions[0]),
+            activation_bytes=activation,
+        )
+    seconds = {s: costs.compute_seconds(name, op_name, devices, s) for s in set(sizes)}
+    return Profile(
+        busy_s=float(sum(seconds[s] for s in sizes)),
+        first_s=float(seconds[sizes[0]]),
+        activation_bytes=activation,
+    )
+
+
+def tick_for(tables: CostTables, resolution: float = 1e7) -> float:
+    """A tick so that the largest busy time (a component on its fewest devices) is about ``resolution`` ticks."""
+    space = tables.space
+    largest = max(
+        [
+            tables.profile(name, tables.component_sizes[name][0], count).busy_s
+            for name in space.order
+            for count in micro_batch_options(space, name)
+        ]
+        + [1e-9]
+    )
+    return float(np.float64(largest) / resolution)

@@ -1,0 +1,40 @@
+"""Measured figures published in the docs equal the JSON artifacts their benchmarks wrote (command, commit, date,
+cores, load average and raw per-iteration values included), so a figure edited by hand fails here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_scaling_table_in_docs_executor_equals_its_artifact() -> None:
+    data = json.loads((ROOT / "docs" / "bench_scaling.json").read_text())
+    details = data["details"]
+    assert details["command"].startswith("python benchmarks/bench_scaling.py")
+    assert {"commit", "date", "cores", "load_average_before", "load_average_after"} <= set(details)
+    # the headline ratios follow from the raw per-plan medians in the artifact
+    candidates = details["candidates"]
+    best = {key: max(r["env_steps_per_s"] for r in rows) for key, rows in candidates.items()}
+    assert data["hopper_best_2dev_over_1dev"] == best["hopper_2dev"] / best["hopper_1dev"]
+    assert data["halfcheetah_best_2dev_over_1dev"] == best["halfcheetah_2dev"] / best["halfcheetah_1dev"]
+    for rows in candidates.values():
+        for row in rows:
+            each = row["env_steps_per_s_each"]
+            assert min(each) - 0.1 <= row["env_steps_per_s"] <= max(each) + 0.1  # a median of the raw values
+    doc = (ROOT / "docs" / "executor.md").read_text()
+    table = doc[doc.index("| key | what | measured |") :]
+    table = table[: table.index("\n\n")]
+    shown = dict(re.findall(r"\| `(\w+)` \|[^|]*\| \*\*([\d.]+)", table))
+    expected = {
+        "hopper_best_2dev_over_1dev": f"{data['hopper_best_2dev_over_1dev']:.2f}",
+        "halfcheetah_best_2dev_over_1dev": f"{data['halfcheetah_best_2dev_over_1dev']:.2f}",
+        "pipelining_2stages_over_1": f"{data['pipelining_2stages_over_1']:.2f}",
+        "single_process_ratio": f"{data['single_process_ratio']:.2f}",
+        "per_op_overhead_us": f"{data['per_op_overhead_us']:.0f}",
+        "driver_cpu_share": f"{100 * data['driver_cpu_share']:.1f}",
+    }
+    assert shown == expected
+    assert f"commit {details['commit']}" in doc

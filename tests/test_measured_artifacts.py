@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,3 +39,17 @@ def test_the_scaling_table_in_docs_executor_equals_its_artifact() -> None:
     }
     assert shown == expected
     assert f"commit {details['commit']}" in doc
+
+
+def test_the_readme_validate_figures_equal_their_artifact() -> None:
+    data = json.loads((ROOT / "docs" / "data" / "validate_hopper_lanes.json").read_text())
+    assert data["artifact"]["command"].startswith("rlinf validate examples/hopper_ppo.yaml")
+    assert "out of sample" in data["prediction"]
+    errors = [p["error"] for p in data["plans"] if not p["oversubscribed"]]  # as validate summarises them
+    assert data["median_error"] == statistics.median(errors) and data["max_error"] == max(errors)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    claim = (
+        f"median error {100 * data['median_error']:.1f}%, max {100 * data['max_error']:.1f}%, "
+        f"Kendall tau {data['kendall_tau']:.2f}; its pick measured {100 * data['top1_regret']:.1f}% slower"
+    )
+    assert claim in readme

@@ -8,6 +8,16 @@ import re
 import statistics
 from pathlib import Path
 
+from planner.judge import quiet_copy
+from rlinf.cluster import cpu_cluster
+from rlinf.costs import fit
+from rlinf.jobs import load_job_config
+from rlinf.lowering import lower
+from rlinf.plan import Placement, Plan
+from rlinf.profiling import COST_STATISTIC
+from rlinf.trace import load_trace
+from simulator import simulate
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,3 +63,38 @@ def test_the_readme_validate_figures_equal_their_artifact() -> None:
         f"Kendall tau {data['kendall_tau']:.2f}; its pick measured {100 * data['top1_regret']:.1f}% slower"
     )
     assert claim in readme
+
+
+def _plan_from_name(name: str) -> Plan:
+    """A plan from its description, e.g. ``hybrid: actor@0 env@0 rollout@1 | loop=2``."""
+    placements, granularity = name.split(": ", 1)[1].split(" | ")[:2]
+    devices = {}
+    for item in placements.split():
+        component, ids = item.split("@")
+        lo, _, hi = ids.partition("-")
+        devices[component] = range(int(lo), int(hi or lo) + 1)
+    key, value = granularity.split("=")
+    return Plan(
+        placements=[Placement(component=c, devices=d) for c, d in devices.items()],
+        granularity={key: int(value)},
+    )
+
+
+def test_real_fidelity_the_profile_still_predicts_the_measured_out_of_sample_plans() -> None:
+    """The shipped profile of a real validate run, replayed by today's cost model and simulator, against the
+    iteration times measured in that run, for the plans whose samples the profile does not hold. A change to the
+    cost model, the lowering or the simulator that breaks fidelity on real runs fails here."""
+    data = json.loads((ROOT / "docs" / "data" / "validate_hopper_lanes.json").read_text())
+    trace = load_trace(ROOT / "docs" / "data" / "validate_hopper_lanes_trace.json")
+    job, config = load_job_config(ROOT / "examples" / "hopper_ppo.yaml")
+    rows = [p for p in data["plans"] if not p["in_profile"] and not p["oversubscribed"]]
+    assert rows, "the artifact holds no out-of-sample plan"
+    errors = []
+    for row in rows:
+        plan = _plan_from_name(row["name"])
+        assert plan.describe() == row["name"]
+        cluster = cpu_cluster(data["num_devices"])
+        costs = quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))
+        predicted = simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
+        errors.append(abs(predicted - row["measured_s"]) / row["measured_s"])
+    assert statistics.median(errors) <= 0.10, errors

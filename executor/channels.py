@@ -187,13 +187,13 @@ class Mailbox:
         are into the mailbox (a pipe whose sender has gone is dropped) and return those of ``also`` that are
         readable."""
         ready = wait(self._inbound + also, timeout)
+        watched = [source for source in ready if any(source is extra for extra in also)]
         for source in ready:
-            if not any(source is extra for extra in also):
-                with contextlib.suppress(
-                    EOFError
-                ):  # that peer has exited; the driver notices and stops the run
+            if source not in watched:
+                # EOFError: that peer has exited; the driver notices and stops the run
+                with contextlib.suppress(EOFError):
                     self.take(source)
-        return [source for source in ready if any(source is extra for extra in also)]
+        return watched
 
     @property
     def inbound(self) -> list[Any]:

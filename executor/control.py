@@ -17,7 +17,15 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, NoReturn
 
 from executor.devices import Device
-from executor.dispatch import RunResult, RunState, WorkerError, WorkerStateMixin, check_workers, drive
+from executor.dispatch import (
+    RunResult,
+    RunState,
+    WorkerError,
+    WorkerStateMixin,
+    build_lanes,
+    check_workers,
+    drive,
+)
 from executor.messages import Call, Command, EndRun, Failed, Prepare, Ready, Result, RunLane, ToDriver
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
@@ -48,6 +56,10 @@ class ControlDriver(WorkerStateMixin):
         self._connections: list[Connection] = []
         self._resident: list[int] = []
         self._run_id = 0
+        self._lanes: tuple[Program, dict[int, tuple[Command, ...]]] | None = None
+        """The program whose lanes were built last, and its lanes (rebuilt only for another program)."""
+        self._lanes_sent: set[int] = set()
+        """Workers that hold those lanes: later runs of the same program send them none."""
 
     def __enter__(self) -> Any:
         return self
@@ -94,6 +106,7 @@ class ControlDriver(WorkerStateMixin):
         self._shutdown_workers()
         self._layout = layout
         self._resident = [0] * len(layout.replicas)
+        self._lanes_sent = set()
         self._start(layout, workers)
         self._specs_key = specs_key
         return layout
@@ -118,7 +131,10 @@ class ControlDriver(WorkerStateMixin):
         layout = self._ensure_started(program, workers)
         self._prepare(program, layout)
         self._run_id += 1
-        run = RunState(program, layout, routes_of(program), self._resident)
+        if self._lanes is None or self._lanes[0] is not program:
+            self._lanes = (program, build_lanes(program, layout, routes_of(program)))
+            self._lanes_sent = set()
+        run = RunState(program, layout, self._lanes[1], self._resident)
         result = drive(run, self)
         for connection in self._connections:
             connection.send(EndRun(self._run_id))
@@ -133,8 +149,11 @@ class ControlDriver(WorkerStateMixin):
         self._await_ready([r.worker for r in layout.replicas], "prepare")
 
     def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
-        """Send ``worker`` its lane (part of :class:`executor.dispatch.Transport`)."""
-        self._connections[worker].send(RunLane(self._run_id, commands))
+        """Send ``worker`` its lane, or only the run id when it holds this program's lane already (part of
+        :class:`executor.dispatch.Transport`)."""
+        held = worker in self._lanes_sent
+        self._connections[worker].send(RunLane(self._run_id, None if held else commands))
+        self._lanes_sent.add(worker)
 
     def current_ops(self) -> dict[int, int]:
         """Per worker, the op it runs now, where the backend can see it (part of

@@ -259,10 +259,17 @@ def _pushes(layout: Layout, producer: Replica, components: Sequence[str]) -> tup
 class RunState:
     """The driver's bookkeeping of one run: the lanes it handed out, the records that came back, the infos."""
 
-    def __init__(self, program: Program, layout: Layout, routes: Routes, resident: Sequence[int]) -> None:
+    def __init__(
+        self,
+        program: Program,
+        layout: Layout,
+        lanes: Mapping[int, tuple[Command, ...]],
+        resident: Sequence[int],
+    ) -> None:
         self.program = program
         self.layout = layout
-        self.lanes = build_lanes(program, layout, routes)
+        self.lanes = lanes
+        """:func:`build_lanes` of ``program`` (built once per program by the backend, not per run)."""
         self.reported = dict.fromkeys(self.lanes, 0)
         """Per worker, how many commands of its lane have reported."""
         self._outstanding = sum(len(lane) for lane in self.lanes.values())

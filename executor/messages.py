@@ -91,10 +91,11 @@ class Prepare:
 
 @attrs.frozen
 class RunLane:
-    """Run these commands, in order, as run ``run_id``."""
+    """Run these commands, in order, as run ``run_id``; ``None``: the same lane as the previous run (the driver
+    sends a lane once per program, not every iteration)."""
 
     run_id: int
-    commands: tuple[Command, ...]
+    commands: tuple[Command, ...] | None
 
 
 @attrs.frozen

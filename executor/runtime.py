@@ -142,6 +142,8 @@ class CommandRunner:
         self.outputs: dict[int, Mapping[str, Any]] = {}
         self.pending_weights: Mapping[str, Any] | None = None
         self.run_id = 0
+        self.lane: tuple[Command, ...] = ()
+        """The commands of the last lane received (reused when a run's :class:`RunLane` carries none)."""
         self.own_device = (self.replica.device,)
 
     def resident_bytes(self) -> int:
@@ -178,6 +180,8 @@ class CommandRunner:
         command failed (its :class:`Failed` has been sent). Raises :class:`DriverGone` when the driver went away
         or said shutdown while this worker waited."""
         self.run_id = lane.run_id
+        if lane.commands is not None:
+            self.lane = lane.commands
         pending: list[Record] = []
         last_flush = time.monotonic()
         # Where the driver can see which op a worker runs (the local backend's progress array), records go out
@@ -201,7 +205,7 @@ class CommandRunner:
                 return None
             return left
 
-        for command in lane.commands:
+        for command in self.lane:
             keys = [done_key(self.run_id, op, w) for op, w in command.waits]
             if not all(self.mailbox.has(k) for k in keys):
                 if flush_before_wait:

@@ -13,7 +13,7 @@ from rlinf.cluster import cpu_cluster
 from rlinf.costs import fit
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan
+from rlinf.plan import Plan, plan_from_dict
 from rlinf.profiling import COST_STATISTIC
 from rlinf.trace import load_trace
 from simulator import simulate
@@ -65,19 +65,15 @@ def test_the_readme_validate_figures_equal_their_artifact() -> None:
     assert claim in readme
 
 
-def _plan_from_name(name: str) -> Plan:
+def _plan_from_name(name: str, num_devices: int) -> Plan:
     """A plan from its description, e.g. ``hybrid: actor@0 env@0 rollout@1 | loop=2``."""
     placements, granularity = name.split(": ", 1)[1].split(" | ")[:2]
-    devices = {}
-    for item in placements.split():
-        component, ids = item.split("@")
-        lo, _, hi = ids.partition("-")
-        devices[component] = range(int(lo), int(hi or lo) + 1)
     key, value = granularity.split("=")
-    return Plan(
-        placements=[Placement(component=c, devices=d) for c, d in devices.items()],
-        granularity={key: int(value)},
-    )
+    data = {
+        "placement": dict(item.split("@") for item in placements.split()),
+        "granularity": {key: int(value)},
+    }
+    return plan_from_dict(data, num_devices)
 
 
 def test_real_fidelity_the_profile_still_predicts_the_measured_out_of_sample_plans() -> None:
@@ -91,7 +87,7 @@ def test_real_fidelity_the_profile_still_predicts_the_measured_out_of_sample_pla
     assert rows, "the artifact holds no out-of-sample plan"
     errors = []
     for row in rows:
-        plan = _plan_from_name(row["name"])
+        plan = _plan_from_name(row["name"], data["num_devices"])
         assert plan.describe() == row["name"]
         cluster = cpu_cluster(data["num_devices"])
         costs = quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))

@@ -19,6 +19,10 @@ Prints one JSON object:
   it follows ended, plus its span outside ``worker.compute``), over every measured iteration of every plan;
 * ``driver_cpu_share``: the driver's CPU time during a run over the run's wall time (median over plans): what
   the driver takes from the workers' cores.
+* ``ceiling``: the same ratios for the fastest any 2-core plan could be (:func:`two_core_ceiling`: PPO is on
+  policy, so training cannot overlap the rollout; the rollout split evenly over both cores, training on one core
+  or data-parallel at the measured cost of half-size minibatches with a free all-reduce), from the plain loop's
+  parts measured in this process: a target above its ceiling cannot be met by any plan or executor.
 
 Candidates and their measured env steps/s are in the JSON too, with the machine's cores and load average.
 """
@@ -130,9 +134,22 @@ ONE_DEVICE = [("collocated", 1), ("collocated", 2)]
 TWO_DEVICES = [(name, stages) for name in PLACEMENTS for stages in (1, 2)]
 
 
-def single_process(config: EmbodiedConfig, iterations: int, threads: int) -> float:
-    """Median env steps/s of a plain loop: the same env, rollout and actor maths called in order in this process
-    (one stage, one replica of each), weights handed over as objects."""
+@attrs.frozen
+class PlainLoop:
+    """What the plain single-process loop measured: its rate and where its time went (medians, warm-up dropped)."""
+
+    env_steps_per_s: float
+    policy_s: float
+    """Seconds per iteration in the rollout's policy (``act``)."""
+    env_s: float
+    """Seconds per iteration stepping the environments."""
+    train_s: float
+    """Seconds per iteration in the actor's PPO update."""
+
+
+def single_process(config: EmbodiedConfig, iterations: int, threads: int) -> PlainLoop:
+    """A plain loop: the same env, rollout and actor maths called in order in this process (one stage, one
+    replica of each), weights handed over as objects; its env steps/s and its time per part."""
     torch.set_num_threads(threads)
     device = Device(index=0)  # not bound: the loop may use every core through torch's threads
 
@@ -147,19 +164,52 @@ def single_process(config: EmbodiedConfig, iterations: int, threads: int) -> flo
     env.setup(config, context("env"))
     rollout.setup(config, context("rollout"))
     actor.setup(config, context("actor"))
-    rates = []
+    rates: list[float] = []
+    parts: list[tuple[float, float, float]] = []
+    clock = time.perf_counter
     for _ in range(iterations):
-        started = time.perf_counter()
+        started = clock()
+        policy_s = env_s = 0.0
         rollout.load_weights(actor.weights())
         obs: Any = {}
-        for step in range(
-            config.num_steps + 1
-        ):  # as the workflow's loop: act(s) reads env(s-1), env(s) act(s)
+        # as the workflow's loop: act(s) reads env(s-1), env(s) act(s)
+        for step in range(config.num_steps + 1):
+            begin = clock()
             act, _ = rollout.compute("act", 0, step, [obs] if step else [])
+            middle = clock()
             obs, _ = env.compute("env_step", 0, step, [act] if step else [])
+            policy_s, env_s = policy_s + middle - begin, env_s + clock() - middle
+        begin = clock()
         actor.compute("train", 0, 0, [obs])  # the last env step emits the trajectory
-        rates.append(config.num_envs * config.num_steps / (time.perf_counter() - started))
-    return statistics.median(rates[1:])
+        ended = clock()
+        rates.append(config.num_envs * config.num_steps / (ended - started))
+        parts.append((policy_s, env_s, ended - begin))
+    kept = parts[1:]
+    return PlainLoop(
+        env_steps_per_s=statistics.median(rates[1:]),
+        policy_s=statistics.median(p[0] for p in kept),
+        env_s=statistics.median(p[1] for p in kept),
+        train_s=statistics.median(p[2] for p in kept),
+    )
+
+
+def two_core_ceiling(config: EmbodiedConfig, iterations: int) -> dict[str, float]:
+    """The fastest any 2-core plan could run ``config``, from the plain loop's parts measured here: PPO is on
+    policy, so an iteration's training cannot overlap its rollout; at best the rollout (env + policy) splits
+    evenly over both cores, and training runs either on one core or data-parallel with each replica doing what
+    a loop over half the environments does (same minibatch count, so half-size minibatches) with a free
+    all-reduce. Returns the parts and the ceiling's env steps/s."""
+    full = single_process(config, iterations, 1)
+    half = single_process(attrs.evolve(config, num_envs=config.num_envs // 2), iterations, 1)
+    rollout_s = (full.policy_s + full.env_s) / 2
+    train_s = min(full.train_s, half.train_s)
+    return {
+        "policy_s": full.policy_s,
+        "env_s": full.env_s,
+        "train_s": full.train_s,
+        "train_half_minibatches_s": half.train_s,
+        "ceiling_env_steps_per_s": config.num_envs * config.num_steps / (rollout_s + train_s),
+    }
 
 
 def _commit() -> str:
@@ -200,9 +250,19 @@ def main(argv: list[str] | None = None) -> int:
     }
     out["pipelining_2stages_over_1"] = by_stages[2] / by_stages[1]
 
-    plain = {t: single_process(HOPPER_CLEANRL, args.iterations, t) for t in (1, cores)}
+    plain = {t: single_process(HOPPER_CLEANRL, args.iterations, t).env_steps_per_s for t in (1, cores)}
     print(f"  plain single-process loop: {plain} steps/s by torch threads", file=sys.stderr)
     out["single_process_ratio"] = hopper_2["env_steps_per_s"] / max(plain.values())
+
+    # What no 2-core plan can beat (see two_core_ceiling), as ratios comparable with the figures above.
+    ceilings = {"hopper": two_core_ceiling(HOPPER_CLEANRL, args.iterations)}
+    ceilings["halfcheetah"] = two_core_ceiling(HALFCHEETAH, args.iterations)
+    out["ceiling"] = {
+        "hopper_2dev_over_1dev": ceilings["hopper"]["ceiling_env_steps_per_s"] / hopper_1["env_steps_per_s"],
+        "halfcheetah_2dev_over_1dev": ceilings["halfcheetah"]["ceiling_env_steps_per_s"]
+        / cheetah_1["env_steps_per_s"],
+        "single_process_ratio": ceilings["hopper"]["ceiling_env_steps_per_s"] / max(plain.values()),
+    }
 
     overheads = [o for table in rows.values() for r in table for o in r["executor_overhead_us"]]
     out["per_op_overhead_us"] = statistics.median(overheads)
@@ -217,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             "halfcheetah_2dev": cheetah_2["plan"] + f" stages={cheetah_2['stages']}",
         },
         "plain_loop_env_steps_per_s_by_threads": plain,
+        "two_core_ceiling_parts_s": ceilings,
         "candidates": rows,
         "iterations_per_plan": args.iterations,
         "command": "python benchmarks/bench_scaling.py "

@@ -218,8 +218,6 @@ class CommandRunner:
                 flush()
                 connection.send(outcome)
                 return False
-            for destination in command.notify:
-                self.mailbox.send(destination, done_key(self.run_id, command.op, self.replica.worker), {})
             pending.append(outcome)
         flush()
         return True
@@ -249,9 +247,14 @@ class CommandRunner:
             self.locks.acquire(self.own_device)
         try:
             start = self.clock()
-            moved, info, busy = self._run(command)
-            self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
-            end = self.clock()
+            # The op's payloads and completion signals leave together, one message per destination, once it
+            # has ended (so no consumer can start before this op's end).
+            with self.mailbox.bundle():
+                moved, info, busy = self._run(command)
+                self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
+                for destination in command.notify:
+                    self.mailbox.send(destination, done_key(self.run_id, command.op, self.replica.worker), {})
+                end = self.clock()
         except BaseException as error:
             return Failed(self.replica.worker, command.op, _describe(error), traceback.format_exc())
         finally:

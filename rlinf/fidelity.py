@@ -3,7 +3,10 @@
 * the relative error of each plan, ``|predicted - measured| / measured``, and its median and maximum;
 * top-1: whether the plan the simulator ranks fastest is the plan measured fastest, and the regret when it is
   not (how much slower, measured, the predicted-best plan is than the measured best);
-* Kendall's tau-b between the two rankings (ties in either counted as in the usual tau-b).
+* Kendall's tau-b between the two rankings (ties in either counted as in the usual tau-b);
+* when the plans' per-iteration times are given, whether a top-1 miss is more than noise: a one-sided
+  permutation test of "the predicted-best plan's iterations are slower than the measured best's" on the
+  difference of medians (:func:`slower_p_value`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class PlanFidelity:
     """More logical devices than cores (the simulator does not model cores shared between devices)."""
     in_profile: bool = False
     """The plan was also profiled: its own measured samples are in the trace its prediction comes from."""
+    measured_each_s: tuple[float, ...] = ()
+    """Every measured iteration (warm-up excluded), in the order run; empty when not kept."""
 
     def __attrs_post_init__(self) -> None:
         require(self.measured_s > 0, f"{self.name}.measured_s", self.measured_s, "must be > 0", "measure it")
@@ -57,10 +62,14 @@ class FidelityReport:
     top1_regret: float
     """Measured time of the simulator's best plan over the measured best, minus 1 (0 when top-1 matches)."""
     kendall_tau: float
+    top1_p_value: float | None = None
+    """On a top-1 miss, the permutation test's p-value that the predicted best is measured slower than the
+    measured best (small: a real miss; large: the two are within noise); ``None`` on a match or without
+    per-iteration times."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``plans`` (``name``, ``source``, ``predicted_s``, ``measured_s``, ``error``),
-        ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``kendall_tau``."""
+        ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``top1_p_value``, ``kendall_tau``."""
         return {
             "plans": [
                 {
@@ -71,6 +80,7 @@ class FidelityReport:
                     "error": p.error,
                     "oversubscribed": p.oversubscribed,
                     "in_profile": p.in_profile,
+                    "measured_each_s": list(p.measured_each_s),
                 }
                 for p in self.plans
             ],
@@ -78,6 +88,7 @@ class FidelityReport:
             "max_error": self.max_error,
             "top1_match": self.top1_match,
             "top1_regret": self.top1_regret,
+            "top1_p_value": self.top1_p_value,
             "kendall_tau": self.kendall_tau,
         }
 
@@ -109,6 +120,33 @@ def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:
     return (concordant - discordant) / denominator if denominator > 0 else math.nan
 
 
+def slower_p_value(
+    slower: Sequence[float], faster: Sequence[float], *, num_permutations: int = 10_000, seed: int = 0
+) -> float:
+    """One-sided permutation test that ``slower``'s samples are slower than ``faster``'s: the share of random
+    relabellings of the pooled samples whose difference of medians is at least the observed one (exact over
+    every relabelling when there are fewer than ``num_permutations``)."""
+    import itertools
+
+    import numpy as np
+
+    require(len(slower) >= 1 and len(faster) >= 1, "samples", (len(slower), len(faster)), "empty", "measure")
+    pooled = np.asarray([*slower, *faster], dtype=float)
+    size = len(slower)
+    observed = float(np.median(slower) - np.median(faster))
+    if math.comb(len(pooled), size) <= num_permutations:
+        picks = [np.asarray(c) for c in itertools.combinations(range(len(pooled)), size)]
+    else:
+        rng = np.random.default_rng(seed)
+        picks = [rng.permutation(len(pooled))[:size] for _ in range(num_permutations)]
+    hits = 0
+    for pick in picks:
+        mask = np.zeros(len(pooled), dtype=bool)
+        mask[pick] = True
+        hits += float(np.median(pooled[mask]) - np.median(pooled[~mask])) >= observed - 1e-12
+    return hits / len(picks)
+
+
 def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
     """Errors, top-1 agreement and Kendall's tau over ``plans`` (at least one)."""
     require(len(plans) >= 1, "plans", len(plans), "nothing to compare", "measure at least one plan")
@@ -117,6 +155,10 @@ def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
     measured = [p.measured_s for p in plans]
     predicted_best = min(range(len(plans)), key=lambda i: (predicted[i], i))
     measured_best = min(range(len(plans)), key=lambda i: (measured[i], i))
+    slower, faster = plans[predicted_best].measured_each_s, plans[measured_best].measured_each_s
+    p_value = None
+    if predicted_best != measured_best and slower and faster:
+        p_value = slower_p_value(slower, faster)
     return FidelityReport(
         plans=tuple(plans),
         median_error=float(statistics.median(errors)),
@@ -124,4 +166,5 @@ def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
         top1_match=predicted_best == measured_best,
         top1_regret=measured[predicted_best] / measured[measured_best] - 1.0,
         kendall_tau=kendall_tau(predicted, measured) if len(plans) >= 2 else math.nan,
+        top1_p_value=p_value,
     )

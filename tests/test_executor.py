@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -156,6 +158,37 @@ def test_local_transport_hands_the_object_over() -> None:
     mailbox = Mailbox(WorkerAddress(worker=0), {}, [], {})
     assert mailbox.send(0, ("k",), {"x": np.ones(2)}) == 0
     np.testing.assert_array_equal(mailbox.receive(("k",))["x"], np.ones(2))
+
+
+def _pipe_pair() -> tuple[Mailbox, Mailbox, Any]:
+    """Worker 0's and worker 1's mailboxes joined by one real pipe 0 -> 1, and that pipe's reading end."""
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    sender = Mailbox(WorkerAddress(worker=0), {1: writer}, [], {})
+    receiver = Mailbox(WorkerAddress(worker=1), {}, [reader], {})
+    return sender, receiver, reader
+
+
+def test_a_bundle_sends_an_ops_payload_and_signal_as_one_pipe_message() -> None:
+    sender, receiver, reader = _pipe_pair()
+    with sender.bundle():
+        sender.send(1, ("data",), {"x": np.arange(3)})
+        sender.send(1, ("done",), {})
+        assert not reader.poll()  # held back until the op has ended
+    assert reader.poll()
+    receiver.take(reader)  # one read delivers both
+    assert not reader.poll()
+    assert receiver.has(("done",))
+    np.testing.assert_array_equal(receiver.receive(("data",))["x"], np.arange(3))
+
+
+def test_a_bundle_that_raises_sends_nothing() -> None:
+    sender, _, reader = _pipe_pair()
+    with pytest.raises(RuntimeError, match="op failed"), sender.bundle():
+        sender.send(1, ("data",), {"x": np.ones(2)})
+        raise RuntimeError("op failed")
+    assert not reader.poll()
+    sender.send(1, ("later",), {})  # outside a bundle a message leaves at once
+    assert reader.poll()
 
 
 def test_host_store_releases_and_restores_state() -> None:

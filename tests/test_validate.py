@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import attrs
@@ -12,7 +13,7 @@ from test_auto_mode import CONFIG, SMALL, synthetic_trace
 
 from rlinf.cli import main
 from rlinf.errors import ConfigError
-from rlinf.fidelity import PlanFidelity, kendall_tau, relative_error, report
+from rlinf.fidelity import PlanFidelity, kendall_tau, relative_error, report, slower_p_value
 
 
 def test_kendall_tau_by_hand() -> None:
@@ -45,6 +46,32 @@ def test_report_errors_and_top1() -> None:
         PlanFidelity(name="x", predicted_s=1.0, measured_s=0)
 
 
+def test_a_top1_miss_is_tested_against_noise() -> None:
+    clear = [
+        PlanFidelity(
+            name="a", predicted_s=1.0, measured_s=1.2, measured_each_s=(1.19, 1.2, 1.21, 1.22, 1.18)
+        ),
+        PlanFidelity(
+            name="b", predicted_s=1.1, measured_s=1.0, measured_each_s=(0.99, 1.0, 1.01, 0.98, 1.02)
+        ),
+    ]
+    # every a iteration is slower than every b iteration: of the 252 relabellings, only the 6 that keep a's
+    # three middle samples together reach a difference of medians as large (counted by hand)
+    assert report(clear).top1_p_value == pytest.approx(6 / 252)
+    noisy = [
+        PlanFidelity(
+            name="a", predicted_s=1.0, measured_s=1.01, measured_each_s=(0.9, 1.01, 1.15, 0.95, 1.1)
+        ),
+        PlanFidelity(
+            name="b", predicted_s=1.1, measured_s=1.0, measured_each_s=(1.12, 0.92, 1.0, 1.05, 0.97)
+        ),
+    ]
+    assert report(noisy).top1_p_value > 0.3  # a 1% regret among overlapping samples is noise
+    match = [clear[1], attrs.evolve(clear[0], predicted_s=2.0)]
+    assert report(match).top1_match and report(match).top1_p_value is None  # a match has nothing to test
+    assert slower_p_value([3.0, 4.0], [1.0, 2.0]) == pytest.approx(1 / 6)
+
+
 def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "trace.json"
     synthetic_trace().save(trace)
@@ -64,6 +91,9 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     on_cores = [p["error"] for p in result["plans"] if not p["oversubscribed"]]
     assert result["max_error"] == pytest.approx(max(on_cores))
     assert isinstance(result["top1_match"], bool)
+    assert all(len(plan["measured_each_s"]) == 2 for plan in result["plans"])  # raw per-iteration times
+    for plan in result["plans"]:
+        assert plan["measured_s"] == pytest.approx(statistics.median(plan["measured_each_s"]))
     assert (out / "timeline_pair.png").stat().st_size > 0
     assert json.loads((out / "validate.json").read_text())["median_error"] == result["median_error"]
 

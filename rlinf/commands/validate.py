@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             source=c.source,
             predicted_s=p.iteration_s,
             measured_s=statistics.median(m.iteration_s),
+            measured_each_s=tuple(m.iteration_s),
             oversubscribed=c.num_devices > num_devices,
             in_profile=(c.plan, c.num_devices) in probes,
         )
@@ -238,6 +239,15 @@ def _json_number(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else str(value)
 
 
+def _miss(report: Any) -> str:
+    """A top-1 miss: the regret and whether it is more than noise."""
+    text = f"no (regret {100 * report.top1_regret:.1f}%"
+    if report.top1_p_value is not None:
+        verdict = "a real miss" if report.top1_p_value < 0.05 else "within noise"
+        text += f", p = {report.top1_p_value:.2f}: {verdict}"
+    return text + ")"
+
+
 def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> None:
     print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'error':>7}")
     for row in rows:
@@ -249,7 +259,7 @@ def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> Non
     print(
         f"plans on {result['num_devices']} cores: median error {100 * on_cores.median_error:.1f}%, "
         f"max {100 * on_cores.max_error:.1f}%, simulator's best is measured best: "
-        f"{'yes' if on_cores.top1_match else f'no (regret {100 * on_cores.top1_regret:.1f}%)'}, "
+        f"{'yes' if on_cores.top1_match else _miss(on_cores)}, "
         f"Kendall's tau {on_cores.kendall_tau:.2f}"
     )
     if any(r.oversubscribed for r in rows):

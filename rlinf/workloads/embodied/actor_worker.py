@@ -1,7 +1,8 @@
 """The actor component: PPO updates on the trajectories of every stage, data-parallel over its replicas.
 
 Each replica trains on its share of the environments; gradients (and the normalisation statistics) are averaged
-with ``torch.distributed`` all-reduce over the component's group (gloo on CPUs, NCCL on GPUs), so every replica
+with an all-reduce over the component's group (:func:`executor.collective.all_reduce_sum`: shared memory
+between CPU workers of one machine, else ``torch.distributed``: gloo on CPUs, NCCL on GPUs), so every replica
 keeps identical weights and rank 0 sends them to the rollout.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from executor.collective import all_reduce_sum
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
 from rlinf.errors import require
 from rlinf.worker_context import WorkerContext
@@ -46,11 +48,7 @@ class ActorWorker:
 
     # ------------------------------------------------------------------ collectives
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(tensor)
-        return tensor
+        return all_reduce_sum(tensor) if self.world > 1 else tensor
 
     def _merged(self, norm: RunningNorm, batch: np.ndarray) -> RunningNorm:
         """``norm`` updated with the union of every replica's ``batch`` (moments summed over the group)."""

@@ -8,6 +8,8 @@ import re
 import statistics
 from pathlib import Path
 
+import pytest
+
 from planner.judge import quiet_copy
 from rlinf.cluster import cpu_cluster
 from rlinf.costs import fit
@@ -39,6 +41,21 @@ def test_the_scaling_table_in_docs_executor_equals_its_artifact() -> None:
     table = doc[doc.index("| key | what | measured |") :]
     table = table[: table.index("\n\n")]
     shown = dict(re.findall(r"\| `(\w+)` \|[^|]*\| \*\*([\d.]+)", table))
+    ceilings = dict(re.findall(r"\| `(\w+)` \|[^|]*\|[^|]*\| ([\d.]+) \|", table))
+    assert ceilings == {
+        "hopper_best_2dev_over_1dev": f"{data['ceiling']['hopper_2dev_over_1dev']:.2f}",
+        "halfcheetah_best_2dev_over_1dev": f"{data['ceiling']['halfcheetah_2dev_over_1dev']:.2f}",
+        "single_process_ratio": f"{data['ceiling']['single_process_ratio']:.2f}",
+    }
+    parts = details["two_core_ceiling_parts_s"]
+    env_steps = {"hopper": 8 * 256, "halfcheetah": 16 * 64}  # per iteration, as in the benchmark's configs
+    for name, key in (("hopper", "hopper_2dev_over_1dev"), ("halfcheetah", "halfcheetah_2dev_over_1dev")):
+        part = parts[name]
+        fastest_s = (part["policy_s"] + part["env_s"]) / 2 + min(
+            part["train_s"], part["train_half_minibatches_s"]
+        )
+        assert part["ceiling_env_steps_per_s"] == pytest.approx(env_steps[name] / fastest_s)
+        assert data["ceiling"][key] == part["ceiling_env_steps_per_s"] / best[f"{name}_1dev"]
     expected = {
         "hopper_best_2dev_over_1dev": f"{data['hopper_best_2dev_over_1dev']:.2f}",
         "halfcheetah_best_2dev_over_1dev": f"{data['halfcheetah_best_2dev_over_1dev']:.2f}",

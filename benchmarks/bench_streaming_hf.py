@@ -41,12 +41,25 @@ from rlinf.files import write_text_atomic
 from rlinf.jobs import Job, load_job_config
 from rlinf.outputs import check_output_file, writing
 from rlinf.plan import Plan
-from rlinf.profiling import COST_STATISTIC, MeasuredPlan, ProfileSettings, measure_plans, profile
+from rlinf.profiling import (
+    COST_STATISTIC,
+    MeasuredPlan,
+    ProfileResult,
+    ProfileSettings,
+    measure_plans,
+    profile,
+)
 from rlinf.runner import plan_from_trace
-from rlinf.trace import Trace
+from rlinf.trace import Trace, load_trace
 from simulator import simulate
 
 NUM_DEVICES = 2
+SPEEDUPS = (
+    "speedup_over_whole_batch",
+    "paired_speedup_over_whole_batch",
+    "predicted_speedup_over_whole_batch",
+)
+"""Per measured plan: whole-batch time over its time, as medians, as the median of paired rounds, as predicted."""
 
 
 def with_granularity(job: Job, config: Any, plan: Plan, granularity: int) -> Plan:
@@ -92,6 +105,16 @@ def paired_speedup(whole_s: list[float], streaming_s: list[float]) -> float:
     return statistics.median(w / s for w, s in zip(whole_s, streaming_s, strict=True))
 
 
+def profile_summary(profiled: ProfileResult, budget_s: float) -> dict[str, Any]:
+    """What the profiling phase measured."""
+    return {
+        "budget_s": budget_s,
+        "elapsed_s": profiled.elapsed_s,
+        "probe_plans": list(profiled.plans),
+        "iterations": profiled.iterations,
+    }
+
+
 def commit() -> str:
     """The checkout's short commit, with ``+dirty`` when tracked files differ from it."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
@@ -116,6 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[4, 16],
         help="measured instead when the planner chooses granularity 1",
     )
+    parser.add_argument(
+        "--also-granularities",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also measure the planner's placement at these granularities, in the same rounds",
+    )
+    parser.add_argument("--trace", type=Path, help="plan from this profiled trace instead of profiling")
     parser.add_argument("--cache", type=Path, default=Path("runs/hf_grpo_cache"), help="warm-start cache")
     parser.add_argument("--json", type=Path, default=Path("docs/grpo_hf_streaming.json"))
     parser.add_argument("--save-trace", type=Path, help="also write the profiled trace here")
@@ -137,13 +168,19 @@ def main(argv: list[str] | None = None) -> int:
         *args.set,
     ]
     job, config = load_job_config(args.config, overrides)
-    profiled = profile(
-        job, config, NUM_DEVICES, settings=ProfileSettings(budget_s=args.profile_budget), command=command
-    )
+    if args.trace is None:
+        profiled = profile(
+            job, config, NUM_DEVICES, settings=ProfileSettings(budget_s=args.profile_budget), command=command
+        )
+        trace, profile_record = profiled.trace, profile_summary(profiled, args.profile_budget)
+    else:
+        trace = load_trace(args.trace)
+        profile_record = {"trace": str(args.trace), "provenance": dict(trace.provenance)}
+    profile_record["response_lengths"] = length_summary(trace.response_lengths)
     load_after_profile = os.getloadavg()
     if args.save_trace is not None:
-        profiled.trace.save(args.save_trace)
-    auto = plan_from_trace(job, config, profiled.trace, NUM_DEVICES, seed=job.options(config).seed)
+        trace.save(args.save_trace)
+    auto = plan_from_trace(job, config, trace, NUM_DEVICES, seed=job.options(config).seed)
     chosen = auto.chosen.plan
     logical = auto.chosen.num_devices
     whole = with_granularity(job, config, chosen, 1)
@@ -152,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         if is_whole_batch(chosen)
         else [chosen]
     )
+    streaming += [
+        variant
+        for variant in (with_granularity(job, config, chosen, g) for g in args.also_granularities)
+        if variant not in (*streaming, whole)
+    ]
     print(f"planner: {chosen.describe()} ({auto.chosen.source}), predicted {auto.chosen.predicted_s:.3f} s")
     measured = measure_plans(
         job,
@@ -167,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     best = min(streaming, key=lambda plan: by_plan[plan]["median_iteration_s"])
     for plan, record in by_plan.items():
         record["speedup_over_whole_batch"] = whole_s / record["median_iteration_s"]
-        record["predicted_iteration_s"] = predicted_s(job, config, profiled.trace, plan, logical)
+        record["paired_speedup_over_whole_batch"] = paired_speedup(
+            by_plan[whole]["iteration_s"], record["iteration_s"]
+        )
+        record["predicted_iteration_s"] = predicted_s(job, config, trace, plan, logical)
+        record["predicted_speedup_over_whole_batch"] = (
+            predicted_s(job, config, trace, whole, logical) / record["predicted_iteration_s"]
+        )
     document = {
         "command": command,
         "commit": commit(),
@@ -180,13 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             "after": list(load_after),
         },
         "config": {"file": args.config, "set": overrides},
-        "profile": {
-            "budget_s": args.profile_budget,
-            "elapsed_s": profiled.elapsed_s,
-            "probe_plans": list(profiled.plans),
-            "iterations": profiled.iterations,
-            "response_lengths": length_summary(profiled.trace.response_lengths),
-        },
+        "profile": profile_record,
         "planner": {
             "plan": chosen.describe(),
             "plan_yaml": chosen.to_dict(),
@@ -199,12 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         "same warm start and seeds; medians over the measured iterations",
         "iterations_per_plan": args.iterations,
         "plans": [by_plan[plan] for plan in [*streaming, whole]],
-        "streaming_plan": best.describe(),
         "whole_batch_plan": whole.describe(),
-        "speedup_over_whole_batch": whole_s / by_plan[best]["median_iteration_s"],
-        "paired_speedup_median": paired_speedup(by_plan[whole]["iteration_s"], by_plan[best]["iteration_s"]),
-        "predicted_speedup_over_whole_batch": by_plan[whole]["predicted_iteration_s"]
-        / by_plan[best]["predicted_iteration_s"],
+        "planner_speedup_over_whole_batch": None
+        if is_whole_batch(chosen)
+        else {key: by_plan[chosen][key] for key in SPEEDUPS},
+        "best_streaming_plan": best.describe(),
+        "best_speedup_over_whole_batch": by_plan[best]["speedup_over_whole_batch"],
     }
     with writing(args.json, "--json"):
         write_text_atomic(args.json, json.dumps(document, indent=1) + "\n")
@@ -212,13 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         record = by_plan[plan]
         print(
             f"{record['plan']}: median {record['median_iteration_s']:.3f} s/iteration, "
-            f"{record['speedup_over_whole_batch']:.3f}x whole batch"
+            f"{record['speedup_over_whole_batch']:.3f}x whole batch (medians), "
+            f"{record['paired_speedup_over_whole_batch']:.3f}x (median of paired rounds), "
+            f"predicted {record['predicted_speedup_over_whole_batch']:.3f}x"
         )
-    print(
-        f"whole batch / streaming: {document['speedup_over_whole_batch']:.3f}x (medians), "
-        f"{document['paired_speedup_median']:.3f}x (median of paired rounds); load average "
-        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after; wrote {args.json}"
-    )
+    print(f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; wrote {args.json}")
     return 0
 
 

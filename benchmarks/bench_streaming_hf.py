@@ -10,7 +10,9 @@ Then, in this one process, the chosen plan and the same plan with granularity 1 
 hand-off) train side by side (:func:`rlinf.profiling.measure_plans`: both plans' workers alive, iterations
 alternating, each round starting with the other plan) from the same warm start with the same seeds, so that
 iteration k of either plan samples the same prompts. When the planner chooses granularity 1 itself, the same
-placement at ``--fallback-granularities`` is measured instead, and the best of them is reported against it.
+placement at ``--fallback-granularities`` is measured instead, and the best of them is reported against it;
+``--also-granularities`` adds more variants of the placement to the same rounds, and ``--trace`` plans from a
+saved profile (``--save-trace``) instead of profiling.
 
 Reported (and written atomically to ``--json``): the planner's plan, granularity and predicted times, every
 measured iteration's time and generated tokens per plan, the medians (warm-up iterations dropped) and their

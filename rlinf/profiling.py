@@ -11,7 +11,9 @@ The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs
 the other (worker start-up, warm-up iterations, measured iterations) and starts no plan or iteration it does not
 expect to finish within the budget. :func:`measure_plans` runs several plans with their workers alive side by
 side and alternates iterations between them, so that load from other processes on a shared machine affects all
-plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan.
+plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
+its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
+as the trace's response-length distribution.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ class MeasuredPlan:
     """The last measured iteration."""
     samples: tuple[CostSample, ...]
     """Dispatch-inclusive samples of every measured iteration."""
+    response_lengths: tuple[tuple[int, ...], ...] = ()
+    """Generated tokens of every response, per measured iteration (:meth:`rlinf.jobs.Job.response_lengths`;
+    empty tuples for a workload that does not report them)."""
 
 
 def dispatch_inclusive_samples(timeline: Timeline) -> tuple[CostSample, ...]:
@@ -154,11 +159,12 @@ def provenance(command: str, **extra: Any) -> dict[str, Any]:
 
 
 def merge_traces(base: Trace, *others: Trace) -> Trace:
-    """``base`` with the samples of ``others`` (e.g. the traces of earlier runs) appended.
+    """``base`` with the samples and response lengths of ``others`` (e.g. the traces of earlier runs) appended.
 
     The traces must describe the same workflow on the same device type; the merged provenance lists what was
     merged in."""
     merged = list(base.samples)
+    lengths = list(base.response_lengths)
     sources = []
     for other in others:
         require(
@@ -176,6 +182,7 @@ def merge_traces(base: Trace, *others: Trace) -> Trace:
             "merge traces from the same kind of device",
         )
         merged.extend(other.samples)
+        lengths.extend(other.response_lengths)
         sources.append(
             {
                 "source": other.provenance.get("source", other.provenance.get("command", "")),
@@ -185,7 +192,7 @@ def merge_traces(base: Trace, *others: Trace) -> Trace:
     info = dict(base.provenance)
     if sources:
         info["merged"] = [*info.get("merged", []), *sources]
-    return attrs.evolve(base, samples=tuple(merged), provenance=info)
+    return attrs.evolve(base, samples=tuple(merged), response_lengths=tuple(lengths), provenance=info)
 
 
 def _devices(
@@ -223,7 +230,8 @@ def profile(
     command: str = "rlinf.profiling.profile",
     clock: Callable[[], float] = time.monotonic,
 ) -> ProfileResult:
-    """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds.
+    """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds; the trace
+    holds every measured iteration's ops as samples and, when the workload reports them, its response lengths.
 
     A plan is started only when the estimated cost of its start-up, warm-up and one measured iteration (from
     the plans measured so far: the slowest first iteration, the time per op) fits in what is left of the
@@ -236,6 +244,7 @@ def profile(
     require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
     started = clock()
     samples: list[CostSample] = []
+    lengths: list[int] = []
     by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
     used: list[str] = []
     iterations = 0
@@ -263,6 +272,7 @@ def profile(
                     per_op_s = max(per_op_s, took / program.num_ops)
                 if index >= settings.warmup_iterations:
                     samples.extend(dispatch_inclusive_samples(result.timeline))
+                    lengths.extend(job.response_lengths(result, config))
                     count += 1
                 bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
                 # Stop when the next iteration would not fit; the very first plan measures at least one.
@@ -292,6 +302,7 @@ def profile(
             sample_kind="dispatch-inclusive (op ready -> op end)",
         ),
         samples=tuple(samples),
+        response_lengths=tuple(float(n) for n in lengths),
     )
     return ProfileResult(
         trace=trace,
@@ -323,6 +334,7 @@ def measure_plans(
     prepared = [(plan, logical, *_program(job, config, plan, logical)) for plan, logical in entries]
     times: list[list[float]] = [[] for _ in prepared]
     samples: list[list[CostSample]] = [[] for _ in prepared]
+    lengths: list[list[tuple[int, ...]]] = [[] for _ in prepared]
     last: list[Timeline | None] = [None] * len(prepared)
     total = len(prepared) * (iterations + warmup_iterations)
     with (
@@ -341,6 +353,7 @@ def measure_plans(
                 if index >= warmup_iterations:
                     times[position].append(result.timeline.iteration_s)
                     samples[position].extend(dispatch_inclusive_samples(result.timeline))
+                    lengths[position].append(job.response_lengths(result, config))
                     last[position] = result.timeline
                 bar.update(1)
     out = []
@@ -355,6 +368,7 @@ def measure_plans(
                 iteration_s=tuple(times[position]),
                 last=timeline,
                 samples=tuple(samples[position]),
+                response_lengths=tuple(lengths[position]),
             )
         )
     return out

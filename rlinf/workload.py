@@ -80,7 +80,8 @@ class Worker(Protocol):
 
 
 class Workload(Protocol, Generic[C]):
-    """An RL workload, generic over its typed config ``C``. rlinf calls these five methods; nothing else."""
+    """An RL workload, generic over its typed config ``C``. rlinf calls these five methods and, when the workload
+    has it, :meth:`response_lengths`; nothing else."""
 
     name: str
     """Short name (run directories, checkpoints)."""
@@ -107,6 +108,12 @@ class Workload(Protocol, Generic[C]):
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """One line about the last iteration, printed when training ends."""
+
+    def response_lengths(self, result: Any, config: C) -> Sequence[int]:
+        """Optional (language workloads): the generated tokens of every response of one measured iteration
+        (``result`` as in :meth:`metrics`), each >= 1. The profiler records them as the trace's response-length
+        distribution, from which the simulator draws the long tail (``rlinf simulate --stochastic``) and the
+        planner predicts when streamed micro-batches finish; without this method that distribution stays empty."""
 
 
 WORKLOAD_METHODS = ("load_config", "workflow", "workers", "metrics", "summary")

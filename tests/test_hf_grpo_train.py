@@ -7,10 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from hf_grpo_tiny import CONFIG, tiny_sets
+from hf_grpo_tiny import CONFIG, tiny_config, tiny_sets
 
 from rlinf.checkpoint import load_latest
 from rlinf.cli import main
+from rlinf.costs import fit
+from rlinf.jobs import get_job
+from rlinf.profiling import ProfileSettings, profile
+from rlinf.trace import load_trace
 
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 
@@ -62,3 +66,18 @@ def test_hybrid_streams_and_syncs_weights(
     names = {e.get("name", "") for e in json.loads((out / "timeline.json").read_text())["traceEvents"]}
     assert sum("generate" in n for n in names) >= 2 and any("sync_weights" in n for n in names)
     assert [m["iteration"] for m in computed(out)] == [1, 2]
+
+
+def test_the_profile_records_every_response_length(cache: Path, tmp_path: Path) -> None:
+    """The profiled trace's response-length distribution holds every response of the measured iterations (what
+    ``rlinf simulate --stochastic`` draws the long tail from), and survives saving."""
+    settings = ProfileSettings(budget_s=1.0, iterations_per_plan=1, warmup_iterations=0)  # one plan, once
+    result = profile(
+        get_job("grpo_hf"), tiny_config(cache), 1, settings=settings, num_cores=1, progress=False
+    )
+    lengths = result.trace.response_lengths
+    assert result.iterations == 1 and len(lengths) == 4 * 4  # 4 prompts x 4 responses
+    assert all(1 <= n <= 48 and n == int(n) for n in lengths)  # tokens, EOS included, up to max_new_tokens
+    result.trace.save(tmp_path / "trace.json")
+    assert load_trace(tmp_path / "trace.json").response_lengths == lengths
+    assert fit(result.trace).response_lengths == lengths

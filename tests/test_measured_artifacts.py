@@ -111,3 +111,32 @@ def test_real_fidelity_the_profile_still_predicts_the_measured_out_of_sample_pla
         predicted = simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
         errors.append(abs(predicted - row["measured_s"]) / row["measured_s"])
     assert statistics.median(errors) <= 0.10, errors
+
+
+def test_the_hf_streaming_figures_equal_their_artifact() -> None:
+    data = json.loads((ROOT / "docs" / "grpo_hf_streaming.json").read_text())
+    assert data["command"].startswith("python benchmarks/bench_streaming_hf.py")
+    assert {"commit", "date_start", "date_end", "cores", "load_average"} <= set(data)
+    by_plan = {p["plan"]: p for p in data["plans"]}
+    chosen, whole = by_plan[data["planner"]["plan"]], by_plan[data["whole_batch_plan"]]
+    assert chosen is not whole and chosen["generated_tokens"] == whole["generated_tokens"]  # the same work
+    medians = [statistics.median(p["iteration_s"]) for p in (chosen, whole)]
+    assert medians == [chosen["median_iteration_s"], whole["median_iteration_s"]]
+    speedup = medians[1] / medians[0]
+    predicted = whole["predicted_iteration_s"] / chosen["predicted_iteration_s"]
+    before = data["load_average"]["before"][0]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    claim = (
+        f"**{speedup:.2f}x** ({medians[0]:.2f} vs {medians[1]:.2f} s/iteration; predicted {predicted:.2f}x)"
+    )
+    assert f"{claim}, load average {before:.1f} on 2 cores" in readme
+    doc = " ".join((ROOT / "docs" / "grpo_hf.md").read_text().split())
+    row = (
+        f"| predicted | {chosen['predicted_iteration_s']:.2f} s/iteration | {whole['predicted_iteration_s']:.2f} s |"
+        f" | measured median | **{medians[0]:.2f} s** | **{medians[1]:.2f} s** |"
+    )
+    assert row in doc
+    assert (
+        f"**{speedup:.2f}x** the speed of whole-batch hand-off" in doc
+        and f"predicted {predicted:.2f}x" in doc
+    )

@@ -4,13 +4,14 @@ budget and covers what the planner considers; traces merge."""
 from __future__ import annotations
 
 import pytest
+from factories import grpo_trace
 
 from rlinf.cluster import cpu_cluster
 from rlinf.costs import fit
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
-from rlinf.profiling import ProfileSettings, dispatch_inclusive_samples, profile
+from rlinf.profiling import ProfileSettings, dispatch_inclusive_samples, merge_traces, profile
 from rlinf.timeline import Timeline
 from simulator import replay
 
@@ -85,3 +86,11 @@ def test_profiling_stays_within_its_budget() -> None:
     assert {"machine", "python", "packages", "date", "command"} <= set(result.trace.provenance)
     costs = fit(result.trace)
     assert ("env", "env_step") in costs.curves and ("actor", "train") in costs.curves
+
+
+def test_merged_traces_keep_every_response_length() -> None:
+    first = grpo_trace(response_lengths=(3.0, 40.0))
+    second = grpo_trace(response_lengths=(7.0,))
+    merged = merge_traces(first, second, grpo_trace())
+    assert merged.response_lengths == (3.0, 40.0, 7.0)
+    assert len(merged.samples) == 3 * len(first.samples)

@@ -9,13 +9,14 @@ import textwrap
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rlinf
 from executor.protocol import share_slice
 from rlinf.cli import main
 from rlinf.errors import ConfigError
-from rlinf.jobs import get_job, load_job_config
+from rlinf.jobs import Job, get_job, load_job_config
 from rlinf.plan import Placement, Plan
 from rlinf.worker_context import component_facts, context_for
 from rlinf.workload import WORKLOAD_METHODS
@@ -94,6 +95,18 @@ BROKEN_WORKER = """
 """
 
 
+LENGTHS_NOT_A_METHOD = """
+    import sys
+    sys.path.insert(0, {example!r})
+    import ppo_critic
+
+    class Lengths(ppo_critic.PPOCritic):
+        response_lengths = 3
+
+    WORKLOAD = Lengths()
+"""
+
+
 @pytest.mark.parametrize(
     ("module", "reference", "message"),
     [
@@ -101,6 +114,7 @@ BROKEN_WORKER = """
         ("X = 1\n", "userwl.py:WORKLOAD", "module userwl has no attribute 'WORKLOAD'"),
         ("WORKLOAD = 42\n", "userwl.py:WORKLOAD", "is a int, not a workload: it lacks name, load_config"),
         (BROKEN_WORKER, "userwl.py:WORKLOAD", "worker critic='NoCompute': lacks compute"),
+        (LENGTHS_NOT_A_METHOD, "userwl.py:WORKLOAD", "has a response_lengths attribute that is not a method"),
         ("", "no_colon_here", "is not a built-in workload"),
         ("", "missing_file.py:W", "file missing_file.py does not exist"),
         (
@@ -120,6 +134,29 @@ def test_bad_references_are_one_line(
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+class ReportsLengths:
+    """Just enough of a workload for :meth:`Job.response_lengths`."""
+
+    name = "lengths"
+
+    def __init__(self, lengths: list) -> None:
+        self.lengths = lengths
+
+    def response_lengths(self, result: object, config: object) -> list:
+        return self.lengths
+
+
+def test_response_lengths_are_optional_whole_token_counts() -> None:
+    assert get_job("grpo_arith").response_lengths(None, None) == ()  # a workload without the method
+    lengths = Job(workload=ReportsLengths([3, np.int64(5)])).response_lengths(None, None)
+    assert lengths == (3, 5) and all(type(n) is int for n in lengths)
+    for bad in (0, 2.5, True, "4"):
+        with pytest.raises(
+            ConfigError, match=r"workload lengths response_lengths\(\)\[1\]=.*is not a token count"
+        ):
+            Job(workload=ReportsLengths([7, bad])).response_lengths(None, None)
 
 
 def test_contexts_give_each_replica_the_executors_share() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 import executor
 from rlinf import limits
@@ -147,6 +148,24 @@ class Job:
         metrics = dict(self.workload.metrics(result, config, iteration))
         metrics.setdefault("iteration_s", result.timeline.iteration_s)
         return {"iteration": iteration, **{k: v for k, v in metrics.items() if k != "iteration"}}
+
+    def response_lengths(self, result: Any, config: Any) -> tuple[int, ...]:
+        """Generated tokens of every response of one measured iteration, from the workload's optional
+        ``response_lengths`` (:class:`rlinf.Workload`); ``()`` for a workload without it. Raises
+        :class:`ConfigError` naming the workload when a value is not a whole number >= 1."""
+        method = getattr(self.workload, "response_lengths", None)
+        if method is None:
+            return ()
+        lengths = tuple(method(result, config))
+        for index, length in enumerate(lengths):
+            require(
+                isinstance(length, (int, np.integer)) and not isinstance(length, bool) and bool(length >= 1),
+                f"workload {self.reference or self.name} response_lengths()[{index}]",
+                length,
+                "is not a token count >= 1",
+                "return the generated tokens (EOS included) of every response as whole numbers",
+            )
+        return tuple(int(length) for length in lengths)
 
     def progress(self, metrics: Mapping[str, Any]) -> dict[str, str]:
         """The workload's headline metrics, shortened for the progress bar."""

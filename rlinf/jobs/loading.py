@@ -90,6 +90,11 @@ def check_workload(reference: str, workload: Any) -> None:
             f"is a {type(workload).__name__}, not a workload: it lacks {', '.join(missing)}",
             "point at an object implementing rlinf.Workload (docs/workloads.md)",
         )  # fmt: skip
+    if hasattr(workload, "response_lengths") and not callable(workload.response_lengths):
+        raise ConfigError(
+            "workload", reference, "has a response_lengths attribute that is not a method",
+            "make it the optional method response_lengths(result, config) or remove it (docs/workloads.md)",
+        )  # fmt: skip
 
 
 def check_workers(

@@ -77,22 +77,26 @@ def grpo_workflow(config: HfGrpoConfig) -> Workflow:
     )
 
 
-def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any], list[int]]:
+def _response_lengths(result: Any) -> list[int]:
+    """Generated tokens (EOS included) of every response the rollout replicas emitted in one iteration."""
+    return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+
+
+def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any]]:
     sums: dict[str, float] = {}
     losses: dict[str, list[float]] = {}
     latest: dict[str, Any] = {}
-    lengths: list[int] = []
     for record in result.infos:
         for key, value in record.info.items():
             if key == "response_lengths":
-                lengths.extend(value)
-            elif key in LOSS_KEYS:
+                continue
+            if key in LOSS_KEYS:
                 losses.setdefault(key, []).append(float(value))
             elif key in ("heldout_accuracy", "warm_start_accuracy", "eval_s"):
                 latest[key] = float(value)
             else:
                 sums[key] = sums.get(key, 0.0) + float(value)
-    return sums, losses, latest, lengths
+    return sums, losses, latest
 
 
 @attrs.frozen
@@ -137,7 +141,8 @@ class GrpoHfWorkload:
         """Generated tokens/s, samples/s, mean reward, response lengths, losses, held-out accuracy when evaluated."""
         timeline = result.timeline
         samples = config.grpo.prompts_per_iteration * config.grpo.group_size
-        sums, losses, metrics, lengths = _sum_infos(result)
+        sums, losses, metrics = _sum_infos(result)
+        lengths = _response_lengths(result)
         tokens = int(sums.get("response_tokens", 0))
         metrics.update(
             {
@@ -161,6 +166,11 @@ class GrpoHfWorkload:
             busy = sum(s.seconds for s in timeline.spans if s.kind == "compute" and s.component == name)
             metrics[f"{name}_busy_s"] = busy
         return metrics
+
+    def response_lengths(self, result: Any, config: HfGrpoConfig) -> list[int]:
+        """Generated tokens (EOS included) of every response of one iteration: what the profiler records as the
+        trace's response-length distribution."""
+        return _response_lengths(result)
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration."""

@@ -47,8 +47,9 @@ class Started:
     """The command line that measures, as a user would type it from the repository root."""
     commit: str
     """``git rev-parse --short HEAD`` of the checkout that measured (``unknown`` outside git)."""
-    uncommitted_changes: bool
-    """Whether tracked files differed from that commit when the measurement started."""
+    uncommitted_code_changes: bool
+    """Whether tracked files other than docs (``docs/``, ``*.md``: artifacts and prose that benchmarks rewrite)
+    differed from that commit when the measurement started."""
     date: str
     """UTC start time, ISO 8601."""
     cores: int
@@ -66,7 +67,9 @@ def begin(script: str, argv: Sequence[str] | None = None) -> Started:
     return Started(
         command=" ".join([script, *(shlex.quote(a) for a in arguments)]),
         commit=_git("rev-parse", "--short", "HEAD") or "unknown",
-        uncommitted_changes=bool(_git("status", "--porcelain", "--untracked-files=no")),
+        uncommitted_code_changes=bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!*.md")
+        ),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         cores=os.cpu_count() or 0,
         load_average_before=_load_average(),

@@ -30,7 +30,7 @@ from rlinf.files import write_text_atomic
 FIELDS = (
     "command",
     "commit",
-    "uncommitted_changes",
+    "uncommitted_code_changes",
     "date",
     "cores",
     "load_average_before",

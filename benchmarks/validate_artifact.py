@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import provenance
 
-from rlinf.cli import main as rlinf_main
+from executor import WorkerError
+from rlinf.cli import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,9 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     args, validate_args = parser.parse_known_args(argv)
     started = provenance.begin("python benchmarks/validate_artifact.py", argv)
     command = ["validate", *validate_args, "--out", str(args.out), "--no-progress"]
-    code = rlinf_main(command)
-    if code != 0:
-        return code
+    validate = build_parser().parse_args(command)
+    try:  # not through rlinf's main, which prints one line: a failed benchmark shows the worker's traceback
+        validate.handler(validate)
+    except WorkerError as error:
+        print(f"{error}\n{error.remote_traceback}", file=sys.stderr)
+        return 1
     report = json.loads((args.out / "validate.json").read_text())
     provenance.write_artifact(
         args.artifact, {"rlinf_command": "rlinf " + " ".join(command), **report}, started

@@ -22,6 +22,7 @@ from pathlib import Path
 import provenance
 
 from executor.devices import available_cores
+from rlinf.files import write_text_atomic
 from rlinf.jobs import load_job_config
 from rlinf.profiling import ProfileSettings, measure_plans, profile
 from rlinf.runner import plan_from_trace
@@ -91,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         "best_fixed_mode": best_fixed,
         "auto_over_best_fixed": rows["auto"]["env_steps_per_s"] / rows[best_fixed]["env_steps_per_s"],
     }
+    report = provenance.document(report, measurement)
     print(json.dumps(report, indent=1))
     if args.json:
-        report = provenance.write_artifact(args.json, report, measurement)
+        write_text_atomic(args.json, json.dumps(report, indent=1) + "\n")
     if args.markdown:
         Path(args.markdown).write_text(_table(report))
     return 0
@@ -109,7 +111,8 @@ def _table(report: dict) -> str:
     lines.append("")
     lines.append(
         f"auto / collocated: **{report['auto_over_collocated']:.2f}x**; auto / best fixed mode "
-        f"({report['best_fixed_mode']}): **{report['auto_over_best_fixed']:.3f}x**"
+        f"({report['best_fixed_mode']}): **{report['auto_over_best_fixed']:.3f}x**; load average "
+        f"{report['provenance']['load_average_before'][0]:.1f} -> {report['provenance']['load_average_after'][0]:.1f}"
     )
     return "\n".join(lines) + "\n"
 

@@ -87,12 +87,16 @@ def finish(started: Started) -> dict[str, Any]:
     return record
 
 
+def document(body: dict[str, Any], started: Started) -> dict[str, Any]:
+    """``body`` with its ``provenance`` (see :func:`finish`) first."""
+    return {"provenance": finish(started), **body}
+
+
 def write_artifact(path: str | Path, body: dict[str, Any], started: Started) -> dict[str, Any]:
-    """Write ``body`` with its ``provenance`` (see :func:`finish`) as indented JSON to ``path`` atomically;
-    returns what was written."""
-    document = {"provenance": finish(started), **body}
-    write_text_atomic(path, json.dumps(document, indent=1) + "\n")
-    return document
+    """Write ``body`` with its ``provenance`` as indented JSON to ``path`` atomically; returns what was written."""
+    written = document(body, started)
+    write_text_atomic(path, json.dumps(written, indent=1) + "\n")
+    return written
 
 
 def _load_average() -> tuple[float, float, float]:

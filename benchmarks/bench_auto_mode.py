@@ -6,20 +6,23 @@ hybrid and disaggregated plans of the same config, measured with the real execut
 The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. All plans then train side by side
 (every plan's workers alive, iterations alternating between plans), so load from other processes on a shared
 machine affects all plans alike; a plan's env steps/s is its env steps per iteration over the median iteration
-time after warm-up. One run; prints a JSON report and, with ``--markdown``, writes a table.
+time after warm-up. One run; prints a JSON report, with ``--json`` writes it as an artifact (provenance and every
+plan's measured iterations) and with ``--markdown`` writes a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import provenance
+
 from executor.devices import available_cores
+from rlinf.files import write_text_atomic
 from rlinf.jobs import load_job_config
 from rlinf.profiling import ProfileSettings, measure_plans, profile
 from rlinf.runner import plan_from_trace
@@ -39,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", help="plan from this trace instead of profiling")
     parser.add_argument("--markdown", help="write the result table to this file")
     parser.add_argument("--save-trace", help="write the profiled trace to this file")
+    parser.add_argument("--json", help="write the report here, with provenance")
     args = parser.parse_args(argv)
+    measurement = provenance.begin("python benchmarks/bench_auto_mode.py", argv)
 
     job, config = load_job_config(args.config, args.set)
     started = time.perf_counter()
@@ -71,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             "logical_devices": entry[1],
             "median_iteration_s": median_s,
             "env_steps_per_s": env_steps / median_s,
+            "iteration_s": list(run.iteration_s),
         }
     predicted = {(c.plan, c.num_devices): c.predicted_s for c in auto.candidates}
     for name, entry in entries.items():
@@ -80,14 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"file": args.config, "set": args.set, "env_steps_per_iteration": env_steps},
         "devices": args.devices,
         "iterations": args.iterations,
-        "load_average": os.getloadavg(),
         "profile_and_plan_s": planning_s,
         "plans": rows,
         "auto_over_collocated": rows["auto"]["env_steps_per_s"] / rows["collocated"]["env_steps_per_s"],
         "best_fixed_mode": best_fixed,
         "auto_over_best_fixed": rows["auto"]["env_steps_per_s"] / rows[best_fixed]["env_steps_per_s"],
     }
+    report = provenance.document(report, measurement)
     print(json.dumps(report, indent=1))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(report, indent=1) + "\n")
     if args.markdown:
         Path(args.markdown).write_text(_table(report))
     return 0
@@ -104,7 +112,7 @@ def _table(report: dict) -> str:
     lines.append(
         f"auto / collocated: **{report['auto_over_collocated']:.2f}x**; auto / best fixed mode "
         f"({report['best_fixed_mode']}): **{report['auto_over_best_fixed']:.3f}x**; load average "
-        f"{', '.join(f'{x:.1f}' for x in report['load_average'])}"
+        f"{report['provenance']['load_average_before'][0]:.1f} -> {report['provenance']['load_average_after'][0]:.1f}"
     )
     return "\n".join(lines) + "\n"
 

@@ -1,11 +1,12 @@
 """Pipelining benchmark: env steps/s with the env <-> rollout loop split into 2 pipeline stages vs 1 stage, on
 disaggregated env and rollout devices (one CPU core each), measured with the real executor.
 
-    python benchmarks/bench_pipelining.py [--iterations 6] [--hidden 256 256]
+    python benchmarks/bench_pipelining.py [--iterations 6] [--hidden 256 256] [--json OUT]
 
 With one stage, the env core idles while the policy infers and vice versa; with two stages one stage's env
 steps while the other's policy infers. Reported: the median over iterations (the first is dropped as warm-up)
-of rollout env steps/s (env steps over the loop's span) and of whole-iteration env steps/s, and their ratios.
+of rollout env steps/s (env steps over the loop's span) and of whole-iteration env steps/s, and their ratios;
+``--json`` writes them as an artifact with provenance and every iteration's values.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import json
 import statistics
 import sys
 import tempfile
+from pathlib import Path
 
 import attrs
+import provenance
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
 from rlinf.jobs import get_job
@@ -26,7 +29,7 @@ from rlinf.workloads.embodied.config import EmbodiedConfig
 JOB = get_job("embodied_ppo")
 
 
-def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict[str, float]:
+def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict:
     """Median throughputs of a disaggregated run with ``stages`` pipeline stages."""
     config = attrs.evolve(config, stages=stages)
     plan, logical = JOB.fixed_plan("disaggregated", num_cores, config)
@@ -37,6 +40,8 @@ def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict[str, fl
     return {
         "rollout_env_steps_per_s": statistics.median(m["rollout_env_steps_per_s"] for m in kept),
         "env_steps_per_s": statistics.median(m["env_steps_per_s"] for m in kept),
+        "rollout_env_steps_per_s_each": [m["rollout_env_steps_per_s"] for m in kept],
+        "env_steps_per_s_each": [m["env_steps_per_s"] for m in kept],
         "oversubscribed": is_oversubscribed(devices),
         "plan": plan.describe(),
     }
@@ -49,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-steps", type=int, default=64)
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     parser.add_argument("--cores", type=int, default=min(2, len(available_cores())))
+    parser.add_argument("--json", type=Path, help="write the report here, with provenance")
     args = parser.parse_args(argv)
+    started = provenance.begin("python benchmarks/bench_pipelining.py", argv)
     config = EmbodiedConfig(
         num_envs=args.num_envs,
         num_steps=args.num_steps,
@@ -74,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         "iteration_ratio_2_over_1": two["env_steps_per_s"] / one["env_steps_per_s"],
     }
     print(json.dumps(report, indent=1))
+    if args.json is not None:
+        provenance.write_artifact(args.json, report, started)
     return 0
 
 

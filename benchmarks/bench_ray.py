@@ -1,15 +1,17 @@
 """Ray backend vs local backend on the Hopper PPO config: time per training iteration, same program, same seed.
 
-    python benchmarks/bench_ray.py [--iterations 20] [--warmup 2] [--devices 2] [--mode collocated] [--json OUT]
+    python benchmarks/bench_ray.py [--iterations 20] [--warmup 2] [--devices 2] [--modes collocated ...] [--json OUT]
 
-Both backends run the program that ``rlinf train examples/hopper_ppo.yaml --mode <mode> --devices <devices>``
-runs, in the same process: the local backend (worker processes and pipes) and the Ray backend (a private
-single-node Ray bound to 127.0.0.1, one actor per replica). Both are started first, then their iterations
+For each mode in turn (default: collocated, hybrid, disaggregated), both backends run the program that ``rlinf
+train examples/hopper_ppo.yaml --mode <mode> --devices <devices>`` runs, in the same process: the local backend
+(worker processes and pipes) and the Ray backend (a private single-node Ray bound to 127.0.0.1, one actor per
+replica). Both are started first, then their iterations
 alternate (local, Ray, local, Ray, ...), so that both see the same machine load; the idle backend's workers
 block on their connections. Per iteration it measures the driver's wall time around ``executor.run``
 (dispatch, transport and compute; worker start-up excluded by the ``--warmup`` iterations, which are dropped).
 Reported: the median and mean per backend and the ratio ray / local (target <= 1.10), plus a check that both
-backends computed the same losses and returns.
+backends computed the same losses and returns. ``--json`` writes an artifact with provenance and every measured
+iteration's seconds.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import contextlib
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
+
+import provenance
 
 import executor
 from executor.devices import available_cores
@@ -54,17 +57,30 @@ def measure(program: Any, specs: dict, devices: tuple, iterations: int, warmup: 
     }
 
 
-def main() -> None:
+MODES = ("collocated", "hybrid", "disaggregated")
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="examples/hopper_ppo.yaml")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
-    parser.add_argument("--mode", default="collocated", choices=("collocated", "disaggregated", "hybrid"))
-    parser.add_argument("--json", help="write the summary here")
-    args = parser.parse_args()
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--json", help="write the summary here, with provenance")
+    args = parser.parse_args(argv)
+    started = provenance.begin("python benchmarks/bench_ray.py", argv)
     job, config = load_job_config(args.config)
-    plan, logical = job.fixed_plan(args.mode, args.devices, config)
+    summary = {mode: compare(job, config, mode, args) for mode in args.modes}
+    if args.json:
+        provenance.write_artifact(
+            args.json, {"iterations": args.iterations, "warmup": args.warmup, "modes": summary}, started
+        )
+
+
+def compare(job: Any, config: Any, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Local and Ray backends on one fixed plan, iterations alternating; printed and returned."""
+    plan, logical = job.fixed_plan(mode, args.devices, config)
     program = job.lower(plan, config, logical)
     specs = job.worker_specs(config, plan, program)
     devices = executor.cpu_devices(logical, available_cores()[: args.devices])
@@ -80,9 +96,14 @@ def main() -> None:
             f"  {name:5s}: median {result['median_s'] * 1000:.1f} ms, mean {result['mean_s'] * 1000:.1f} ms per iteration"
         )
     print(f"  ratio ray / local (median): {ratio:.3f} (target <= 1.10); same losses and returns: {same}")
-    if args.json:
-        summary = {"plan": plan.describe(), "local": local, "ray": ray, "ratio": ratio, "same_outcomes": same}
-        Path(args.json).write_text(json.dumps(summary, indent=1))
+    return {
+        "plan": plan.describe(),
+        "num_ops": program.num_ops,
+        "local": local,
+        "ray": ray,
+        "ratio": ratio,
+        "same_outcomes": same,
+    }
 
 
 if __name__ == "__main__":

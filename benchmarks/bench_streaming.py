@@ -12,14 +12,13 @@ with granularity > 1 it scores and trains on the groups that finished early whil
 Runs of each granularity are interleaved (``--repeats``) because the cores are shared. Reported: the median over
 all measured iterations (the first of each run dropped as warm-up) of iteration time, generated tokens/s and each
 component's busy time per granularity, the speed-up over granularity 1, and the Gantt chart of the last iteration
-of the last run of each granularity (``docs/grpo_streaming_g<N>.png``); a JSON summary goes to ``--json``.
+of the last run of each granularity (``docs/grpo_streaming_g<N>.png``); a JSON artifact (provenance, the summary
+and every run's per-iteration times and tokens/s) goes to ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
 import sys
@@ -27,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import attrs
+import provenance
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.jobs import get_job, load_job_config
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(available_cores()) < 2:
         print("bench_streaming needs 2 CPU cores", file=sys.stderr)
         return 2
+    started = provenance.begin("python benchmarks/bench_streaming.py", argv)
     overrides = [
         f"grpo.num_iterations={args.iterations}",
         f"grpo.long_tail_fraction={args.long_tail_fraction}",
@@ -88,14 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     granularities = [1, *args.granularities]
     kept: dict[int, list[dict]] = {g: [] for g in granularities}
     plans: dict[int, str] = {}
-    load = [os.getloadavg()[0]]
+    runs: list[dict] = []
     for repeat in range(args.repeats):
         order = granularities if repeat % 2 == 0 else granularities[::-1]
         for granularity in order:
             gantt = args.docs / f"grpo_streaming_g{granularity}.png"
             plans[granularity], metrics = run_once(config, granularity, gantt)
             kept[granularity].extend(metrics)
-            load.append(os.getloadavg()[0])
+            runs.append(
+                {
+                    "repeat": repeat,
+                    "granularity": granularity,
+                    "iteration_s": [m["iteration_s"] for m in metrics],
+                    "tokens_per_s": [m["tokens_per_s"] for m in metrics],
+                }
+            )
             median_ms = 1e3 * statistics.median(m["iteration_s"] for m in metrics)
             print(
                 f"repeat {repeat} granularity {granularity}: median iteration {median_ms:.0f} ms", flush=True
@@ -104,13 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     whole = float(results[1]["iteration_s"])
     speedups = {g: whole / float(results[g]["iteration_s"]) for g in args.granularities}
     summary = {
-        "command": "python benchmarks/bench_streaming.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "load_average_1min": {"min": min(load), "max": max(load)},
+        "long_tail": {
+            "long_tail_fraction": config.grpo.long_tail_fraction,
+            "max_new_tokens": config.grpo.max_new_tokens,
+        },
         "results": {str(g): r for g, r in results.items()},
         "speedup_over_whole_batch": {str(g): v for g, v in speedups.items()},
+        "runs": runs,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=2))
+    written = provenance.write_artifact(args.json, summary, started)
     for granularity in granularities:
         r = results[granularity]
         extra = "" if granularity == 1 else f", {speedups[granularity]:.2f}x granularity 1"
@@ -118,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             f"granularity {granularity}: iteration {1e3 * float(r['iteration_s']):.0f} ms, "
             f"{float(r['tokens_per_s']):.0f} tokens/s{extra}"
         )
-    print(f"load average {min(load):.1f}-{max(load):.1f}; wrote {args.json}")
+    load = written["provenance"]
+    print(
+        f"load average {load['load_average_before'][0]} -> {load['load_average_after'][0]}; wrote {args.json}"
+    )
     return 0
 
 

@@ -5,21 +5,22 @@ included, trained into a fresh cache), then the held-out accuracy curve from the
 
 It runs ``rlinf train examples/grpo_arith.yaml --mode <mode> --out <out> --set
 execution.warm_start_cache=<out>/warm_start`` (150 GRPO iterations, held-out accuracy every 10) and writes the
-curve to ``docs/grpo_executor_learning.png`` and its JSON (command, wall time, warm-start and final accuracy,
-curve) next to it.
+curve to ``docs/grpo_executor_learning.png`` and its JSON artifact next to it (provenance, wall time, the warm
+start's ``teacher_error_rate``, warm-start and final accuracy, curve, every iteration's reward and time).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
+import provenance
+
 from rlinf.cli import main as rlinf_main
+from rlinf.jobs import load_job_config
 
 
 def plot(curve: list[tuple[int, float]], warm: float, path: Path, title: str) -> None:
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         f"execution.warm_start_cache={args.out / 'warm_start'}",
         *(item for pair in args.set for item in ("--set", pair)),
     ]
-    load_before = os.getloadavg()[0]
+    measurement = provenance.begin("python benchmarks/learn_grpo_arith.py", argv)
+    _, config = load_job_config(args.config, args.set)
     started = time.perf_counter()
     code = rlinf_main(command)
     wall_s = time.perf_counter() - started
@@ -74,19 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     title = f"rlinf train, {args.mode}: {100 * warm:.1f}% -> {100 * final:.1f}% in {wall_s / 60:.1f} min"
     plot(curve, warm, args.png, title)
     document = {
-        "command": "python benchmarks/learn_grpo_arith.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
         "rlinf_command": "rlinf " + " ".join(command),
         "wall_s": wall_s,
         "first_iteration_wall_s": metrics[0]["wall_s"],
-        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        "teacher_error_rate": config.warm_start.teacher_error_rate,
+        "granularity": config.execution.granularity,
         "warm_start_accuracy": warm,
         "final_accuracy": final,
         "gain_points": 100 * (final - warm),
         "curve": [{"iteration": i, "heldout_accuracy": a} for i, a in curve],
         "mean_reward": [m["mean_reward"] for m in metrics],
+        "iteration_s": [m["iteration_s"] for m in metrics],
     }
-    args.png.with_suffix(".json").write_text(json.dumps(document, indent=2))
+    provenance.write_artifact(args.png.with_suffix(".json"), document, measurement)
     print(
         f"held-out accuracy: warm start {100 * warm:.1f}% -> {100 * final:.1f}% ({100 * (final - warm):+.1f} "
         f"points) in {wall_s / 60:.1f} min wall (warm start included); wrote {args.png}"

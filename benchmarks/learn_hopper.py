@@ -1,9 +1,10 @@
 """Learning benchmark (not run in CI): embodied PPO on Hopper-v5 with the real executor, until 300k env steps.
 
-    nice -n 19 python benchmarks/learn_hopper.py --out docs/hopper_learning.png
+    python benchmarks/learn_hopper.py --out docs/hopper_learning.png
 
 Target: mean episodic return >= 1000 within 300k env steps. Writes the curve (PNG), the run directory (metrics,
-trace, timeline, checkpoints) under ``runs/learn_hopper`` and a JSON summary next to the PNG.
+trace, timeline, checkpoints) under ``runs/learn_hopper`` and a JSON artifact next to the PNG (provenance, summary
+and every iteration's env steps, mean episodic return and wall time).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import attrs
+import provenance
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.jobs import get_job
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     args = parser.parse_args(argv)
+    started = provenance.begin("python benchmarks/learn_hopper.py", argv)
     config = learning_config(args.seed)
     plan, logical = JOB.fixed_plan("collocated", args.devices, config)
     history: list[dict] = []
@@ -104,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         (m["env_steps"] for m in result.metrics if (m["episodic_return"] or 0) >= TARGET_RETURN), None
     )
     summary = {
-        "command": "nice -n 19 python benchmarks/learn_hopper.py --out " + str(out),
         "env_steps": result.metrics[-1]["env_steps"],
         "final_return": smoothed[-1] if smoothed else None,
         "best_5_iteration_mean_return": best_window,
@@ -112,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         "target": TARGET_RETURN,
         "wall_s": result.metrics[-1]["wall_s"],
         "config": attrs.asdict(config),
+        "iterations": [
+            {key: m[key] for key in ("iteration", "env_steps", "episodic_return", "wall_s")}
+            for m in result.metrics
+        ],
     }
-    out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=1))
+    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("config", "iterations")}, indent=1))
     return 0
 
 

@@ -1,0 +1,46 @@
+"""``rlinf validate`` with provenance: runs the command in this process and saves its ``validate.json`` (every
+plan's predicted and measured time, each measured iteration, the summary) as an artifact with the command,
+commit, date, cores and load average.
+
+    python benchmarks/validate_artifact.py --artifact docs/grpo_validate.json examples/grpo_arith.yaml \\
+        --set execution.heldout_eval=false
+
+Every argument after the options below goes to ``rlinf validate`` unchanged (``--out`` is set here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import provenance
+
+from executor import WorkerError
+from rlinf.cli import build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", type=Path, required=True, help="where the JSON artifact goes")
+    parser.add_argument("--out", type=Path, default=Path("runs/validate_artifact"), help="validate's --out")
+    args, validate_args = parser.parse_known_args(argv)
+    started = provenance.begin("python benchmarks/validate_artifact.py", argv)
+    command = ["validate", *validate_args, "--out", str(args.out), "--no-progress"]
+    validate = build_parser().parse_args(command)
+    try:  # not through rlinf's main, which prints one line: a failed benchmark shows the worker's traceback
+        validate.handler(validate)
+    except WorkerError as error:
+        print(f"{error}\n{error.remote_traceback}", file=sys.stderr)
+        return 1
+    report = json.loads((args.out / "validate.json").read_text())
+    provenance.write_artifact(
+        args.artifact, {"rlinf_command": "rlinf " + " ".join(command), **report}, started
+    )
+    print(f"wrote {args.artifact}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

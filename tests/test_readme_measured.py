@@ -1,0 +1,338 @@
+"""The README's table of measured figures, and the docs that restate them, equal the JSON artifacts the
+benchmarks wrote (``benchmarks/provenance.py``): each artifact carries its command, commit, date, cores, load
+average and raw per-iteration values, its headline figures follow from those values, and the text shows exactly
+those figures. A figure edited by hand fails here. Reads JSON only (no benchmark runs)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PROVENANCE = {"command", "commit", "date", "cores", "load_average_before", "load_average_after", "wall_s"}
+
+
+def artifact(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / name).read_text())
+
+
+def load(data: dict[str, Any]) -> str:
+    """How a row states the 1-minute load average of the run that measured it."""
+    p = data["provenance"]
+    return f"load average {p['load_average_before'][0]:.1f} -> {p['load_average_after'][0]:.1f}"
+
+
+def hopper() -> list[str]:
+    a = artifact("docs/hopper_learning.json")
+    return [
+        f"mean return first >= 1,000 at {a['first_iteration_at_or_above_target_env_steps']:,} env steps",
+        f"{a['final_return']:,.0f} at {a['env_steps']:,} ({a['wall_s']:.0f} s)",
+        load(a),
+    ]
+
+
+def pipelining() -> list[str]:
+    big, small = artifact("docs/bench_pipelining_1024.json"), artifact("docs/bench_pipelining_default.json")
+    return [
+        f"{big['rollout_ratio_2_over_1']:.2f}x rollout env steps/s ({big['iteration_ratio_2_over_1']:.2f}x "
+        f"whole iteration), {load(big)}",
+        f"default 16 envs, 256x256: {small['rollout_ratio_2_over_1']:.2f}x "
+        f"({small['iteration_ratio_2_over_1']:.2f}x), {load(small)}",
+    ]
+
+
+def grpo_arith() -> list[str]:
+    a = artifact("docs/grpo_executor_learning.json")
+    return [
+        f"`teacher_error_rate: {a['teacher_error_rate']}`",
+        f"held-out accuracy {100 * a['warm_start_accuracy']:.1f}% -> {100 * a['final_accuracy']:.1f}% "
+        f"({a['gain_points']:+.1f} points) in {a['wall_s'] / 60:.1f} min",
+        load(a),
+    ]
+
+
+def grpo_hf() -> list[str]:
+    """The other agent's row (and artifact): only its headline numbers are checked."""
+    a = artifact("docs/grpo_hf_learning.json")
+    return [
+        f"{100 * a['warm_start_accuracy']:.1f}% -> {100 * a['final_accuracy']:.1f}% ({a['gain_points']:+.1f} points",
+        f"{a['wall_s'] / 60:.1f} min",
+    ]
+
+
+def streaming() -> list[str]:
+    runs = [artifact("docs/grpo_streaming_run1.json"), artifact("docs/grpo_streaming.json")]
+    tail = runs[0]["long_tail"]
+    return [
+        f"`long_tail_fraction: {tail['long_tail_fraction']}`, `max_new_tokens: {tail['max_new_tokens']}`",
+        "; ".join(
+            f"granularity {g} vs 1: " + " and ".join(f"{r['speedup_over_whole_batch'][g]:.2f}x" for r in runs)
+            for g in ("4", "8")
+        )
+        + " (two runs",
+        ", ".join(load(r) for r in runs),
+    ]
+
+
+VALIDATE_RUNS = ("docs/grpo_validate.json", "docs/grpo_validate_run2.json")
+
+
+def fidelity() -> list[str]:
+    claims = []
+    for name in VALIDATE_RUNS:
+        a = artifact(name)
+        on_cores = sum(not p["oversubscribed"] for p in a["plans"])
+        claims.append(
+            f"median error {100 * a['median_error']:.1f}% over {on_cores} plans, max {100 * a['max_error']:.1f}%, "
+            f"Kendall tau {a['kendall_tau']:.2f}; its pick measured {100 * a['top1_regret']:.1f}% slower than "
+            f"the measured best ({load(a)})"
+        )
+    return claims
+
+
+def auto_vs_collocated() -> list[str]:
+    a = artifact("docs/grpo_auto_vs_collocated.json")
+    return [
+        f"{a['auto']['median_tokens_per_s']:,.0f} vs {a['collocated']['median_tokens_per_s']:,.0f} generated "
+        f"tokens/s ({a['ratio_auto_over_collocated_median_tokens_per_s']:.2f}x)",
+        load(a),
+    ]
+
+
+RAY_RUNS = ("docs/ray_vs_local.json", "docs/ray_vs_local_run2.json")
+
+
+def ray() -> list[str]:
+    claims = []
+    for name in RAY_RUNS:
+        a = artifact(name)
+        claims.append(
+            ", ".join(f"{m['ratio']:.2f}x {mode}" for mode, m in a["modes"].items()) + f" ({load(a)})"
+        )
+    return claims
+
+
+def kill() -> list[str]:
+    a = artifact("docs/data/kill_detection.json")
+    ms = a["detected_ms"]
+    return [
+        f"local {' / '.join(map(str, ms['local']))} ms, Ray {' / '.join(map(str, ms['ray']))} ms",
+        load(a),
+    ]
+
+
+README_ROWS: dict[str, Callable[[], list[str]]] = {
+    "Hopper learning": hopper,
+    "env pipelining": pipelining,
+    "GRPO learning through the executor": grpo_arith,
+    "GRPO on a Hugging Face model": grpo_hf,
+    "GRPO long tail": streaming,
+    "GRPO simulator fidelity": fidelity,
+    "GRPO tokens/s, auto vs fixed collocated": auto_vs_collocated,
+    "Ray vs local backend": ray,
+    "kill -9 of a worker": kill,
+}
+"""Each README row (by the start of its first cell) and the figures its text must hold."""
+
+
+def ray_doc() -> list[str]:
+    rows = [
+        f"{1e3 * m['local']['median_s']:.1f} ms | {1e3 * m['ray']['median_s']:.1f} ms | **{m['ratio']:.2f}**"
+        for name in RAY_RUNS
+        for m in artifact(name)["modes"].values()
+    ]
+    rows += [load(artifact(name)) for name in RAY_RUNS]
+    ms = artifact("docs/data/kill_detection.json")["detected_ms"]
+    kill_claim = f"local backend {' and '.join(map(str, ms['local']))} ms, Ray backend {' and '.join(map(str, ms['ray']))} ms"
+    return [*rows, kill_claim, kill()[1]]
+
+
+def readme_paragraphs() -> list[str]:
+    """The README's prose outside the table: auto mode against the fixed modes, and Ray against local."""
+    auto = artifact("docs/auto_mode_hopper.json")
+    m = artifact("docs/ray_vs_local.json")["modes"]
+    c = m["collocated"]
+    return [
+        f"{load(auto)} from other jobs): the chosen plan",
+        f"**{auto['auto_over_collocated']:.2f}x** the env steps/s of the fixed collocated plan and "
+        f"**{auto['auto_over_best_fixed']:.2f}x** the best fixed mode ({auto['best_fixed_mode']},",
+        f"{1e3 * c['ray']['median_s']:.1f} vs {1e3 * c['local']['median_s']:.1f} ms per iteration, "
+        f"**{c['ratio']:.2f}x** (target <= 1.10x); hybrid {m['hybrid']['ratio']:.2f}x, disaggregated "
+        f"{m['disaggregated']['ratio']:.2f}x",
+    ]
+
+
+def executor_doc() -> list[str]:
+    rows = []
+    for name, label in (("default", "16 envs, 256x256"), ("1024", "32 envs, 1024x1024")):
+        a = artifact(f"docs/bench_pipelining_{name}.json")
+        rows.append(
+            f"| {label} | {a['stages_1']['rollout_env_steps_per_s']:.0f} | "
+            f"{a['stages_2']['rollout_env_steps_per_s']:.0f} | **{a['rollout_ratio_2_over_1']:.2f}** | "
+            f"{a['iteration_ratio_2_over_1']:.2f} |"
+        )
+    h = artifact("docs/hopper_learning.json")
+    rows.append(f"**{h['first_iteration_at_or_above_target_env_steps']:,} env steps**")
+    rows.append(f"**{h['final_return']:,.0f}** at {h['env_steps']:,} env steps")
+    rows.append(f"{h['wall_s']:.0f} s wall")
+    return rows
+
+
+def grpo_doc() -> list[str]:
+    a = artifact("docs/grpo_executor_learning.json")
+    curve = ", ".join(
+        f"{i}: {100 * acc:.1f}"
+        for i, acc in [(0, a["warm_start_accuracy"])]
+        + [(c["iteration"], c["heldout_accuracy"]) for c in a["curve"]]
+    )
+    learning = (
+        f"| {100 * a['warm_start_accuracy']:.1f} % | {100 * a['final_accuracy']:.1f} % | "
+        f"**{a['gain_points']:+.1f} points** | {a['wall_s'] / 60:.1f} min"
+    )
+    auto = artifact("docs/grpo_auto_vs_collocated.json")
+    auto_claim = (
+        f"**auto {auto['auto']['median_tokens_per_s']:,.0f} generated tokens/s vs collocated "
+        f"{auto['collocated']['median_tokens_per_s']:,.0f}: {auto['ratio_auto_over_collocated_median_tokens_per_s']:.2f}x**"
+    )
+    streaming_rows = []
+    runs = [artifact("docs/grpo_streaming_run1.json"), artifact("docs/grpo_streaming.json")]
+    for g in ("4", "8"):
+        cells = " | ".join(
+            f"{1e3 * r['results'][g]['iteration_s']:.0f} ms | **{r['speedup_over_whole_batch'][g]:.2f}x**"
+            for r in runs
+        )
+        streaming_rows.append(f"| {g} | {cells} |")
+    fidelity_claims = [
+        f"**Median error {100 * artifact(name)['median_error']:.1f} %**" for name in VALIDATE_RUNS
+    ] + [
+        f"{1e3 * p['predicted_s']:.1f} ms | {1e3 * p['measured_s']:.1f} ms | {100 * p['error']:.1f} % |"
+        for name in VALIDATE_RUNS
+        for p in artifact(name)["plans"]
+    ]
+    return [learning, curve, *streaming_rows, auto_claim, *fidelity_claims]
+
+
+DOCS: dict[str, Callable[[], list[str]]] = {
+    "README.md": readme_paragraphs,
+    "docs/ray.md": ray_doc,
+    "docs/executor.md": executor_doc,
+    "docs/grpo.md": grpo_doc,
+}
+"""Docs that restate the figures, and the figures they must hold."""
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def readme_row(readme: str, label: str) -> str:
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {label}")]
+    assert len(rows) == 1, f"README: {len(rows)} table rows start with {label!r}"
+    return flat(rows[0])
+
+
+def differences(texts: dict[str, str]) -> list[str]:
+    """Names of the README rows and docs whose text lacks a figure its artifact holds."""
+    wrong = []
+    readme = texts["README.md"]
+    for label, claims in README_ROWS.items():
+        row = readme_row(readme, label)
+        wrong += [f"README row {label!r}: {claim!r}" for claim in claims() if flat(claim) not in row]
+    for path, claims in DOCS.items():
+        text = flat(texts[path])
+        wrong += [f"{path}: {claim!r}" for claim in claims() if flat(claim) not in text]
+    return wrong
+
+
+def current_texts() -> dict[str, str]:
+    return {path: (ROOT / path).read_text() for path in DOCS}
+
+
+def test_the_measured_figures_in_the_readme_and_docs_equal_their_artifacts() -> None:
+    assert differences(current_texts()) == []
+
+
+def test_a_hand_edited_figure_is_caught() -> None:
+    texts = current_texts()
+    ratio = f"{artifact('docs/ray_vs_local.json')['modes']['hybrid']['ratio']:.2f}x hybrid"
+    assert ratio in texts["README.md"]
+    edited = {**texts, "README.md": texts["README.md"].replace(ratio, "0.50x hybrid", 1)}
+    assert len(differences(edited)) == 1 and "Ray vs local backend" in differences(edited)[0]
+
+
+def provenance_of(name: str) -> dict[str, Any]:
+    data = artifact(name)
+    p = data["provenance"]
+    assert set(p) >= PROVENANCE, f"{name}: provenance lacks {PROVENANCE - set(p)}"
+    assert p["cores"] >= 1 and len(p["load_average_before"]) == len(p["load_average_after"]) == 3
+    return data
+
+
+def test_each_artifact_carries_provenance_and_its_figures_follow_from_its_raw_values() -> None:
+    h = provenance_of("docs/hopper_learning.json")
+    returns = [i["episodic_return"] for i in h["iterations"] if i["episodic_return"] is not None]
+    assert h["final_return"] == returns[-1] and h["env_steps"] == h["iterations"][-1]["env_steps"]
+    hit = next(i["env_steps"] for i in h["iterations"] if (i["episodic_return"] or 0) >= h["target"])
+    assert h["first_iteration_at_or_above_target_env_steps"] == hit
+
+    for name in ("docs/bench_pipelining_default.json", "docs/bench_pipelining_1024.json"):
+        p = provenance_of(name)
+        for stages in ("stages_1", "stages_2"):
+            s = p[stages]
+            assert s["rollout_env_steps_per_s"] == statistics.median(s["rollout_env_steps_per_s_each"])
+            assert s["env_steps_per_s"] == statistics.median(s["env_steps_per_s_each"])
+        ratio = p["stages_2"]["rollout_env_steps_per_s"] / p["stages_1"]["rollout_env_steps_per_s"]
+        assert p["rollout_ratio_2_over_1"] == ratio
+
+    g = provenance_of("docs/grpo_executor_learning.json")
+    assert g["final_accuracy"] == g["curve"][-1]["heldout_accuracy"] and len(g["mean_reward"]) == len(
+        g["iteration_s"]
+    )
+    assert g["gain_points"] == 100 * (g["final_accuracy"] - g["warm_start_accuracy"])
+    assert g["teacher_error_rate"] > 0  # the warm start is degraded on purpose; the row says so
+
+    for name in ("docs/grpo_streaming_run1.json", "docs/grpo_streaming.json"):
+        s = provenance_of(name)
+        assert s["long_tail"]["long_tail_fraction"] > 0  # the long tail is forced; the row says so
+        for key, result in s["results"].items():
+            each = [t for run in s["runs"] if run["granularity"] == int(key) for t in run["iteration_s"]]
+            assert result["iteration_s"] == statistics.median(each)
+        for key, speedup in s["speedup_over_whole_batch"].items():
+            assert speedup == s["results"]["1"]["iteration_s"] / s["results"][key]["iteration_s"]
+
+    for name in VALIDATE_RUNS:
+        v = provenance_of(name)
+        for plan in v["plans"]:
+            assert plan["measured_s"] == statistics.median(v["measured_iterations_s"][plan["name"]])
+        errors = [p["error"] for p in v["plans"] if not p["oversubscribed"]]
+        assert v["median_error"] == statistics.median(errors) and v["max_error"] == max(errors)
+
+    a = provenance_of("docs/grpo_auto_vs_collocated.json")
+    for mode in ("auto", "collocated"):
+        assert a[mode]["median_tokens_per_s"] == statistics.median(a[mode]["tokens_per_s"][1:])
+    assert "inference->actor: 4" in a["collocated"]["plan"]  # the example config's own granularity
+    ratio = a["auto"]["median_tokens_per_s"] / a["collocated"]["median_tokens_per_s"]
+    assert a["ratio_auto_over_collocated_median_tokens_per_s"] == ratio
+
+    for name in RAY_RUNS:
+        r = provenance_of(name)
+        for m in r["modes"].values():
+            assert len(m["local"]["seconds"]) == len(m["ray"]["seconds"]) == r["iterations"]
+            assert m["ratio"] == statistics.median(m["ray"]["seconds"]) / statistics.median(
+                m["local"]["seconds"]
+            )
+            assert m["same_outcomes"]
+
+    auto = provenance_of("docs/auto_mode_hopper.json")
+    for row in auto["plans"].values():
+        assert row["median_iteration_s"] == statistics.median(row["iteration_s"])
+    env_steps = auto["config"]["env_steps_per_iteration"]
+    assert auto["auto_over_collocated"] == (env_steps / auto["plans"]["auto"]["median_iteration_s"]) / (
+        env_steps / auto["plans"]["collocated"]["median_iteration_s"]
+    )
+
+    k = provenance_of("docs/data/kill_detection.json")
+    assert len(k["detected_ms"]["local"]) == len(k["detected_ms"]["ray"]) >= 1

@@ -9,11 +9,6 @@ GPUs) without opening a port to the network when they share a machine.
   address Ray uses for its node (not on every interface), and gloo / NCCL choose their interface as usual (the
   node's hostname, or ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` set by the user). Neither the store nor the
   collective sockets are authenticated: like Ray's own ports, they are for a trusted cluster network.
-
-Workers sum tensors over their group with :func:`all_reduce_sum`. On the local backend's CPU workers it goes
-through shared memory (:mod:`executor.local_group`, tens of microseconds instead of gloo's loopback round trips)
-when the tensor fits; otherwise through ``torch.distributed``. Like ``torch.distributed``'s default group, the
-process's group is process-wide state, set once when the worker process joins it (:func:`join_group`).
 """
 
 from __future__ import annotations
@@ -21,11 +16,9 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
-from typing import Any
 
 import attrs
 
-from executor.local_group import LocalGroup, SharedBlock
 from rlinf.errors import ConfigError
 
 LOOPBACK_INTERFACES = ("lo", "lo0")
@@ -38,13 +31,6 @@ class FileRendezvous:
 
     path: str
     """The store's file, in a directory only this user can enter."""
-    shared: SharedBlock | None = None
-    """The group's shared block for :class:`executor.local_group.LocalGroup` (made by the backend), or
-    ``None`` (GPUs: NCCL)."""
-
-
-_PROCESS_GROUP: list[LocalGroup] = []
-"""The shared-memory group this process joined, if any (at most one: a worker process is one replica)."""
 
 
 @attrs.frozen
@@ -82,8 +68,6 @@ def join_group(
     if isinstance(rendezvous, FileRendezvous):
         bind_collectives_to_loopback()
         store = dist.FileStore(rendezvous.path, world)
-        if rendezvous.shared is not None:
-            _PROCESS_GROUP[:] = [LocalGroup(rendezvous.shared, rank)]
     else:
         store = dist.TCPStore(
             rendezvous.host,
@@ -93,18 +77,6 @@ def join_group(
             master_listen_fd=listener.detach() if listener is not None else None,
         )
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
-
-
-def all_reduce_sum(tensor: Any) -> Any:
-    """Sum ``tensor`` in place over this process's data-parallel group (every replica calls it with a tensor of
-    the same shape, in the same order); returns it. A process outside any group keeps it as it is."""
-    import torch.distributed as dist
-
-    if _PROCESS_GROUP and _PROCESS_GROUP[0].handles(tensor):
-        return _PROCESS_GROUP[0].all_reduce_(tensor)
-    if dist.is_available() and dist.is_initialized():
-        dist.all_reduce(tensor)
-    return tensor
 
 
 def bind_collectives_to_loopback() -> None:

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from executor import local_group
 from executor.collective import FileRendezvous, private_directory
 from executor.control import ControlDriver
 from executor.devices import Device, DeviceLocks
@@ -91,20 +90,15 @@ class LocalBackend(ControlDriver):
         self._await_ready(range(count), "setup")
 
     def _rendezvous(self, layout: Layout) -> dict[str, FileRendezvous]:
-        """A file store per component with several replicas, in a new private directory, and for replicas on
-        CPU cores a shared block for their all-reduces (:mod:`executor.local_group`)."""
+        """A file store per component with several replicas, in a new private directory."""
         groups = [name for name in layout.components if len(layout.of(name)) > 1]
         if not groups:
             return {}
         self._rendezvous_directory = private_directory()
-        out = {}
-        for index, name in enumerate(groups):
-            replicas = layout.of(name)
-            on_cpus = all(self.devices[r.device].kind == "cpu" for r in replicas)
-            shared = local_group.make_shared_block(self._context, len(replicas)) if on_cpus else None
-            path = os.path.join(self._rendezvous_directory, f"group{index}.store")
-            out[name] = FileRendezvous(path=path, shared=shared)
-        return out
+        return {
+            name: FileRendezvous(path=os.path.join(self._rendezvous_directory, f"group{index}.store"))
+            for index, name in enumerate(groups)
+        }
 
     def _shutdown_workers(self) -> None:
         """Stop every worker process (politely, then by force)."""

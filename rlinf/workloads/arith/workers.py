@@ -353,10 +353,10 @@ class ActorWorker:
         return {"heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
 
     def _average(self, grads: list[torch.Tensor]) -> None:
-        from executor.collective import all_reduce_sum
+        import torch.distributed as dist
 
         flat = torch.cat([g.reshape(-1) for g in grads])
-        all_reduce_sum(flat)
+        dist.all_reduce(flat)
         flat /= self.world
         offset = 0
         for grad in grads:

@@ -1,8 +1,7 @@
 """The actor component: PPO updates on the trajectories of every stage, data-parallel over its replicas.
 
 Each replica trains on its share of the environments; gradients (and the normalisation statistics) are averaged
-with an all-reduce over the component's group (:func:`executor.collective.all_reduce_sum`: shared memory
-between CPU workers of one machine, else ``torch.distributed``: gloo on CPUs, NCCL on GPUs), so every replica
+with ``torch.distributed`` all-reduce over the component's group (gloo on CPUs, NCCL on GPUs), so every replica
 keeps identical weights and rank 0 sends them to the rollout.
 """
 
@@ -14,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from executor.collective import all_reduce_sum
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
 from rlinf.errors import require
 from rlinf.worker_context import WorkerContext
@@ -48,7 +46,11 @@ class ActorWorker:
 
     # ------------------------------------------------------------------ collectives
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        return all_reduce_sum(tensor) if self.world > 1 else tensor
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
 
     def _merged(self, norm: RunningNorm, batch: np.ndarray) -> RunningNorm:
         """``norm`` updated with the union of every replica's ``batch`` (moments summed over the group)."""

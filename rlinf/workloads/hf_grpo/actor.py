@@ -211,12 +211,12 @@ class ActorWorker:
 def average_gradients(params: list[torch.nn.Parameter], num_sequences: int) -> None:
     """Replace each replica's mean gradient by the mean over all replicas' sequences: one all-reduce of a flat
     buffer holding ``num_sequences * grad`` and ``num_sequences``."""
-    from executor.collective import all_reduce_sum
+    import torch.distributed as dist
 
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = torch.cat([g.reshape(-1).float() for g in grads] + [grads[0].new_ones(1).float()])
     flat *= num_sequences
-    all_reduce_sum(flat)
+    dist.all_reduce(flat)
     flat = flat[:-1] / flat[-1]
     offset = 0
     for param, grad in zip(params, grads, strict=True):

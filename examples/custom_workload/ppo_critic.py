@@ -15,7 +15,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from executor.collective import all_reduce_sum
 from rlinf import Component, ConfigKeys, Edge, Loop, WeightSync, WorkerContext, Workflow, structure_config
 
 OBS, ACTIONS = 4, 2
@@ -56,7 +55,7 @@ def average_gradients(model: torch.nn.Module, world: int) -> None:
     if world > 1:
         grads = [p.grad for p in model.parameters()]
         flat = torch.cat([g.reshape(-1) for g in grads])
-        all_reduce_sum(flat)
+        torch.distributed.all_reduce(flat)
         torch.nn.utils.vector_to_parameters(flat / world, grads)
 
 

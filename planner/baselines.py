@@ -9,7 +9,8 @@
   of its parts when collocated, and warm-up + max stage x (micro-batches - 1) when cut in two (each side placed
   recursively on its share of the devices); the minimum over cuts, device splits (power-of-two multiples of
   the model-parallel sizes) and micro-batch counts.
-* **brute force**: every point of the plan space, simulated (points with the same program simulated once).
+
+Brute force over the whole plan space, the reference for all of them, is :mod:`planner.brute_force`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ from __future__ import annotations
 import itertools
 import math
 
-import attrs
-
 from planner.judge import Evaluation, judge, quiet_copy, rank
-from planner.space import PlanPoint, PlanSpace, micro_batch_counts
+from planner.space import PlanPoint, PlanSpace
 from planner.surrogate import cut_kind, estimate, group_peak_bytes
 from planner.tables import CostTables
 from rlinf.cluster import Cluster
@@ -217,32 +216,3 @@ def closed_form(
     """The closed-form recursive baseline's plan, simulated (None when it finds nothing that fits)."""
     point = closed_form_point(tables)
     return None if point is None else _best(workflow, cluster, costs, [(point, math.nan)], "closed-form")
-
-
-@attrs.frozen(kw_only=True)
-class BruteForceResult:
-    """The best point of the whole space by simulation."""
-
-    best: Evaluation
-    num_points: int
-    num_programs: int
-    """Distinct programs simulated (edge granularities that give the same micro-batch counts share one)."""
-
-
-def brute_force(workflow: Workflow, cluster: Cluster, costs: CostModel, space: PlanSpace) -> BruteForceResult:
-    """Simulate every point of ``space``; the fastest that fits wins (ties broken by the plan's text)."""
-    quiet = quiet_copy(costs)
-    seen: dict[tuple, Evaluation] = {}
-    best: Evaluation | None = None
-    num_points = 0
-    for point in space.points():
-        num_points += 1
-        counts = micro_batch_counts(workflow, dict(point.granularity))
-        key = (point.groups, point.sizes, tuple(sorted(counts.items())), point.offload)
-        if key not in seen:
-            seen[key] = judge(workflow, cluster, quiet, point.to_plan(), "brute-force")
-        evaluation = seen[key]
-        if best is None or (evaluation.fits, -evaluation.iteration_s) > (best.fits, -best.iteration_s):
-            best = attrs.evolve(evaluation, plan=point.to_plan())
-    assert best is not None, "the space holds at least the collocated point"
-    return BruteForceResult(best=best, num_points=num_points, num_programs=len(seen))

@@ -122,7 +122,7 @@ class PlanSpace:
         """Every point of the space (brute force), in a fixed order."""
         granularities = list(self.granularity_choices())
         for groups in self.partitions:
-            offload_sets = list(_subsets(tuple(n for g in groups for n in self.offloadable(g))))
+            offload_sets = list(subsets(tuple(n for g in groups for n in self.offloadable(g))))
             for sizes in itertools.product(*(self.sizes(g) for g in groups)):
                 if sum(sizes) > self.num_devices:
                     continue
@@ -260,7 +260,8 @@ def _num_size_choices(options: list[range], num_devices: int) -> int:
     return sum(ways)
 
 
-def _subsets(items: tuple[str, ...]) -> Iterator[frozenset[str]]:
+def subsets(items: tuple[str, ...]) -> Iterator[frozenset[str]]:
+    """Every subset of ``items``, smallest first."""
     for count in range(len(items) + 1):
         for chosen in itertools.combinations(items, count):
             yield frozenset(chosen)

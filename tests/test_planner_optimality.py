@@ -1,19 +1,41 @@
-"""The planner's plan against brute force over the same space (the simulator judges both)."""
+"""The planner's plan against brute force over the same space (the simulator judges both); brute force's pruning
+bound; one plan space for the planner, brute force and the capacity sweep."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import json
+import random
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
 from factories import costs_for, embodied_trace, grpo_trace, linear_samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import search
-from planner.baselines import brute_force
+from planner.brute_force import brute_force, distinct_programs
+from planner.compare import compare_case
+from planner.judge import quiet_copy
 from planner.space import build_space
+from planner.tables import build_tables
+from rlinf.capacity.planning import STRATEGIES, propose
+from rlinf.cli import main as rlinf
 from rlinf.cluster import GIB, parse_cluster
 from rlinf.costs import fit
-from rlinf.trace import CostSample, Trace
+from rlinf.errors import ExtrapolationWarning, InfeasiblePlanError
+from rlinf.lowering import lower
+from rlinf.trace import CostSample, Trace, load_trace
 from rlinf.workflow import Component, Edge, WeightSync, Workflow
 
+ROOT = Path(__file__).resolve().parent.parent
+search_module = importlib.import_module(
+    "planner.search"
+)  # the module (``planner.search`` is also the function)
 GAP = 0.005
 
 
@@ -26,6 +48,9 @@ def _gap(workflow, cluster, costs, max_granularity: int, max_loop_stages: int = 
     )
     exhaustive = brute_force(workflow, cluster, costs, space)
     assert exhaustive.best.fits
+    unpruned = brute_force(workflow, cluster, costs, space, prune=False)
+    assert unpruned.num_simulated == unpruned.num_programs >= exhaustive.num_simulated
+    assert exhaustive.best.iteration_s == unpruned.best.iteration_s, "pruning lost the best program"
     return result.best.iteration_s / exhaustive.best.iteration_s - 1
 
 
@@ -94,3 +119,72 @@ def small_cases(draw):
 def test_random_small_workflows_match_brute_force(trace):
     gap = _gap(trace.workflow, trace.cluster, fit(trace), max_granularity=4)
     assert gap <= GAP, f"search is {100 * gap:.2f}% slower than brute force"
+
+
+@pytest.mark.parametrize(
+    ("source", "num_devices"),
+    [("grpo_7b_h100.json", 16), ("grpo_1.5b_h100.json", 16), ("embodied", 8)],
+)
+def test_the_pruning_bound_never_exceeds_a_devices_work(source, num_devices):
+    """Brute force may skip a program only if no simulation of it could beat the bound: the bound must be at
+    most the busiest device's op seconds in the lowered program (ops on a device run one at a time), for
+    programs with and without offload, uneven shares and the loop."""
+    trace = embodied_trace() if source == "embodied" else load_trace(ROOT / "traces" / source)
+    cluster = trace.cluster.with_num_devices(num_devices)
+    costs = quiet_copy(fit(trace, cluster))
+    space = build_space(trace.workflow, num_devices)
+    programs = distinct_programs(build_tables(space, cluster, costs))
+    rng = random.Random(0)
+    checked = with_offload = 0
+    for index in rng.sample(range(len(programs.bounds_s)), 600):
+        point = programs.point(index)
+        try:
+            program = lower(trace.workflow, point.to_plan(), cluster)
+        except InfeasiblePlanError:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExtrapolationWarning)
+            durations = costs.durations(program)
+        work = np.zeros(num_devices)
+        for op, seconds in zip(program.ops, durations, strict=True):
+            work[list(op.devices)] += seconds
+        assert programs.bounds_s[index] <= work.max() * (1 + 1e-9), point
+        checked += 1
+        with_offload += bool(point.offload)
+    assert checked >= 100 and with_offload >= 10, (checked, with_offload)
+
+
+def test_brute_force_capacity_and_search_share_one_space(monkeypatch):
+    """``rlinf plan``, ``planner.search``, every strategy of ``rlinf capacity`` and the brute-force comparison all
+    search the space ``build_space`` gives with the planner's defaults: one that narrowed or widened it (another
+    granularity cap, other device counts) would build a different space here or count other points."""
+    built = []
+    real = search_module.build_space
+
+    def spy(*args, **kwargs):
+        space = real(*args, **kwargs)
+        built.append(space)
+        return space
+
+    monkeypatch.setattr(search_module, "build_space", spy)
+    path = ROOT / "traces" / "grpo_32b_h200.json"
+    trace = load_trace(path)
+    cluster = trace.cluster.with_num_devices(8)
+    costs = fit(trace, cluster)
+    reference = build_space(trace.workflow, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        proposals = {
+            s: propose(trace.workflow, cluster, costs, s, time_limit_s=10, seed=0) for s in STRATEGIES
+        }
+    case = compare_case(str(path), 8, with_brute_force=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert rlinf(["plan", "--trace", str(path), "--cluster", "1x8xH200", "--json"]) == 0
+    assert len(built) >= len(STRATEGIES) + 3
+    assert all(space == reference for space in built)
+    assert case.brute is not None
+    assert case.brute.num_points == case.chosen.space_size == json.loads(out.getvalue())["space_size"]
+    assert case.brute.num_points == reference.count()
+    assert proposals["best"].plan == case.chosen.plan
+    assert case.brute.best.iteration_s <= case.chosen.best.iteration_s * (1 + 1e-9)

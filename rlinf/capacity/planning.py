@@ -1,8 +1,10 @@
 """Where each plan of the sweep comes from: the planner's best plan and the baselines of :mod:`planner`.
 
 A *strategy* names a plan source for one cluster size: ``best`` is :func:`planner.search` (CP-SAT candidates
-plus the collocated and closed-form baselines, ranked by simulation); ``collocated``, ``disaggregated`` and
-``closed-form`` are the planner's fixed baselines, each the plan the simulator ranks first among its own.
+plus the collocated, disaggregated and closed-form baselines' plans, ranked by simulation); ``collocated``,
+``disaggregated`` and ``closed-form`` are the planner's fixed baselines, each the plan the simulator ranks first
+among its own. Every strategy searches the plan space of :func:`planner.search.prepare` with the planner's
+defaults, the space ``rlinf plan`` and brute force search.
 """
 
 from __future__ import annotations

@@ -1,0 +1,284 @@
+"""The simulated figures of the README and docs, regenerated: one script for every table the docs show.
+
+Usage::
+
+    python benchmarks/doc_figures.py           # print every table
+    python benchmarks/doc_figures.py --check   # exit 1 when a doc differs from what the code computes
+    python benchmarks/doc_figures.py --write   # rewrite the tables (and the capacity charts) in the docs
+
+Each table sits in its file between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``;
+``tests/test_doc_figures.py`` fails when one drifts from this script's output (a hand edit included). What it
+covers: the 7B trace under the example plans and the planner's plan by cluster size (README, docs/planner.md);
+the planner's own candidates against the baselines on every shipped trace at 8-1024 devices
+(docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the whole plan space at
+8 and 16 devices (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md; with
+``--write`` also its two charts). Every figure is a simulation; none is a measured time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from planner.compare import (
+    TRACES,
+    Case,
+    brute_force_table,
+    compare_case,
+    comparison_table,
+    gap_summary,
+    speedup_summary,
+)
+from rlinf.capacity import CapacityResult, SweepOptions, Target, parse_whatif, sweep, write_report
+from rlinf.capacity.document import number
+from rlinf.capacity.sections import build_document
+from rlinf.cli import main as rlinf
+from rlinf.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = "traces/grpo_7b_h100.json"
+PLANS = {
+    "collocated (offload all, 8 micro-batches)": "examples/plans/collocated.yaml",
+    "disaggregated (32 micro-batches)": "examples/plans/disaggregated.yaml",
+    "hybrid (reward on the rollout devices)": "examples/plans/hybrid.yaml",
+}
+SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+BRUTE_FORCE_SIZES = (8, 16)
+CAPACITY_STRATEGIES = ("best", "collocated", "disaggregated", "closed-form")
+CAPACITY_WHATIFS = ("trace.response_length_scale=1.5", "trace.device=H200", "trace.batch_scale=2")
+CAPACITY_WHATIF_SIZES = (8, 64, 256, 1024)
+CAPACITY_DEADLINE_S = 150.0
+CAPACITY_CHARTS = {
+    "throughput.png": "docs/capacity_throughput.png",
+    "breakdown.png": "docs/capacity_breakdown.png",
+}
+
+
+def _json(args: list[str]) -> dict:
+    """One rlinf command's ``--json`` output."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = rlinf([*args, "--json"])
+    if code != 0:
+        raise RuntimeError(f"rlinf {' '.join(args)} exited {code}")
+    return json.loads(out.getvalue())
+
+
+# ------------------------------------------------------------------------------------------ computations
+@functools.cache
+def case(path: str, num_devices: int, with_brute_force: bool = False) -> Case:
+    """The planner against its baselines (and brute force) on one trace and size, computed once per process."""
+    return compare_case(str(ROOT / path), num_devices, with_brute_force=with_brute_force)
+
+
+def cases() -> list[Case]:
+    return [case(path, n) for path in TRACES for n in SIZES]
+
+
+def brute_force_cases() -> list[Case]:
+    return [case(path, n, True) for path in TRACES for n in BRUTE_FORCE_SIZES]
+
+
+@functools.cache
+def capacity(whatifs: bool) -> CapacityResult:
+    """The capacity sweep of the 7B trace: every strategy at 8-1024 devices, or (``whatifs``) the planner's best
+    plan at a few sizes for the baseline and each what-if series."""
+    options = SweepOptions(
+        device_counts=CAPACITY_WHATIF_SIZES if whatifs else SIZES,
+        strategies=("best",) if whatifs else CAPACITY_STRATEGIES,
+        price_per_device_hour=2.5,
+        target=Target(kind="deadline", value=CAPACITY_DEADLINE_S),
+    )
+    series = [parse_whatif(text) for text in CAPACITY_WHATIFS] if whatifs else []
+    return sweep(load_trace(ROOT / TRACE), options, whatifs=series, trace_name=Path(TRACE).name, jobs=1)
+
+
+# ------------------------------------------------------------------------------------------------ tables
+def simulate_table() -> str:
+    """The 7B trace on its cluster under each example plan."""
+    lines = ["| plan | iteration | samples/s | tokens/s | bubble |", "| --- | --- | --- | --- | --- |"]
+    for name, plan in PLANS.items():
+        result = _json(["simulate", "--trace", str(ROOT / TRACE), "--plan", str(ROOT / plan)])
+        speed = result["throughput"]
+        lines.append(
+            f"| {name} | {result['iteration_s']:.1f} s | {speed['samples_per_s']:.2f} | "
+            f"{speed['tokens_per_s']:,.0f} | {100 * result['bubble_fraction']:.1f}% |"
+        )
+    return "\n".join(lines)
+
+
+def size_table() -> str:
+    """The mode and simulated seconds per iteration of the plan ``rlinf plan`` picks for the 7B trace at each
+    cluster size (:func:`planner.search`: its own candidates and the baselines' plans, ranked)."""
+    chosen = [case(TRACE, n).chosen for n in SIZES]
+    return "\n".join(
+        [
+            "| devices | " + " | ".join(str(n) for n in SIZES) + " |",
+            "|" + "---|" * (len(SIZES) + 1),
+            "| mode | " + " | ".join(c.plan.mode for c in chosen) + " |",
+            "| s/iteration | " + " | ".join(f"{c.best.iteration_s:.1f}" for c in chosen) + " |",
+        ]
+    )
+
+
+def capacity_answer() -> str:
+    """The report's answer to the deadline, as it prints it."""
+    document = build_document(capacity(False), has_gantt=False)
+    answer = next(s for s in document.sections if s.id == "target")
+    return f"> {answer.blocks[0]}"
+
+
+def capacity_table() -> str:
+    """Iteration time and throughput per strategy at each size (columns of the report's throughput table)."""
+    result = capacity(False)
+    lines = [
+        "| devices | best iteration (s) | "
+        + " | ".join(f"{s} samples/s" for s in CAPACITY_STRATEGIES)
+        + " | best scaling efficiency |",
+        "| ---: | ---: | " + "---: | " * len(CAPACITY_STRATEGIES) + "---: |",
+    ]
+    for n in SIZES:
+        best = result.row("baseline", "best", n)
+        cells = [str(n), number(best.iteration_s) if best.has_plan else "no plan"]
+        for strategy in CAPACITY_STRATEGIES:
+            row = result.row("baseline", strategy, n)
+            cells.append(number(row.units_per_s) if row.has_plan else "no plan")
+        cells.append(number(result.scaling_efficiency(best), 3) if best.has_plan else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def capacity_whatif_table() -> str:
+    """The best plan's samples/s per what-if series (and its ratio to the baseline) at a few sizes."""
+    result = capacity(True)
+    labels = result.series[1:]
+    lines = [
+        "| devices | baseline samples/s | " + " | ".join(f"{label} samples/s" for label in labels) + " |",
+        "| ---: | ---: |" + " ---: |" * len(labels),
+    ]
+    for n in CAPACITY_WHATIF_SIZES:
+        base = result.row("baseline", "best", n)
+        cells = [str(n), number(base.units_per_s) if base.has_plan else "no plan"]
+        for label in labels:
+            row = result.row(label, "best", n)
+            if not row.has_plan:
+                cells.append("no plan")
+                continue
+            ratio = f" (x{row.units_per_s / base.units_per_s:.2f})" if base.has_plan else ""
+            cells.append(number(row.units_per_s) + ratio)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _indented(make: Callable[[], str], indent: str) -> Callable[[], str]:
+    return lambda: "\n".join(indent + line if line else line for line in make().splitlines())
+
+
+@attrs.frozen
+class Figure:
+    """A table the docs show: the file, the marker's name and the function that computes it."""
+
+    path: str
+    name: str
+    make: Callable[[], str]
+
+
+FIGURES = (
+    Figure("README.md", "simulate-7b", simulate_table),
+    Figure("README.md", "plan-by-size-7b", _indented(size_table, "  ")),
+    Figure("README.md", "planner-vs-baselines", _indented(lambda: speedup_summary(cases()), "  ")),
+    Figure("README.md", "planner-vs-brute-force", _indented(lambda: gap_summary(brute_force_cases()), "  ")),
+    Figure("docs/planner.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
+    Figure("docs/planner.md", "plan-by-size-7b", size_table),
+    Figure("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
+    Figure("docs/planner_table.md", "planner-table", lambda: comparison_table(cases())),
+    Figure("docs/planner_table.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
+    Figure("docs/planner_bruteforce.md", "brute-force-table", lambda: brute_force_table(brute_force_cases())),
+    Figure("docs/planner_bruteforce.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
+    Figure("docs/capacity.md", "capacity-answer-7b", capacity_answer),
+    Figure("docs/capacity.md", "capacity-7b", capacity_table),
+    Figure("docs/capacity.md", "capacity-whatif-7b", capacity_whatif_table),
+)
+
+
+# ------------------------------------------------------------------------------------------------ files
+def block(name: str) -> re.Pattern[str]:
+    """A figure's block in a file: the opening marker, the table, the closing marker (maybe indented)."""
+    return re.compile(rf"(<!-- figures:{name} -->\n)(.*?)\n?( *<!-- /figures:{name} -->)", re.S)
+
+
+def differences(texts: dict[str, str], tables: dict[tuple[str, str], str]) -> list[str]:
+    """``path:name`` of each table whose block in ``texts[path]`` differs from ``tables`` (or is missing)."""
+    out = []
+    for (path, name), table in tables.items():
+        found = block(name).search(texts[path])
+        if found is None or found.group(2) != table:
+            out.append(f"{path}:{name}")
+    return out
+
+
+def compute(figures: tuple[Figure, ...] = FIGURES) -> dict[tuple[str, str], str]:
+    """Every table, by (file, marker name)."""
+    return {(f.path, f.name): f.make() for f in figures}
+
+
+def read_docs(figures: tuple[Figure, ...] = FIGURES) -> dict[str, str]:
+    """The text of every file that holds a figure."""
+    return {path: (ROOT / path).read_text() for path in dict.fromkeys(f.path for f in figures)}
+
+
+def write_capacity_charts() -> None:
+    """The capacity charts of docs/capacity.md: the report of the full sweep (every strategy and what-if series
+    at 8-1024 devices), as ``rlinf capacity`` draws it."""
+    options = SweepOptions(
+        device_counts=SIZES,
+        strategies=CAPACITY_STRATEGIES,
+        price_per_device_hour=2.5,
+        target=Target(kind="deadline", value=CAPACITY_DEADLINE_S),
+    )
+    trace = load_trace(ROOT / TRACE)
+    result = sweep(
+        trace, options, whatifs=[parse_whatif(t) for t in CAPACITY_WHATIFS], trace_name=Path(TRACE).name
+    )
+    with tempfile.TemporaryDirectory() as out:
+        write_report(result, trace, out)
+        for name, path in CAPACITY_CHARTS.items():
+            (ROOT / path).write_bytes((Path(out) / name).read_bytes())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--check", action="store_true", help="exit 1 when a doc differs")
+    action.add_argument("--write", action="store_true", help="rewrite the tables and the capacity charts")
+    args = parser.parse_args(argv)
+    tables = compute()
+    texts = read_docs()
+    if args.write:
+        for (path, name), table in tables.items():
+            texts[path] = block(name).sub(lambda m, t=table: f"{m.group(1)}{t}\n{m.group(3)}", texts[path])
+        for path, text in texts.items():
+            (ROOT / path).write_text(text)
+        write_capacity_charts()
+    elif args.check:
+        stale = differences(texts, tables)
+        if stale:
+            print(f"figures differ from the code: {', '.join(stale)}; fix: {sys.argv[0]} --write")
+            return 1
+    else:
+        print("\n\n".join(f"{path} {name}:\n{table}" for (path, name), table in tables.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

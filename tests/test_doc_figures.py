@@ -1,0 +1,40 @@
+"""The simulated figures of the README and docs equal what the code computes now (benchmarks/doc_figures.py), and
+a hand edit of any of them is caught."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("doc_figures", ROOT / "benchmarks" / "doc_figures.py")
+assert _spec is not None and _spec.loader is not None
+figures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(figures)
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[tuple[str, str], str]:
+    return figures.compute()
+
+
+def test_the_docs_equal_what_the_code_computes(tables) -> None:
+    assert figures.differences(figures.read_docs(), tables) == [], (
+        "run: python benchmarks/doc_figures.py --write"
+    )
+
+
+@pytest.mark.parametrize("figure", figures.FIGURES, ids=lambda f: f"{f.path}:{f.name}")
+def test_a_hand_edited_figure_is_caught(tables, figure) -> None:
+    texts = figures.read_docs()
+    found = figures.block(figure.name).search(texts[figure.path])
+    assert found is not None, f"{figure.path} has no block {figure.name}"
+    decimals = list(re.finditer(r"\d\.\d+", found.group(2)))
+    assert decimals, f"{figure.path}:{figure.name} shows no figure"
+    start = found.start(2) + decimals[-1].end() - 1  # the last digit of its last decimal figure
+    edited = "1" if texts[figure.path][start] != "1" else "2"
+    texts[figure.path] = texts[figure.path][:start] + edited + texts[figure.path][start + 1 :]
+    assert figures.differences(texts, tables) == [f"{figure.path}:{figure.name}"]

@@ -153,6 +153,9 @@ class ActorWorker:
     def _step(self, num_sequences: int) -> float:
         """Average gradients over replicas, clip, step AdamW (with linear warm-up); the gradient norm."""
         params = self.backend.parameters()
+        for param in params:  # every response skipped since setup: step on zeros, as without skipping
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
         if self.world > 1:
             average_gradients(params, num_sequences)
         rl = self.config.grpo

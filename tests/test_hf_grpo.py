@@ -15,6 +15,7 @@ from hf_grpo_tiny import CONFIG, context, one_thread, tiny_config
 
 from rlinf import ConfigError
 from rlinf.cli import main
+from rlinf.errors import RlinfWarning
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.checkpoints import (
     base_checkpoint,
@@ -217,7 +218,7 @@ def _scored(config: object) -> dict[str, np.ndarray]:
 
 
 def test_the_warm_start_gives_a_learning_signal(cache: Path) -> None:
-    config = tiny_config(cache)
+    config = tiny_config(cache, **{"grpo.skip_zero_advantages": False})
     payload = _scored(config)
     assert payload["rewards"].mean() > 0  # GRPO starts with nonzero reward
     assert np.abs(payload["advantages"]).sum() > 0  # and some group is not all equal
@@ -228,7 +229,9 @@ def test_the_warm_start_gives_a_learning_signal(cache: Path) -> None:
 
 
 def test_streamed_gradient_accumulation_equals_the_whole_batch(cache: Path) -> None:
-    config = tiny_config(cache, **{"grpo.max_grad_norm": 0.0, "grpo.micro_batch_size": 3})
+    config = tiny_config(
+        cache, **{"grpo.max_grad_norm": 0.0, "grpo.micro_batch_size": 3, "grpo.skip_zero_advantages": False}
+    )
     payload = _scored(config)
     payload["advantages"] = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
     whole, streamed = ActorWorker(), ActorWorker()
@@ -240,6 +243,45 @@ def test_streamed_gradient_accumulation_equals_the_whole_batch(cache: Path) -> N
     for a, b in zip(whole.backend.model.parameters(), streamed.backend.model.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     assert whole.updates == 2  # optimizer_steps_per_iteration of the example config
+
+
+def test_skipping_zero_advantages_gives_the_same_update_from_fewer_rows(cache: Path) -> None:
+    config = tiny_config(
+        cache, **{"grpo.max_grad_norm": 0.0, "grpo.micro_batch_size": 3, "grpo.skip_zero_advantages": False}
+    )
+    payload = _scored(config)
+    payload["advantages"] = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    payload["advantages"][[0, 2]] = 0.0  # two groups whose rewards were all equal
+    skipping = tiny_config(
+        cache, **{"grpo.max_grad_norm": 0.0, "grpo.micro_batch_size": 3, "grpo.skip_zero_advantages": True}
+    )
+    inference = InferenceWorker()
+    inference.setup(skipping, context("inference"))
+    scored = inference.compute("infer", 0, 0, [{k: v for k, v in payload.items() if k != "old_logprobs"}])[0]
+    assert (scored["old_logprobs"][[0, 2]] == 0).all()
+    torch.testing.assert_close(
+        scored["old_logprobs"][[1, 3]], payload["old_logprobs"][[1, 3]], rtol=0, atol=1e-5
+    )
+    full, skipped = ActorWorker(), ActorWorker()
+    full.setup(config, context("actor", micro_batches=1))
+    skipped.setup(skipping, context("actor", micro_batches=1))
+    before = full.backend.model.lm_head.weight.detach().clone()
+    rows: list[int] = []
+    score = skipped.backend.response_logprobs
+    skipped.backend.response_logprobs = lambda tokens, *rest: rows.append(len(tokens)) or score(tokens, *rest)  # type: ignore[method-assign]
+    full.compute("train", 0, 0, [payload])
+    skipped.compute("train", 0, 0, [scored])
+    assert sum(rows) == 8  # the 8 responses with a nonzero advantage, not 16
+    assert not torch.equal(before, full.backend.model.lm_head.weight)  # the update did something
+    for a, b in zip(full.backend.model.parameters(), skipped.backend.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_skipping_zero_advantages_has_no_effect_with_a_kl_penalty(cache: Path) -> None:
+    with pytest.warns(RlinfWarning, match="grpo.skip_zero_advantages has no effect when grpo.kl_coef > 0"):
+        config = tiny_config(cache, **{"grpo.skip_zero_advantages": True, "grpo.kl_coef": 0.1})
+    assert not config.grpo.skips_zero_advantages  # the KL term needs every response's log-probabilities
+    assert tiny_config(cache, **{"grpo.skip_zero_advantages": True}).grpo.skips_zero_advantages
 
 
 def test_weight_sync_changes_what_the_rollout_generates(cache: Path) -> None:

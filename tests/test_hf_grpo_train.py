@@ -30,16 +30,19 @@ def computed(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
 
 
-def train(cache: Path, out: Path, *args: str) -> int:
-    return main(["train", CONFIG, *args, "--out", str(out), *tiny_sets(cache), "--no-progress"])
+def train(cache: Path, out: Path, *args: str, skip: bool = False) -> int:
+    sets = tiny_sets(cache, **{"grpo.skip_zero_advantages": skip})
+    return main(["train", CONFIG, *args, "--out", str(out), *sets, "--no-progress"])
 
 
-def test_collocated_runs_and_resume_continues_exactly(cache: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("skip", [False, True], ids=["every-response", "skip-zero-advantages"])
+def test_collocated_runs_and_resume_continues_exactly(cache: Path, tmp_path: Path, skip: bool) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     base = ["--mode", "collocated", "--devices", "1"]
-    assert train(cache, straight, *base, "--iterations", "4") == 0
-    assert train(cache, resumed, *base, "--iterations", "2") == 0
-    assert main(["train", CONFIG, *base, "--iterations", "4", "--resume", str(resumed), *tiny_sets(cache), "--no-progress"]) == 0  # fmt: skip
+    sets = tiny_sets(cache, **{"grpo.skip_zero_advantages": skip})
+    assert train(cache, straight, *base, "--iterations", "4", skip=skip) == 0
+    assert train(cache, resumed, *base, "--iterations", "2", skip=skip) == 0
+    assert main(["train", CONFIG, *base, "--iterations", "4", "--resume", str(resumed), *sets, "--no-progress"]) == 0  # fmt: skip
     metrics = computed(straight)
     assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
     assert computed(resumed) == metrics

@@ -5,7 +5,8 @@ step each; from the second on, the policy differs from the old one and the ratio
 micro-batches accumulate into the current mini-batch's gradient in length-sorted chunks of
 ``grpo.micro_batch_size`` sequences, each weighted by its share, so the gradient equals the whole mini-batch's.
 Data-parallel replicas combine their gradients with one all-reduce of a flat buffer (weighted by their
-sequence counts, exact for uneven shares). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
+sequence counts, exact for uneven shares). With ``grpo.skip_zero_advantages`` the responses of groups whose
+rewards are all equal are not run at all (they would add zero gradient). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
 the forward pass runs in bfloat16 autocast over float32 weights. The model is the ``backends.actor`` backend
 (:mod:`~rlinf.workloads.hf_grpo.backends`: ``transformers`` or megatron-core); its weights leave it under Hugging
 Face names.
@@ -116,6 +117,8 @@ class ActorWorker:
             if k in payload
         }
         advantages = np.asarray(payload["advantages"], dtype=np.float32).reshape(-1)
+        if self.config.grpo.skips_zero_advantages:
+            rows = rows[advantages[rows] != 0.0]  # no gradient; the share below still counts them
         total = sequences["prompt_len"][rows] + sequences["response_len"][rows]
         device = self.device
         for chunk in length_sorted_chunks(total, self.config.grpo.micro_batch_size):
@@ -150,6 +153,9 @@ class ActorWorker:
     def _step(self, num_sequences: int) -> float:
         """Average gradients over replicas, clip, step AdamW (with linear warm-up); the gradient norm."""
         params = self.backend.parameters()
+        for param in params:  # every response skipped since setup: step on zeros, as without skipping
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
         if self.world > 1:
             average_gradients(params, num_sequences)
         rl = self.config.grpo

@@ -160,6 +160,10 @@ class RlConfig:
     """Weight of the k3 KL penalty to the warm start (the reference policy); 0: no reference model."""
     max_grad_norm: float = 1.0
     """0 disables gradient clipping."""
+    skip_zero_advantages: bool = False
+    """The inference and actor skip responses whose advantage is 0 (every response of a group whose rewards are
+    all equal): with ``kl_coef`` 0 such a response adds nothing to the gradient, so the update is the same (the
+    mini-batch's mean still divides by all its responses) for less work. No effect when ``kl_coef > 0``."""
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -182,6 +186,11 @@ class RlConfig:
         require(self.temperature > 0, "grpo.temperature", self.temperature, "must be > 0", "use 1.0")
         require(self.warmup_steps >= 0, "grpo.warmup_steps", self.warmup_steps, "must be >= 0", "use 5")
         require(self.max_grad_norm >= 0, "grpo.max_grad_norm", self.max_grad_norm, "must be >= 0", "use 1.0")
+
+    @property
+    def skips_zero_advantages(self) -> bool:
+        """Whether zero-advantage responses are left out of scoring and training (never with a KL penalty)."""
+        return self.skip_zero_advantages and self.kl_coef == 0.0
 
     def grpo(self) -> GrpoConfig:
         """The objective's hyperparameters (:mod:`rlinf.algorithms.grpo`)."""

@@ -87,16 +87,20 @@ def sequence_logprobs(
     chunk_size: int,
     device: torch.device,
     temperature: float = 1.0,
+    scored: np.ndarray | None = None,
 ) -> np.ndarray:
     """``[groups, group_size, max_new_tokens]`` float32 log-probabilities of the payload's response tokens under
     ``softmax(logits / temperature)`` (0 past each response), scored in length-sorted chunks of ``chunk_size``
-    sequences."""
+    sequences; only the responses where ``scored`` (bool ``[groups, group_size]``) is true when it is given
+    (the others stay 0)."""
     sequences = flat_sequences(payload)
     groups, size, width = payload["response_ids"].shape
     out = np.zeros((groups * size, width), dtype=np.float32)
-    total = sequences["prompt_len"] + sequences["response_len"]
+    picked = np.arange(groups * size) if scored is None else np.flatnonzero(scored)
+    total = sequences["prompt_len"][picked] + sequences["response_len"][picked]
     with torch.no_grad():
-        for rows in length_sorted_chunks(total, chunk_size):
+        for chunk in length_sorted_chunks(total, chunk_size):
+            rows = picked[chunk]
             tokens, mask = right_padded(sequences, rows, pad_id)
             used = int(sequences["response_len"][rows].max())
             prompt_len = torch.as_tensor(sequences["prompt_len"][rows]).to(device)
@@ -134,6 +138,7 @@ class InferenceWorker:
         self.reference = frozen() if config.grpo.kl_coef > 0 else None
         self.chunk_size = config.grpo.micro_batch_size
         self.temperature = config.grpo.temperature
+        self.skip_zero_advantages = config.grpo.skips_zero_advantages
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
@@ -146,6 +151,8 @@ class InferenceWorker:
             "device": self.device,
             "temperature": self.temperature,
         }
+        if self.skip_zero_advantages:
+            score["scored"] = np.asarray(payload["advantages"]) != 0.0  # the actor skips the others
         out = {**payload, "old_logprobs": sequence_logprobs(self.policy, payload, **score)}
         if self.reference is not None:
             out["ref_logprobs"] = sequence_logprobs(self.reference, payload, **score)

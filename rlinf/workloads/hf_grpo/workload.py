@@ -122,6 +122,12 @@ class GrpoHfWorkload:
                     stacklevel=2,
                 )
             check_checkpoint(config.model.path)
+        if config.grpo.skip_zero_advantages and config.grpo.kl_coef > 0:
+            warnings.warn(
+                "grpo.skip_zero_advantages has no effect when grpo.kl_coef > 0 (the KL term needs every response)",
+                RlinfWarning,
+                stacklevel=2,
+            )
         return config
 
     def workflow(self, config: HfGrpoConfig) -> Workflow:

@@ -146,6 +146,20 @@ def test_streamed_gradient_accumulation_equals_whole_batch(tiny_config: ArithGrp
     assert any(float(g.abs().sum()) > 0 for g in expected)
 
 
+def test_actor_fails_loudly_on_more_or_fewer_sequences_than_its_share(tiny_config: ArithGrpoConfig) -> None:
+    """What a plan that fed a micro-batch twice delivered (rejected now by ``check_plan``,
+    tests/test_grpo_routing.py) used to end in ``IndexError`` mid-iteration or in a half mini-batch carried into
+    the next iteration; the actor names the count instead."""
+    payload = _training_payload(tiny_config)  # 8 groups of 4: the actor's 32 sequences of one iteration
+    actor = ActorWorker()
+    actor.setup(tiny_config, context(tiny_config, "actor"))
+    with pytest.raises(AssertionError, match="received 64 sequences in micro-batch 0 after 0: more than its"):
+        actor.compute("train", 0, 0, [payload, payload])
+    actor.compute("train", 0, 0, [{key: value[:4] for key, value in payload.items()}])
+    with pytest.raises(AssertionError, match="starts an iteration with 16 of the last one's 32 sequences"):
+        actor.compute("train", 0, 0, [payload])
+
+
 def _initial_weights(config: ArithGrpoConfig) -> dict[str, torch.Tensor]:
     from rlinf.workloads.arith.warm_start import cached_warm_start
 

@@ -22,7 +22,7 @@ from rlinf.lowering import micro_batch_ranges
 from rlinf.plan import Placement, Plan
 from rlinf.program import Program
 from rlinf.worker_context import micro_batch_counts
-from rlinf.workflow import Workflow
+from rlinf.workflow import Edge, Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
 Layout = dict[str, tuple[int, ...]]
@@ -86,8 +86,9 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
     into whole groups over the component's data-parallel replicas and over each consumer's: contiguously, the
     shares differing by at most one group (:meth:`rlinf.worker_context.WorkerContext.my_groups`), so it only
     needs at least one group per replica; and that a producer whose micro-batches split unevenly hands them to
-    one consumer replica or to as many as it has (what the executor's row routing supports). Raises
-    :class:`ConfigError`."""
+    one consumer replica or to as many as it has, and that each producer micro-batch feeds one consumer
+    micro-batch as its replicas expect (:func:`_check_gathered`): what the executor's row routing supports.
+    Raises :class:`ConfigError`."""
     try:
         program = lowered(plan)
     except ConfigError:
@@ -126,7 +127,47 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
                 f"give {consumer} 1 or {producers} replicas, or use a micro-batch count that splits "
                 f"{num_groups} groups into multiples of {producers}",
             )  # fmt: skip
+    for edge in workflow.edges:
+        _check_gathered(edge, counts, num_groups, replicas(edge.dst), plan)
     return program
+
+
+def _check_gathered(edge: Edge, counts: dict[str, int], num_groups: int, consumers: int, plan: Plan) -> None:
+    """Raise unless, on a stream edge, every micro-batch of ``edge.src`` lies within one micro-batch of
+    ``edge.dst`` and reaches each of the ``consumers`` replicas as its share of that micro-batch.
+
+    The executor hands a consumer op the whole output (the replica's rows) of every producer op it depends on;
+    the workers cannot tell which rows belong to which of their micro-batches. A producer micro-batch that
+    overlaps several consumer micro-batches would reach each of them whole, and its groups would be processed
+    more than once (a GRPO actor trained on duplicates and ran past its iteration: ``IndexError`` in
+    ``ActorWorker.compute``). A consumer micro-batch that gathers several producer micro-batches reaches a
+    consumer replica as its share of each (``executor.protocol.share_slice``): together its share of the whole
+    (:meth:`~rlinf.worker_context.WorkerContext.my_groups`, what the worker expects) only when the consumer
+    replicas split each producer micro-batch evenly."""
+    if edge.kind != "stream":  # a barrier's consumer takes the whole batch
+        return
+    src, dst = edge.src, edge.dst
+    produced, consumed = counts.get(src, 1), counts.get(dst, 1)
+    ends = [hi for _, hi in micro_batch_ranges(num_groups, consumed)]
+    ranges = micro_batch_ranges(num_groups, produced)
+    sizes = [hi - lo for lo, hi in ranges]
+    require(
+        all(hi <= next(end for end in ends if end > lo) for lo, hi in ranges),
+        f"{src}->{dst} micro-batches", f"{produced}->{consumed}",
+        f"{dst} cuts its batch into {consumed} micro-batches, so a {src} micro-batch would feed several of them "
+        f"and each would receive all of it: its groups would be processed more than once (plan {plan.describe()})",
+        f"set granularity.{edge.key} to a multiple of {consumed} (as many {src} micro-batches as {dst} or more), "
+        f"or lower the granularity that gives {dst} {consumed}",
+    )  # fmt: skip
+    require(
+        produced == consumed or consumers == 1 or all(n % consumers == 0 for n in sizes),
+        f"{src}->{dst} replicas", consumers,
+        f"{dst}'s micro-batches gather {src} micro-batches of {sorted(set(sizes))} groups, which its {consumers} "
+        f"replicas would receive in shares that do not add up to their shares of the gathered micro-batch "
+        f"(plan {plan.describe()})",
+        f"give {dst} 1 replica or a count that divides {sorted(set(sizes))}, or give {src} as many micro-batches "
+        f"as {dst}",
+    )  # fmt: skip
 
 
 def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan], bool]) -> list[Plan]:

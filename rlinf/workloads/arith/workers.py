@@ -301,6 +301,17 @@ class ActorWorker:
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "train", f"actor workers run train, not {op_name}"
         batch = unpack_training(concat_rows(inputs))
+        expected = self.boundaries[-1]
+        # An iteration ends only by completing (a failed run stops every worker; restore starts afresh), so a
+        # count off its share is a routing bug: fail here rather than carry a half mini-batch into the next one.
+        assert micro_batch > 0 or self.seen == 0, (
+            f"actor[{self.rank}] starts an iteration with {self.seen} of the last one's {expected} sequences"
+        )
+        assert self.seen + batch.num_sequences <= expected, (
+            f"actor[{self.rank}] received {batch.num_sequences} sequences in micro-batch {micro_batch} after "
+            f"{self.seen}: more than its {expected} per iteration (rlinf.jobs.plans.check_plan admits only plans "
+            f"that route each replica its share)"
+        )
         info: dict[str, Any] = {}
         if self.iteration == 1 and self.seen == 0 and self.rank == 0 and self.config.execution.heldout_eval:
             info["warm_start_accuracy"] = self.warm_start_accuracy

@@ -66,6 +66,12 @@ def test_the_scaling_table_in_docs_executor_equals_its_artifact() -> None:
     }
     assert shown == expected
     assert f"commit {details['commit']}" in doc
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| a second core and pipelining"))
+    for key in ("hopper_best_2dev_over_1dev", "halfcheetah_best_2dev_over_1dev", "pipelining_2stages_over_1"):
+        assert f"**{data[key]:.2f}x**" in row, key
+    assert f"**{data['single_process_ratio']:.2f}x**" in row
+    assert ", ".join(f"{data['ceiling'][k]:.2f}x" for k in data["ceiling"]) in row
 
 
 def test_the_readme_validate_figures_equal_their_artifact() -> None:

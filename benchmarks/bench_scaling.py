@@ -30,11 +30,8 @@ Candidates and their measured env steps/s are in the JSON too, with the machine'
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,9 +40,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import provenance
 import torch
 
 from executor.devices import Device, available_cores, cpu_devices
+from rlinf.files import write_text_atomic
 from rlinf.jobs import get_job
 from rlinf.plan import Placement, Plan
 from rlinf.runner import train
@@ -212,16 +211,6 @@ def two_core_ceiling(config: EmbodiedConfig, iterations: int) -> dict[str, float
     }
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=5, help="per plan; the first is dropped as warm-up")
@@ -231,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if cores < 2:
         print("bench_scaling: needs 2 CPU cores", file=sys.stderr)
         return 2
-    load_before = os.getloadavg()
-    started = time.perf_counter()
+    started = provenance.begin("python benchmarks/bench_scaling.py", argv)
     out: dict[str, Any] = {}
     rows: dict[str, list[dict]] = {}
 
@@ -280,19 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         "two_core_ceiling_parts_s": ceilings,
         "candidates": rows,
         "iterations_per_plan": args.iterations,
-        "command": "python benchmarks/bench_scaling.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cores": cores,
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "wall_s": round(time.perf_counter() - started, 1),
+        **provenance.finish(started),
     }
     text = json.dumps(out, indent=2)
     print(text)
     if args.out is not None:
-        args.out.write_text(text + "\n")
+        write_text_atomic(args.out, text + "\n")
     return 0
 
 

@@ -174,9 +174,6 @@ def run(args: argparse.Namespace) -> int:
         "prediction": "out of sample: each plan from profile samples taken before the measurements, excluding "
         "the plan's own and those of plans with the same compute ops",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
-        "measured_iterations_s": {
-            row.name: list(m.iteration_s) for row, m in zip(rows, measured, strict=True)
-        },
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
     }

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from rlinf.errors import require
 
@@ -126,10 +128,6 @@ def slower_p_value(
     """One-sided permutation test that ``slower``'s samples are slower than ``faster``'s: the share of random
     relabellings of the pooled samples whose difference of medians is at least the observed one (exact over
     every relabelling when there are fewer than ``num_permutations``)."""
-    import itertools
-
-    import numpy as np
-
     require(len(slower) >= 1 and len(faster) >= 1, "samples", (len(slower), len(faster)), "empty", "measure")
     pooled = np.asarray([*slower, *faster], dtype=float)
     size = len(slower)

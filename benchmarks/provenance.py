@@ -68,7 +68,7 @@ def begin(script: str, argv: Sequence[str] | None = None) -> Started:
         command=" ".join([script, *(shlex.quote(a) for a in arguments)]),
         commit=_git("rev-parse", "--short", "HEAD") or "unknown",
         uncommitted_code_changes=bool(
-            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!*.md")
+            _git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":/!docs", ":/!*.md")
         ),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         cores=os.cpu_count() or 0,

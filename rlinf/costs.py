@@ -5,7 +5,9 @@
   ``replicas = devices / model_parallel_size``). Beyond the profiled range it extrapolates linearly and warns.
   Replicas may hold uneven shares (``samples`` need not divide by ``replicas``; shares differ by at most one
   sample): the busiest replica, with ``ceil(samples / replicas)``, sets the op's time, both when a sample is
-  fitted and when an op is priced (:func:`busiest_share`).
+  fitted and when an op is priced (:func:`busiest_share`). A step of the env <-> policy loop whose two
+  components share devices (``Op.shared``: every hand-off is a context switch between two processes) is priced
+  from samples measured that way when the trace has them at that device count and size, else from all samples.
 * Streaming generation: a rollout's ``generate`` op ``k`` of ``m`` is the segment of one continuous-batching
   generation between the completion of micro-batch ``k-1`` and ``k``; groups complete in order of their longest
   response, and time is taken proportional to decode steps (memory-bound decode). The segments add up to the
@@ -79,6 +81,9 @@ class CostModel:
     """(component, op kind) -> seconds as a function of bytes, where samples moved two or more sizes."""
     response_lengths: tuple[float, ...] = ()
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
+    flagged_curves: Mapping[tuple[str, str, bool], tuple[Curve, ...]] = attrs.field(factory=dict)
+    """(component, op, shared) -> curves of only the samples with that ``shared`` flag, for the (component, op)
+    pairs whose samples have both flags (:attr:`rlinf.program.Op.shared`)."""
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
     _expected_fractions: dict[int, np.ndarray] = attrs.field(
         factory=dict, eq=False, repr=False, alias="_expected_fractions"
@@ -87,8 +92,19 @@ class CostModel:
     lengths, asked for again by every plan a search simulates)."""
 
     # ------------------------------------------------------------------ compute
-    def compute_seconds(self, component: str, op_name: str, num_devices: int, samples: float) -> float:
-        """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component``."""
+    def compute_seconds(
+        self, component: str, op_name: str, num_devices: int, samples: float, shared: bool = False
+    ) -> float:
+        """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component``; ``shared``: a loop
+        step whose env and policy share devices, priced from such samples where they were measured at this
+        device count and within their range of sizes (else from all samples)."""
+        flagged = self.flagged_curves.get((component, op_name, shared))
+        if flagged:
+            model_parallel = self.workflow.component(component).model_parallel_size
+            for curve in flagged:
+                x = busiest_share(samples, max(1, num_devices // model_parallel))
+                if curve.devices == num_devices and curve.xs[0] <= x <= curve.xs[-1]:
+                    return curve(x)[0]
         curves = self.curves.get((component, op_name))
         if not curves:
             raise RlinfError(
@@ -225,9 +241,11 @@ class CostModel:
                 previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
                 out[position] = whole[whole_key] * (cumulative[op.micro_batch] - previous)
             else:
-                key = (op.component, op.name, len(op.devices), op.samples)
+                key = (op.component, op.name, len(op.devices), op.samples, op.shared)
                 if key not in known:
-                    known[key] = self.compute_seconds(op.component, op.name, len(op.devices), op.samples)
+                    known[key] = self.compute_seconds(
+                        op.component, op.name, len(op.devices), op.samples, op.shared
+                    )
                 out[position] = known[key]
         return out
 
@@ -282,6 +300,16 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
         )
         for key, by_devices in grouped.items()
     }
+    flagged: dict[tuple[str, str, bool], tuple[Curve, ...]] = {}
+    for key, by_devices in grouped.items():
+        if len({s.shared for group in by_devices.values() for s in group}) < 2:
+            continue
+        for shared in (False, True):
+            flagged[(*key, shared)] = tuple(
+                _curve(trace.workflow, key[0], devices, subset, summarise)
+                for devices, group in sorted(by_devices.items())
+                if (subset := [s for s in group if s.shared is shared])
+            )
     bandwidths, movement_curves = {}, {}
     for key, group in moves.items():
         if len({s.num_bytes for s in group}) >= 2:
@@ -299,6 +327,7 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
         movement_curves=movement_curves,
         response_lengths=trace.response_lengths,
         activation_bytes_per_sample=dict(trace.activation_bytes_per_sample),
+        flagged_curves=flagged,
     )
 
 

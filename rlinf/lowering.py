@@ -312,6 +312,7 @@ class _Builder:
                     step=step,
                     devices=policy_devices,
                     samples=envs,
+                    shared=link == "local",
                 )
                 act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
                 to_env = self._loop_transfer(
@@ -327,6 +328,7 @@ class _Builder:
                     step=step,
                     devices=env_devices,
                     samples=envs,
+                    shared=link == "local",
                 )
                 previous_env[stage] = self._add(
                     self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0

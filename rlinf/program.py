@@ -46,6 +46,10 @@ class Op:
     peer: str = ""
     """Consumer of a transfer or destination of a weight sync."""
     deps: tuple[int, ...] = ()
+    shared: bool = False
+    """A compute op of the env <-> policy loop whose two components run on the same devices: every step hands
+    off between two processes that share those devices, which costs a context switch that a hand-off to another
+    device does not (:class:`rlinf.trace.CostSample` ``shared``)."""
 
     @property
     def label(self) -> str:

@@ -51,6 +51,10 @@ class CostSample:
     seconds: float
     num_bytes: int = 0
     """Bytes moved, for transfer / onload / offload / sync_weights samples."""
+    shared: bool = False
+    """Measured as a step of the env <-> policy loop with both components on the same devices
+    (:attr:`rlinf.program.Op.shared`): the cost model prices such ops from such samples where it has them. Written
+    to JSON only when true."""
 
     def __attrs_post_init__(self) -> None:
         if (  # the common case at once (a profiled trace holds tens of thousands of samples); else each check
@@ -63,6 +67,7 @@ class CostSample:
             and max(self.devices, self.samples, self.tokens, self.num_bytes) <= MAX_INTEGER
             and type(self.seconds) is float
             and 0.0 <= self.seconds < math.inf
+            and type(self.shared) is bool
         ):
             return
         where = f"samples[{self.component}.{self.op}]"
@@ -83,6 +88,13 @@ class CostSample:
             self.seconds,
             "must be a finite number >= 0",
             "record a non-negative duration",
+        )
+        require(
+            type(self.shared) is bool,
+            f"{where}.shared",
+            self.shared,
+            "must be true or false",
+            "write true for a loop step measured with env and policy on the same devices, else leave it out",
         )
 
 
@@ -155,7 +167,7 @@ class Trace:
             "workflow": self.workflow.to_dict(),
             "cluster": self.cluster.to_dict(),
             "provenance": dict(self.provenance),
-            "samples": [attrs.asdict(s) for s in self.samples],
+            "samples": [_sample_dict(s) for s in self.samples],
             "distributions": {"response_length": list(self.response_lengths)},
             "memory": {"activation_bytes_per_sample": dict(self.activation_bytes_per_sample)},
         }
@@ -247,6 +259,13 @@ def _section(data: Mapping[str, Any], key: str, known: tuple[str, ...], source: 
     )
     reject_unknown_keys(section, known, f"{source}.{key}")
     return section
+
+
+def _sample_dict(sample: CostSample) -> dict[str, Any]:
+    out = attrs.asdict(sample)
+    if not sample.shared:
+        del out["shared"]
+    return out
 
 
 def _samples(items: Any, workflow: Workflow, source: str) -> list[CostSample]:

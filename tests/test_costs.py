@@ -130,3 +130,52 @@ def test_fit_refuses_another_device_type() -> None:
         ConfigError, match=r"cluster='1x8xA100': has A100 devices but the trace was made on H100"
     ):
         fit(grpo_trace(), parse_cluster("8xA100"))
+
+
+def _loop_trace(samples: list[CostSample]) -> Trace:
+    from factories import embodied_workflow
+
+    return Trace(
+        workflow=embodied_workflow(),
+        cluster=parse_cluster("1x8xCPU"),
+        provenance={"kind": "synthesized"},
+        samples=samples,
+    )
+
+
+def test_shared_loop_steps_are_priced_from_shared_samples_where_measured() -> None:
+    def step(samples: int, seconds: float, shared: bool) -> CostSample:
+        return CostSample(
+            component="env", op="env_step", devices=1, samples=samples, seconds=seconds, shared=shared
+        )
+
+    costs = fit(
+        _loop_trace([step(2, 1.0, False), step(8, 4.0, False), step(4, 3.0, True), step(8, 5.0, True)])
+    )
+    # Apart: only the unshared samples (2 -> 1 s, 8 -> 4 s); together: the shared ones.
+    assert costs.compute_seconds("env", "env_step", 1, 4, shared=False) == pytest.approx(2.0)
+    assert costs.compute_seconds("env", "env_step", 1, 4, shared=True) == pytest.approx(3.0)
+    assert costs.compute_seconds("env", "env_step", 1, 6, shared=True) == pytest.approx(4.0)
+    # Outside the shared samples' sizes, or at another device count: every sample, pooled (median at 8 of 4 and 5).
+    assert costs.compute_seconds("env", "env_step", 1, 2, shared=True) == pytest.approx(1.0)
+    pooled = fit(_loop_trace([step(2, 1.0, False), step(8, 4.0, False), step(8, 5.0, False)]))
+    assert costs.compute_seconds("env", "env_step", 1, 8, shared=False) == pytest.approx(4.0)
+    assert pooled.compute_seconds("env", "env_step", 1, 8, shared=True) == pytest.approx(4.5)
+    assert not pooled.flagged_curves
+
+
+def test_shared_flag_round_trips_and_is_checked(tmp_path) -> None:
+    from rlinf.errors import RlinfError as Error
+    from rlinf.trace import load_trace
+
+    samples = [
+        CostSample(component="env", op="env_step", devices=1, samples=4, seconds=1.0, shared=True),
+        CostSample(component="env", op="env_step", devices=1, samples=4, seconds=1.0),
+    ]
+    trace = _loop_trace(samples)
+    written = trace.to_dict()["samples"]
+    assert written[0]["shared"] is True and "shared" not in written[1]
+    trace.save(tmp_path / "t.json")
+    assert load_trace(tmp_path / "t.json").samples == trace.samples
+    with pytest.raises(Error, match=r"shared"):
+        CostSample(component="env", op="env_step", devices=1, samples=4, seconds=1.0, shared="yes")  # type: ignore[arg-type]

@@ -154,3 +154,18 @@ def test_offload_on_one_group_keeps_streaming_elsewhere() -> None:
     assert labels.index("actor.onload") > max(
         i for i, label in enumerate(labels) if label.startswith("inference.")
     )
+
+
+def test_loop_steps_are_shared_only_where_env_and_policy_share_devices() -> None:
+    workflow = embodied_workflow(num_envs=8, num_steps=4)
+    for placement, shared in (
+        ("{env: 0, rollout: 0, actor: 1}", True),
+        ("{env: 0-1, rollout: 0-1, actor: 0-1}", True),
+        ("{env: 0, rollout: 1, actor: 0}", False),
+    ):
+        program = lower(
+            workflow, plan_from_yaml(f"placement: {placement}\ngranularity: {{loop: 2}}", 8), CLUSTER
+        )
+        flags = {op.shared for op in program.ops if op.name in ("act", "env_step")}
+        assert flags == {shared}, placement
+        assert not any(op.shared for op in program.ops if op.name not in ("act", "env_step"))

@@ -66,6 +66,26 @@ def test_probe_plans_run_and_cover_the_planner_space() -> None:
     assert min(stages) == 1 and max(stages) == config.num_envs  # the fewest and the most environments per op
 
 
+def test_every_loop_step_size_is_measured_by_two_probes_with_different_compute() -> None:
+    """Validation predicts a probe plan without its own samples (nor those of a plan with the same compute ops):
+    each (op, devices, size, shared) a loop probe measures must be measured by another probe too."""
+    from rlinf.commands.validate import same_compute
+
+    job, config = load_job_config(CONFIG, [])
+    probes = [plan for plan, _ in job.probes(2, config)]
+    workflow = job.workflow(config)
+    measured: dict[tuple, list] = {}
+    for plan in probes:
+        for op in lower(workflow, plan, cpu_cluster(2)).ops:
+            if op.name in ("act", "env_step"):
+                key = (op.name, len(op.devices), op.samples, op.shared)
+                if plan not in measured.setdefault(key, []):
+                    measured[key].append(plan)
+    assert {key[3] for key in measured} == {False, True}
+    for key, plans in measured.items():
+        assert any(not same_compute(a, b) for a in plans for b in plans), (key, [p.describe() for p in plans])
+
+
 def test_profiling_stays_within_its_budget() -> None:
     """The phase starts a probe plan only when its expected start-up, warm-up and one iteration fit in what is
     left, and stops iterating when the last iteration would not fit again. What it can overrun is therefore at

@@ -177,7 +177,7 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
     pipeline at every point between two components (so every edge is measured as a transfer, at each replica
     count), and take the fewest, the most and intermediate micro-batch counts that split evenly (the cost of a
     pipelined op depends on how many micro-batches are in flight, so intermediate counts are measured, not
-    interpolated), and measure onload/offload once (collocated, every component with state offloaded)."""
+    interpolated; for a loop, on half the devices with all components together as well), and measure onload/offload once (collocated, every component with state offloaded)."""
     order = workflow.topological_order()
     every = tuple(range(num_devices))
     half = num_devices // 2
@@ -201,6 +201,21 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
         cut = 1 if workflow.loop is not None else math.ceil(len(order) / 2)
         for which in ("third", "two-thirds"):
             layouts.append(({n: first if i < cut else rest for i, n in enumerate(order)}, which, frozenset()))
+        if workflow.loop is not None:
+            # The loop's stage counts again with env and policy apart, together, and together with the other
+            # components, on half the devices (and on all of them, below): each per-device env/policy size, handed
+            # off between devices or on one (``Op.shared``), is then measured by two plans with different compute
+            # ops, so a plan predicted without its own probe's samples (validation) finds its sizes measured.
+            loop = workflow.loop
+            pair = (loop.env, loop.policy)
+            apart = {n: rest if n == loop.policy else first for n in order}
+            together = {n: first if n in pair else rest for n in order}
+            for which in ("fewest", "third", "two-thirds", "most"):
+                for layout in (apart, together, dict.fromkeys(order, first)):
+                    layouts.append((layout, which, frozenset()))
+            spread = {n: every if n in pair else first for n in order}
+            for which in ("fewest", "middle", "most"):
+                layouts.append((spread, which, frozenset()))
     layouts.append((collocated, "middle", stateful))
     out: list[Plan] = []
     for layout, which, offload in layouts:

@@ -1,6 +1,6 @@
 """``rlinf validate`` with provenance: runs the command in this process and saves its ``validate.json`` (every
 plan's predicted and measured time, each measured iteration, the summary) as an artifact with the command,
-commit, date, cores and load average.
+commit, date, cores and load average, and the profiled trace beside it (``ARTIFACT_trace.json``).
 
     python benchmarks/validate_artifact.py --artifact docs/grpo_validate.json examples/grpo_arith.yaml \\
         --set execution.heldout_eval=false
@@ -19,6 +19,7 @@ import provenance
 
 from executor import WorkerError
 from rlinf.cli import build_parser
+from rlinf.files import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{error}\n{error.remote_traceback}", file=sys.stderr)
         return 1
     report = json.loads((args.out / "validate.json").read_text())
+    # The profile the predictions came from ships beside the artifact (its provenance says which probe plan
+    # measured which samples, so the out-of-sample predictions can be replayed).
+    trace = args.artifact.with_name(f"{args.artifact.stem}_trace.json")
+    write_text_atomic(trace, json.dumps(json.loads(Path(report["trace"]).read_text()), separators=(",", ":")))
+    report["trace"] = str(trace)
     provenance.write_artifact(
         args.artifact, {"rlinf_command": "rlinf " + " ".join(command), **report}, started
     )

@@ -34,7 +34,7 @@ from executor.devices import logical_devices, physical_units
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
-from rlinf.plan import Plan
+from rlinf.plan import Plan, plan_from_dict
 from rlinf.program import Program
 from rlinf.timeline import Timeline
 from rlinf.trace import CostSample, Trace
@@ -247,6 +247,7 @@ def profile(
     samples: list[CostSample] = []
     lengths: list[int] = []
     by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
+    logicals: list[int] = []
     used: list[str] = []
     iterations = 0
     first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
@@ -282,6 +283,7 @@ def profile(
         if count:
             used.append(plan.describe())
             by_plan.append((plan, tuple(samples[first_sample:])))
+            logicals.append(logical)
             iterations += count
     bar.close()
     require(
@@ -299,6 +301,10 @@ def profile(
             command,
             source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
             probe_plans=used,
+            probe_plan_samples=[
+                {"plan": plan.to_dict(), "devices": logical, "samples": len(measured)}
+                for (plan, measured), logical in zip(by_plan, logicals, strict=True)
+            ],
             budget_s=settings.budget_s,
             sample_kind="dispatch-inclusive (op ready -> op end)",
         ),
@@ -313,6 +319,44 @@ def profile(
         longest_step_s=longest_s,
         samples_by_plan=tuple(by_plan),
     )
+
+
+def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tuple[CostSample, ...]], ...]:
+    """The samples of a profiled trace per probe plan that measured them, in order, from its provenance's
+    ``probe_plan_samples`` (written by :func:`profile`: the probes' samples come first, samples merged in later
+    follow); empty for a trace that does not record them (an imported or synthesized one, or an older profile)."""
+    entries = trace.provenance.get("probe_plan_samples")
+    if entries is None:
+        return ()
+    where = f"{field}.provenance.probe_plan_samples"
+    fix = "profile again, or delete probe_plan_samples from the trace's provenance"
+    require(isinstance(entries, list), where, entries, "must be a list", fix)
+    out, start = [], 0
+    for i, entry in enumerate(entries):
+        require(
+            isinstance(entry, dict) and set(entry) == {"plan", "devices", "samples"},
+            f"{where}[{i}]", entry, "must be an object with plan, devices and samples", fix,
+        )  # fmt: skip
+        devices, count = entry["devices"], entry["samples"]
+        for key, value in (("devices", devices), ("samples", count)):
+            require(
+                type(value) is int and value >= 1,
+                f"{where}[{i}].{key}",
+                value,
+                "must be an integer >= 1",
+                fix,
+            )
+        plan = plan_from_dict(entry["plan"], devices, source=f"{where}[{i}].plan")
+        out.append((plan, tuple(trace.samples[start : start + count])))
+        start += count
+    require(
+        start <= len(trace.samples),
+        where,
+        f"{start} samples",
+        f"the probe plans' samples add up to {start}, but the trace holds only {len(trace.samples)}",
+        fix,
+    )
+    return tuple(out)
 
 
 def measure_plans(

@@ -11,7 +11,13 @@ from rlinf.costs import fit
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
-from rlinf.profiling import ProfileSettings, dispatch_inclusive_samples, merge_traces, profile
+from rlinf.profiling import (
+    ProfileSettings,
+    dispatch_inclusive_samples,
+    merge_traces,
+    profile,
+    samples_by_plan,
+)
 from rlinf.timeline import Timeline
 from simulator import replay
 
@@ -106,6 +112,8 @@ def test_profiling_stays_within_its_budget() -> None:
     assert {"machine", "python", "packages", "date", "command"} <= set(result.trace.provenance)
     costs = fit(result.trace)
     assert ("env", "env_step") in costs.curves and ("actor", "train") in costs.curves
+    # The saved trace says which probe plan measured which samples (validate --trace predicts out of sample).
+    assert samples_by_plan(result.trace) == result.samples_by_plan
 
 
 def test_merged_traces_keep_every_response_length() -> None:

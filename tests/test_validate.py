@@ -81,6 +81,7 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert {"plans", "median_error", "max_error", "top1_match", "kendall_tau"} <= set(result)
+    assert result["prediction"].startswith("from every sample of --trace")  # a synthetic trace: plans unknown
     modes = {plan["name"].split(":")[0] for plan in result["plans"]}
     assert modes == {"collocated", "hybrid", "disaggregated"}  # every mode represented
     for plan in result["plans"]:
@@ -125,3 +126,31 @@ def test_each_plan_is_predicted_without_its_own_samples_or_those_of_its_offload_
     assert not any(id(s) in own for s in kept.samples)
     assert len(kept.samples) == sum(len(chunk) for plan, chunk in by_plan if plan not in left_out)
     assert out_of_sample(trace, [], variant) == (trace, [])
+
+
+def test_a_profile_records_which_probe_plan_measured_which_samples() -> None:
+    """``rlinf validate --trace`` on a profile written by rlinf predicts out of sample too: the trace's provenance
+    says which probe plan measured which samples; samples merged in after them are no probe's and always feed."""
+    from rlinf.commands.validate import out_of_sample
+    from rlinf.errors import RlinfError
+    from rlinf.jobs import load_job_config
+    from rlinf.profiling import samples_by_plan
+    from rlinf.trace import load_trace
+
+    job, config = load_job_config(CONFIG)
+    first, second = (plan for plan, _ in job.probes(2, config)[:2])
+    trace = load_trace("traces/hopper_ppo_cpu2.json")
+    assert samples_by_plan(trace) == ()  # an older profile: its plans are unknown
+    entries = [{"plan": p.to_dict(), "devices": 2, "samples": n} for p, n in ((first, 300), (second, 200))]
+    recorded = attrs.evolve(trace, provenance={**trace.provenance, "probe_plan_samples": entries})
+    split = samples_by_plan(recorded)
+    assert [plan for plan, _ in split] == [first, second]
+    assert split[0][1] == trace.samples[:300] and split[1][1] == trace.samples[300:500]
+    kept, feeding = out_of_sample(recorded, split, first)
+    assert feeding == [second.describe()] and kept.samples == trace.samples[300:]  # the merged rest kept
+    entries[1]["samples"] = len(trace.samples)
+    with pytest.raises(RlinfError, match=r"trace.provenance.probe_plan_samples=.* trace holds only"):
+        samples_by_plan(attrs.evolve(trace, provenance={**trace.provenance, "probe_plan_samples": entries}))
+    entries[1]["samples"] = 0
+    with pytest.raises(RlinfError, match=r"probe_plan_samples\[1\].samples=0: must be an integer >= 1"):
+        samples_by_plan(attrs.evolve(trace, provenance={**trace.provenance, "probe_plan_samples": entries}))

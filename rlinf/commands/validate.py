@@ -6,9 +6,11 @@ profile (written to ``OUT/trace.json``), taken before any plan is measured, leav
 itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
 probe plans fed each prediction. All chosen plans then run side by side (every plan's workers alive, iterations
 alternating between plans, each round starting with another plan) and each plan's measured time is the median of
-its iterations after warm-up. With ``--trace`` the predictions come from that file, whose plans are unknown. A plan that needs more logical devices than there are cores (disaggregated env, rollout and actor
-on 2 cores) is run and reported too, but kept out of the summary: the simulator does not model devices that share
-a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above
+its iterations after warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it
+is a profile written by rlinf (its provenance records which samples each probe plan measured), else from all of
+it (an imported or synthesized trace's plans are unknown). A plan that needs more logical devices than there are
+cores (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
+simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above
 measured).
 """
 
@@ -85,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         local_backends,
         measure_plans,
         profile,
+        samples_by_plan,
     )
     from rlinf.runner import plan_from_trace
     from rlinf.trace import load_trace
@@ -110,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.no_progress and not args.json
     if args.trace:
-        trace = load_trace(args.trace)
-        by_plan: tuple = ()
+        trace = load_trace(args.trace, "--trace")
+        by_plan: tuple = samples_by_plan(trace, "--trace")
     else:
         settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
         profiled = profile(job, config, num_devices, settings=settings, progress=progress, backends=backends)
@@ -172,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
         "warmup_iterations": args.warmup,
         "trace": str(out / "trace.json"),
         "prediction": "out of sample: each plan from profile samples taken before the measurements, excluding "
-        "the plan's own and those of plans with the same compute ops",
+        "the plan's own and those of plans with the same compute ops"
+        if by_plan
+        else f"from every sample of --trace {args.trace} (it does not record which plans measured them)",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
@@ -194,13 +199,15 @@ def out_of_sample(
     trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan
 ) -> tuple[Any, list[str]]:
     """The profile ``trace`` without the samples of ``plan`` and of every probe plan with the same compute ops,
-    and the probe plans whose samples it keeps (``by_plan`` empty: the trace as it is)."""
+    and the probe plans whose samples it keeps (``by_plan`` empty: the trace as it is). ``by_plan`` holds the
+    trace's first samples; any after them (merged in later) are no probe's and are kept."""
     import attrs
 
     if not by_plan:
         return trace, []
     feeding = [(probe, samples) for probe, samples in by_plan if not same_compute(probe, plan)]
-    kept = tuple(sample for _, samples in feeding for sample in samples)
+    rest = trace.samples[sum(len(samples) for _, samples in by_plan) :]
+    kept = tuple(sample for _, samples in feeding for sample in samples) + tuple(rest)
     return attrs.evolve(trace, samples=kept), [probe.describe() for probe, _ in feeding]
 
 

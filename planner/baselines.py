@@ -136,11 +136,23 @@ def closed_form_point(tables: CostTables) -> PlanPoint | None:
             memo[key] = min(found, key=lambda o: o[0]) if found else None
         return memo[key]
 
+    exact_memo: dict[tuple[int, int, int], tuple | None] = {}
+    cuts = {
+        cut: (kind, _cut_key(workflow, space.order[cut - 1], space.order[cut], kind))
+        for cut in range(1, len(space.order))
+        for kind in [cut_kind(workflow, space.order[cut - 1], space.order[cut])]
+    }
+
     def exact(a: int, b: int, n: int) -> tuple | None:
-        first = leaf(a, b, n)
-        options: list[tuple] = [first] if first is not None else []
+        """The fastest placement of components ``a:b`` on exactly ``n`` devices (memoized: :func:`best` asks
+        for it under every budget >= ``n``). Among equal times the first found wins: the leaf, then cuts, left
+        sizes and stage counts in increasing order."""
+        key = (a, b, n)
+        if key in exact_memo:
+            return exact_memo[key]
+        found = leaf(a, b, n)
         for cut in range(a + 1, b):
-            kind = cut_kind(workflow, space.order[cut - 1], space.order[cut])
+            kind, edge = cuts[cut]
             counts = space.loop_ladder if kind == "loop" else space.ladder if kind == "stream" else (1,)
             for n_left in grid:
                 if n_left >= n:
@@ -148,13 +160,14 @@ def closed_form_point(tables: CostTables) -> PlanPoint | None:
                 left, right = best(a, cut, n_left), best(cut, b, n - n_left)
                 if left is None or right is None:
                     continue
+                total, slowest = left[0] + right[0], max(left[0], right[0])
                 for m in counts:
-                    stage = max(left[0], right[0]) / m
-                    seconds = (left[0] + right[0]) / m + stage * (m - 1)
-                    edge = _cut_key(workflow, space.order[cut - 1], space.order[cut], kind)
-                    inner = {**left[2], **right[2], **({edge: m} if edge else {})}
-                    options.append((seconds, left[1] + right[1], inner))
-        return min(options, key=lambda o: o[0]) if options else None
+                    seconds = total / m + slowest / m * (m - 1)
+                    if found is None or seconds < found[0]:
+                        inner = {**left[2], **right[2], **({edge: m} if edge else {})}
+                        found = (seconds, left[1] + right[1], inner)
+        exact_memo[key] = found
+        return found
 
     found = best(0, len(space.order), space.num_devices)
     if found is None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 
 import attrs
 
@@ -103,6 +106,34 @@ def search(
     """Simulate the planner's ``k`` candidates (:func:`candidates`) plus the fixed-collocated,
     fixed-disaggregated and closed-form baselines' plans; the fastest plan that fits in memory (by simulation)
     wins. Same inputs and seed give the same plan."""
+    with _without_cycle_collection():
+        return _search(workflow, cluster, costs, k, time_limit_s, seed, max_granularity, max_loop_stages)
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: a search allocates hundreds of thousands of short-lived objects (ops,
+    events, table rows), which reference counting frees, and the collector's passes over them took about 5% of a
+    search (``tests/bench_planner.py``). It resumes, as it was, when the search ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _search(
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    k: int,
+    time_limit_s: float,
+    seed: int,
+    max_granularity: int,
+    max_loop_stages: int,
+) -> SearchResult:
     started = time.perf_counter()
     space, tables = prepare(
         workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages

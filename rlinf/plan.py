@@ -59,7 +59,7 @@ class Placement:
             "has no devices",
             "give a range like 0-7 or 'all'",
         )
-        if not all(type(device) is int for device in self.devices):  # the common case, checked at once
+        if set(map(type, self.devices)) != {int}:  # the common case, checked at once
             for device in self.devices:
                 integer(f"placement.{self.component}", device, fix="use whole device ids")
         require(

@@ -311,11 +311,13 @@ def profile(
         samples=tuple(samples),
         response_lengths=tuple(float(n) for n in lengths),
     )
+    elapsed_s = clock() - started
+    trace = attrs.evolve(trace, provenance={**trace.provenance, "elapsed_s": round(elapsed_s, 3)})
     return ProfileResult(
         trace=trace,
         plans=tuple(used),
         iterations=iterations,
-        elapsed_s=clock() - started,
+        elapsed_s=elapsed_s,
         longest_step_s=longest_s,
         samples_by_plan=tuple(by_plan),
     )

@@ -201,22 +201,23 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
         cut = 1 if workflow.loop is not None else math.ceil(len(order) / 2)
         for which in ("third", "two-thirds"):
             layouts.append(({n: first if i < cut else rest for i, n in enumerate(order)}, which, frozenset()))
-        if workflow.loop is not None:
-            # The loop's stage counts again with env and policy apart, together, and together with the other
-            # components, on half the devices (and on all of them, below): each per-device env/policy size, handed
-            # off between devices or on one (``Op.shared``), is then measured by two plans with different compute
-            # ops, so a plan predicted without its own probe's samples (validation) finds its sizes measured.
-            loop = workflow.loop
-            pair = (loop.env, loop.policy)
-            apart = {n: rest if n == loop.policy else first for n in order}
-            together = {n: first if n in pair else rest for n in order}
-            for which in ("fewest", "third", "two-thirds", "most"):
-                for layout in (apart, together, dict.fromkeys(order, first)):
-                    layouts.append((layout, which, frozenset()))
-            spread = {n: every if n in pair else first for n in order}
-            for which in ("fewest", "middle", "most"):
-                layouts.append((spread, which, frozenset()))
     layouts.append((collocated, "middle", stateful))
+    if workflow.loop is not None and half >= 1:
+        # Last (a tight budget cuts these first): the loop's stage counts again with env and policy apart,
+        # together, and together with the other components, on half the devices (and on all of them, below):
+        # each per-device env/policy size, handed off between devices or on one (``Op.shared``), is then measured
+        # by two plans with different compute ops, so a plan predicted without its own probe's samples
+        # (validation) finds its sizes measured.
+        loop = workflow.loop
+        pair = (loop.env, loop.policy)
+        apart = {n: rest if n == loop.policy else first for n in order}
+        together = {n: first if n in pair else rest for n in order}
+        for which in ("fewest", "third", "two-thirds", "most"):
+            for layout in (apart, together, dict.fromkeys(order, first)):
+                layouts.append((layout, which, frozenset()))
+        spread = {n: every if n in pair else first for n in order}
+        for which in ("fewest", "middle", "most"):
+            layouts.append((spread, which, frozenset()))
     out: list[Plan] = []
     for layout, which, offload in layouts:
         fitting = [

@@ -124,7 +124,33 @@ def kill() -> list[str]:
     ]
 
 
+def planner_means() -> dict[tuple[int, str], float]:
+    """Mean search seconds per (devices, trace) from the planner benchmark's pytest-benchmark JSON."""
+    a = artifact("docs/data/bench_planner.json")
+    return {
+        (b["params"]["num_devices"], b["params"]["trace_path"]): b["stats"]["mean"] for b in a["benchmarks"]
+    }
+
+
+PLANNER_TRACES = ("traces/grpo_1.5b_h100.json", "traces/grpo_7b_h100.json", "traces/grpo_32b_h200.json")
+
+
+def planner_speed() -> list[str]:
+    a, means = artifact("docs/data/bench_planner.json"), planner_means()
+    return [
+        f"load average {a['load_average_before'][0]:.1f} -> {a['load_average_after'][0]:.1f}",
+        " / ".join(f"{means[(256, t)]:.3f}" for t in PLANNER_TRACES) + " s (mean of 3)",
+    ]
+
+
+def planner_speed_1024() -> list[str]:
+    means = planner_means()
+    return [" / ".join(f"{means[(1024, t)]:.3f}" for t in PLANNER_TRACES) + " s"]
+
+
 README_ROWS: dict[str, Callable[[], list[str]]] = {
+    "planner search incl. simulating": planner_speed,
+    "the same, 1024 devices": planner_speed_1024,
     "Hopper learning": hopper,
     "env pipelining": pipelining,
     "GRPO learning through the executor": grpo_arith,
@@ -150,13 +176,29 @@ def ray_doc() -> list[str]:
     return [*rows, kill_claim, kill()[1]]
 
 
+def main_job() -> list[str]:
+    """The README's paragraph on its main job (``benchmarks/main_job.py``)."""
+    a = artifact("docs/data/main_job_hopper.json")
+    fewer = a["best_on_fewer_devices"]
+    return [
+        f"{load(a)}): the whole command took {a['command_s']:.0f} s ({a['profile_s']:.0f} s profiling "
+        f"{a['probe_plans']} probe plans, {len(a['iterations'])} iterations at a median "
+        f"{a['median_measured_iteration_s']:.4f} s each against {a['median_predicted_iteration_s']:.4f} s predicted)",
+        f"the chosen plan ({a['chosen_plan'].replace(' | ', ', ')}) uses {a['chosen_devices_used']} of the "
+        f"{a['num_devices']} cores",
+        f"the best plan on fewer cores ({fewer['plan'].replace(' | ', ', ')}) was predicted "
+        f"{100 * fewer['slower_than_chosen']:.0f}% slower",
+    ]
+
+
 def readme_paragraphs() -> list[str]:
-    """The README's prose outside the table: auto mode against the fixed modes, and Ray against local."""
+    """The README's prose outside the table: the main job, auto mode against the fixed modes, Ray against local."""
     auto = artifact("docs/auto_mode_hopper.json")
     m = artifact("docs/ray_vs_local.json")["modes"]
     c = m["collocated"]
     return [
-        f"{load(auto)} from other jobs): the chosen plan",
+        *main_job(),
+        f"{load(auto)}): the chosen plan",
         f"**{auto['auto_over_collocated']:.2f}x** the env steps/s of the fixed collocated plan and "
         f"**{auto['auto_over_best_fixed']:.2f}x** the best fixed mode ({auto['best_fixed_mode']},",
         f"{1e3 * c['ray']['median_s']:.1f} vs {1e3 * c['local']['median_s']:.1f} ms per iteration, "
@@ -215,7 +257,17 @@ def grpo_doc() -> list[str]:
     return [learning, curve, *streaming_rows, auto_claim, *fidelity_claims]
 
 
+def planner_doc() -> list[str]:
+    means = planner_means()
+    rows = [
+        f"| {label} | {means[(256, t)]:.3f} s | {means[(1024, t)]:.3f} s |"
+        for label, t in zip(("1.5B", "7B", "32B"), PLANNER_TRACES, strict=True)
+    ]
+    return [*rows, planner_speed()[0]]
+
+
 DOCS: dict[str, Callable[[], list[str]]] = {
+    "docs/planner.md": planner_doc,
     "README.md": readme_paragraphs,
     "docs/ray.md": ray_doc,
     "docs/executor.md": executor_doc,
@@ -334,5 +386,23 @@ def test_each_artifact_carries_provenance_and_its_figures_follow_from_its_raw_va
         env_steps / auto["plans"]["collocated"]["median_iteration_s"]
     )
 
+    j = provenance_of("docs/data/main_job_hopper.json")
+    assert j["rlinf_command"].startswith("rlinf train examples/hopper_ppo.yaml")
+    assert j["median_measured_iteration_s"] == statistics.median(i["iteration_s"] for i in j["iterations"])
+    assert j["median_predicted_iteration_s"] == statistics.median(i["predicted_s"] for i in j["iterations"])
+    assert j["profile_s"] < j["command_s"]
+
     k = provenance_of("docs/data/kill_detection.json")
     assert len(k["detected_ms"]["local"]) == len(k["detected_ms"]["ray"]) >= 1
+
+
+def test_the_planner_benchmark_carries_its_rounds_and_conditions() -> None:
+    a = artifact("docs/data/bench_planner.json")
+    assert a["command"].startswith("python3 -m pytest -m benchmark --benchmark-enable --benchmark-save-data")
+    assert a["commit_info"]["id"] and not a["commit_info"]["dirty"]
+    assert a["machine_info"]["cpu"] and len(a["load_average_before"]) == len(a["load_average_after"]) == 3
+    assert {(n, t) for n in (256, 1024) for t in PLANNER_TRACES} == set(planner_means())
+    for b in a["benchmarks"]:
+        rounds = b["stats"]["data"]
+        assert len(rounds) == b["stats"]["rounds"] == 3
+        assert b["stats"]["mean"] == statistics.mean(rounds)

@@ -8,7 +8,7 @@ probe plans within ``--profile-budget`` seconds (:func:`rlinf.profiling.profile`
 response's length) and let the planner choose a plan from that trace (:func:`rlinf.runner.plan_from_trace`).
 Then, in this one process, the chosen plan and the same plan with granularity 1 on every stream edge (whole-batch
 hand-off) train side by side (:func:`rlinf.profiling.measure_plans`: both plans' workers alive, iterations
-alternating, each round starting with the other plan) from the same warm start with the same seeds, so that
+alternating in orders balanced for carry-over) from the same warm start with the same seeds, so that
 iteration k of either plan samples the same prompts. When the planner chooses granularity 1 itself, the same
 placement at ``--fallback-granularities`` is measured instead, and the best of them is reported against it;
 ``--also-granularities`` adds more variants of the placement to the same rounds, and ``--trace`` plans from a

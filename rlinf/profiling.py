@@ -361,6 +361,25 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
     return tuple(out)
 
 
+def round_orders(num_plans: int, rounds: int) -> list[tuple[int, ...]]:
+    """The order of the plans in each of ``rounds`` rounds: the rows of a Williams design, repeated (a Latin
+    square balanced for carry-over: over ``num_plans`` rounds, or twice as many for an odd count, every plan
+    follows every other plan equally often within a round, and every plan runs at every position equally often).
+    A plain rotation (0 1 2, 1 2 0, 2 0 1) would have plan ``p`` follow plan ``p - 1`` in nearly every round."""
+    n = num_plans
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [tuple((value + shift) % n for value in first) for shift in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [rows[i % len(rows)] for i in range(rounds)]
+
+
 def measure_plans(
     job: Job,
     config: Any,
@@ -373,8 +392,9 @@ def measure_plans(
     progress: bool = True,
 ) -> list[MeasuredPlan]:
     """Run each (plan, logical devices) for ``warmup_iterations + iterations`` iterations, with every plan's
-    workers alive at once and iterations alternating between plans (round robin, each round starting one plan
-    later)."""
+    workers alive at once and iterations alternating between plans: every round runs each plan once, in the orders
+    of :func:`round_orders`, so that no plan mostly follows the same one (what a plan leaves behind on a core, e.g.
+    its workers' clean-up after their lanes, must not always land on the same next plan)."""
     from tqdm import tqdm
 
     require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
@@ -390,10 +410,8 @@ def measure_plans(
     ):
         open_backend = backends or local_backends(num_cores)
         opened = [stack.enter_context(open_backend(logical)) for _, logical, _, _ in prepared]
-        for index in range(iterations + warmup_iterations):
-            # Each round starts with another plan, so that no plan always follows the same one.
-            for offset in range(len(prepared)):
-                position = (index + offset) % len(prepared)
+        for index, order in enumerate(round_orders(len(prepared), iterations + warmup_iterations)):
+            for position in order:
                 plan, _, program, specs = prepared[position]
                 bar.set_description(f"measure {plan.describe()}")
                 result = executor.run(program, specs, backend=opened[position])

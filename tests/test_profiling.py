@@ -122,3 +122,20 @@ def test_merged_traces_keep_every_response_length() -> None:
     merged = merge_traces(first, second, grpo_trace())
     assert merged.response_lengths == (3.0, 40.0, 7.0)
     assert len(merged.samples) == 3 * len(first.samples)
+
+
+@pytest.mark.parametrize("num_plans", range(1, 9))
+def test_measured_plans_alternate_in_orders_balanced_for_carry_over(num_plans: int) -> None:
+    """Validation measures plans side by side; what one plan leaves on a core must not always land on the same
+    next plan. Over a full design every plan follows every other plan, and runs at every position, equally often."""
+    from collections import Counter
+
+    from rlinf.profiling import round_orders
+
+    rounds = num_plans if num_plans % 2 == 0 else 2 * num_plans
+    rows = round_orders(num_plans, 3 * rounds)
+    assert all(sorted(row) == list(range(num_plans)) for row in rows)
+    follows = Counter(pair for row in rows for pair in zip(row, row[1:], strict=False))
+    assert len(follows) == num_plans * (num_plans - 1) and len(set(follows.values())) <= 1
+    positions = Counter(placed for row in rows for placed in enumerate(row))
+    assert len(set(positions.values())) == 1

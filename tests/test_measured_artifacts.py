@@ -154,30 +154,45 @@ def test_real_fidelity_the_profile_still_predicts_the_measured_plans_out_of_samp
     assert statistics.median(errors) <= 0.10 and max(errors) <= 0.20, errors
 
 
-def test_the_hf_streaming_figures_equal_their_artifact() -> None:
-    data = json.loads((ROOT / "docs" / "grpo_hf_streaming.json").read_text())
+def _hf_streaming(name: str) -> tuple[dict, dict, dict, list[float], float, float]:
+    """An HF streaming artifact: (data, the streaming plan compared, the whole-batch plan, their medians, measured
+    speedup, predicted speedup). The streaming plan is the planner's, or, when the planner chose whole-batch
+    hand-off itself, the best of the granularities measured against it."""
+    data = json.loads((ROOT / name).read_text())
     assert data["command"].startswith("python benchmarks/bench_streaming_hf.py")
     assert {"commit", "date_start", "date_end", "cores", "load_average"} <= set(data)
     by_plan = {p["plan"]: p for p in data["plans"]}
-    chosen, whole = by_plan[data["planner"]["plan"]], by_plan[data["whole_batch_plan"]]
-    assert chosen is not whole and chosen["generated_tokens"] == whole["generated_tokens"]  # the same work
-    medians = [statistics.median(p["iteration_s"]) for p in (chosen, whole)]
-    assert medians == [chosen["median_iteration_s"], whole["median_iteration_s"]]
-    speedup = medians[1] / medians[0]
-    predicted = whole["predicted_iteration_s"] / chosen["predicted_iteration_s"]
+    whole = by_plan[data["whole_batch_plan"]]
+    chose_whole = data["planner"].get("chose_whole_batch", False)
+    assert chose_whole == (data["planner"]["plan"] == data["whole_batch_plan"])
+    streaming = by_plan[data["best_streaming_plan"] if chose_whole else data["planner"]["plan"]]
+    # About the same work: the same prompts and seeds (exactly the same tokens when the rollout keeps one replica;
+    # with two, micro-batching changes which replica samples a group, and the tokens differ by about 1%)
+    assert streaming is not whole
+    tokens = [sum(p["generated_tokens"]) for p in (streaming, whole)]
+    assert abs(tokens[0] - tokens[1]) <= 0.02 * tokens[1]
+    medians = [statistics.median(p["iteration_s"]) for p in (streaming, whole)]
+    assert medians == [streaming["median_iteration_s"], whole["median_iteration_s"]]
+    if chose_whole:  # the best of the streaming variants is the one reported
+        assert all(p["median_iteration_s"] >= medians[0] for p in data["plans"] if p is not whole)
+    predicted = whole["predicted_iteration_s"] / streaming["predicted_iteration_s"]
+    return data, streaming, whole, medians, medians[1] / medians[0], predicted
+
+
+@pytest.mark.parametrize("name", ["docs/grpo_hf_streaming.json", "docs/data/grpo_hf_streaming_loaded.json"])
+def test_the_hf_streaming_figures_equal_their_artifact(name: str) -> None:
+    data, streaming, whole, medians, speedup, predicted = _hf_streaming(name)
     before = data["load_average"]["before"][0]
-    readme = " ".join((ROOT / "README.md").read_text().split())
     claim = (
         f"**{speedup:.2f}x** ({medians[0]:.2f} vs {medians[1]:.2f} s/iteration; predicted {predicted:.2f}x)"
+        f", load average {before:.1f} on 2 cores"
     )
-    assert f"{claim}, load average {before:.1f} on 2 cores" in readme
     doc = " ".join((ROOT / "docs" / "grpo_hf.md").read_text().split())
+    assert claim in doc
     row = (
-        f"| predicted | {chosen['predicted_iteration_s']:.2f} s/iteration | {whole['predicted_iteration_s']:.2f} s |"
+        f"| predicted | {streaming['predicted_iteration_s']:.2f} s/iteration | {whole['predicted_iteration_s']:.2f} s |"
         f" | measured median | **{medians[0]:.2f} s** | **{medians[1]:.2f} s** |"
     )
     assert row in doc
-    assert (
-        f"**{speedup:.2f}x** the speed of whole-batch hand-off" in doc
-        and f"predicted {predicted:.2f}x" in doc
-    )
+    if name == "docs/grpo_hf_streaming.json":
+        assert claim in " ".join((ROOT / "README.md").read_text().split())

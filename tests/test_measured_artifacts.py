@@ -85,7 +85,7 @@ def _plan_from_name(name: str, num_devices: int) -> Plan:
     return plan_from_dict(data, num_devices)
 
 
-VALIDATE_RUNS = ("validate_hopper_quiet", "validate_hopper_loaded")
+VALIDATE_RUNS = ("validate_hopper_quiet", "validate_hopper_quiet_run2", "validate_hopper_loaded")
 """The README's Hopper validate runs, on a quiet and on a loaded machine (``docs/data/NAME.json``)."""
 
 

@@ -185,8 +185,10 @@ class CommandRunner:
         pending: list[Record] = []
         last_flush = time.monotonic()
         # Where the driver can see which op a worker runs (the local backend's progress array), records go out
-        # every FLUSH_EVERY_S; elsewhere (Ray) also before each wait, so that a dead worker's op can be named.
-        flush_before_wait = self.progress is None
+        # every FLUSH_EVERY_S; elsewhere (Ray) before each op, so that a dead worker's op can be named: the driver
+        # takes the op after the last one recorded as running (flushing only before a wait left it one op behind
+        # when an op's inputs had already arrived: the error named the op before the one that died).
+        flush_before_each = self.progress is None
 
         def flush() -> None:
             nonlocal last_flush
@@ -207,9 +209,9 @@ class CommandRunner:
 
         for command in self.lane:
             keys = [done_key(self.run_id, op, w) for op, w in command.waits]
+            if flush_before_each:
+                flush()
             if not all(self.mailbox.has(k) for k in keys):
-                if flush_before_wait:
-                    flush()
                 self._await(keys, connection, flush_due)
             else:
                 flush_due()

@@ -156,6 +156,8 @@ class Mailbox:
         self._arrived: dict[tuple, dict[str, np.ndarray]] = {}
         self._held: dict[int, list[tuple[tuple, dict[str, Any]]]] | None = None
         """Messages per pipe destination kept back while a :meth:`bundle` is open (``None``: none open)."""
+        self._held_remote: list[tuple[int, tuple, dict[str, np.ndarray]]] = []
+        """Payloads for other nodes kept back while a :meth:`bundle` is open, in the order sent."""
 
     def send(self, dst: int, key: tuple, payload: Mapping[str, np.ndarray]) -> int:
         """Deliver ``payload`` under ``key`` to worker ``dst``; returns the bytes carried."""
@@ -170,7 +172,10 @@ class Mailbox:
         if transport == "object_store":
             assert self._remote_send is not None
             arrays = {name: np.ascontiguousarray(value) for name, value in payload.items()}
-            self._remote_send(dst, key, arrays)
+            if self._held is not None:
+                self._held_remote.append((dst, key, arrays))
+            else:
+                self._remote_send(dst, key, arrays)
             return sum(a.nbytes for a in arrays.values())
         packed, num_bytes = pack(payload)
         if self._held is not None:
@@ -182,16 +187,21 @@ class Mailbox:
     @contextlib.contextmanager
     def bundle(self) -> Iterator[None]:
         """Keep back what is sent to other processes inside the block and send it on leaving, one pipe message
-        per destination, in the order sent (nothing is sent when the block raises)."""
+        per destination, in the order sent (nothing is sent when the block raises). What goes to other nodes
+        (through Ray) is kept back too: sent inside the block, a consumer on another node could start before the
+        producer's recorded end (a timeline with an op starting before its dependency ended)."""
         assert self._held is None, "bundles do not nest"
-        self._held = {}
+        self._held, self._held_remote = {}, []
         try:
             yield
-            held = self._held
+            held, remote = self._held, self._held_remote
         finally:
-            self._held = None
+            self._held, self._held_remote = None, []
         for dst, items in held.items():
             self._outbound[dst].send(items)
+        for dst, key, arrays in remote:
+            assert self._remote_send is not None
+            self._remote_send(dst, key, arrays)
 
     def receive(self, key: tuple) -> dict[str, np.ndarray]:
         """The payload sent under ``key``, waiting for it if needed (messages for other keys are kept)."""

@@ -191,6 +191,30 @@ def test_a_bundle_that_raises_sends_nothing() -> None:
     assert reader.poll()
 
 
+def test_a_bundle_holds_back_what_goes_to_other_nodes_until_the_op_has_ended() -> None:
+    """A consumer on another node must not start before the producer's recorded end: what an op sends through
+    Ray leaves with the rest of the bundle, after the block (a Ray run's timeline once had ops starting before
+    their dependencies ended)."""
+    sent: list[tuple[int, tuple]] = []
+    sender = Mailbox(
+        WorkerAddress(worker=0, node=0),
+        {},
+        [],
+        {1: 1},
+        remote_send=lambda dst, key, arrays: sent.append((dst, key)),
+    )
+    with sender.bundle():
+        assert sender.send(1, ("data",), {"x": np.arange(3, dtype=np.int64)}) == 24
+        sender.send(1, ("done",), {})
+        assert sent == []  # held back until the op has ended
+    assert sent == [(1, ("data",)), (1, ("done",))]
+    with pytest.raises(RuntimeError, match="op failed"), sender.bundle():
+        sender.send(1, ("lost",), {})
+        raise RuntimeError("op failed")
+    sender.send(1, ("later",), {})  # outside a bundle it leaves at once, and the failed op's never did
+    assert sent[2:] == [(1, ("later",))]
+
+
 def test_host_store_releases_and_restores_state() -> None:
     model = torch.nn.Linear(256, 256)
     optimizer = torch.optim.Adam(model.parameters())

@@ -81,9 +81,9 @@ class CostModel:
     """(component, op kind) -> seconds as a function of bytes, where samples moved two or more sizes."""
     response_lengths: tuple[float, ...] = ()
     activation_bytes_per_sample: Mapping[str, float] = attrs.field(factory=dict)
-    flagged_curves: Mapping[tuple[str, str, bool], tuple[Curve, ...]] = attrs.field(factory=dict)
-    """(component, op, shared) -> curves of only the samples with that ``shared`` flag, for the (component, op)
-    pairs whose samples have both flags (:attr:`rlinf.program.Op.shared`)."""
+    flagged_curves: Mapping[tuple[str, str, bool], Mapping[int, Curve]] = attrs.field(factory=dict)
+    """(component, op, shared) -> device count -> curve of only the samples with that ``shared`` flag, for the
+    (component, op) pairs whose samples have both flags (:attr:`rlinf.program.Op.shared`)."""
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
     _expected_fractions: dict[int, np.ndarray] = attrs.field(
         factory=dict, eq=False, repr=False, alias="_expected_fractions"
@@ -98,13 +98,12 @@ class CostModel:
         """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component``; ``shared``: a loop
         step whose env and policy share devices, priced from such samples where they were measured at this
         device count and within their range of sizes (else from all samples)."""
-        flagged = self.flagged_curves.get((component, op_name, shared))
-        if flagged:
+        flagged = self.flagged_curves.get((component, op_name, shared), {}).get(num_devices)
+        if flagged is not None:
             model_parallel = self.workflow.component(component).model_parallel_size
-            for curve in flagged:
-                x = busiest_share(samples, max(1, num_devices // model_parallel))
-                if curve.devices == num_devices and curve.xs[0] <= x <= curve.xs[-1]:
-                    return curve(x)[0]
+            x = busiest_share(samples, max(1, num_devices // model_parallel))
+            if flagged.xs[0] <= x <= flagged.xs[-1]:
+                return flagged(x)[0]
         curves = self.curves.get((component, op_name))
         if not curves:
             raise RlinfError(
@@ -300,16 +299,16 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
         )
         for key, by_devices in grouped.items()
     }
-    flagged: dict[tuple[str, str, bool], tuple[Curve, ...]] = {}
+    flagged: dict[tuple[str, str, bool], dict[int, Curve]] = {}
     for key, by_devices in grouped.items():
         if len({s.shared for group in by_devices.values() for s in group}) < 2:
             continue
         for shared in (False, True):
-            flagged[(*key, shared)] = tuple(
-                _curve(trace.workflow, key[0], devices, subset, summarise)
-                for devices, group in sorted(by_devices.items())
+            flagged[(*key, shared)] = {
+                devices: _curve(trace.workflow, key[0], devices, subset, summarise)
+                for devices, group in by_devices.items()
                 if (subset := [s for s in group if s.shared is shared])
-            )
+            }
     bandwidths, movement_curves = {}, {}
     for key, group in moves.items():
         if len({s.num_bytes for s in group}) >= 2:

@@ -247,7 +247,7 @@ def profile(
     samples: list[CostSample] = []
     lengths: list[int] = []
     by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
-    logicals: list[int] = []
+    recorded: list[dict[str, Any]] = []  # the provenance's probe_plan_samples (see samples_by_plan)
     used: list[str] = []
     iterations = 0
     first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
@@ -283,7 +283,9 @@ def profile(
         if count:
             used.append(plan.describe())
             by_plan.append((plan, tuple(samples[first_sample:])))
-            logicals.append(logical)
+            recorded.append(
+                {"plan": plan.to_dict(), "devices": logical, "samples": len(samples) - first_sample}
+            )
             iterations += count
     bar.close()
     require(
@@ -294,6 +296,7 @@ def profile(
         "raise the budget or lower warm-up iterations",
     )
     workflow = job.workflow(config)
+    elapsed_s = clock() - started
     trace = Trace(
         workflow=workflow,
         cluster=cpu_cluster(num_devices),
@@ -301,18 +304,14 @@ def profile(
             command,
             source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
             probe_plans=used,
-            probe_plan_samples=[
-                {"plan": plan.to_dict(), "devices": logical, "samples": len(measured)}
-                for (plan, measured), logical in zip(by_plan, logicals, strict=True)
-            ],
+            probe_plan_samples=recorded,
+            elapsed_s=round(elapsed_s, 3),
             budget_s=settings.budget_s,
             sample_kind="dispatch-inclusive (op ready -> op end)",
         ),
         samples=tuple(samples),
         response_lengths=tuple(float(n) for n in lengths),
     )
-    elapsed_s = clock() - started
-    trace = attrs.evolve(trace, provenance={**trace.provenance, "elapsed_s": round(elapsed_s, 3)})
     return ProfileResult(
         trace=trace,
         plans=tuple(used),

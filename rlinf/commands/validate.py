@@ -6,12 +6,13 @@ profile (written to ``OUT/trace.json``), taken before any plan is measured, leav
 itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
 probe plans fed each prediction. All chosen plans then run side by side (every plan's workers alive, iterations
 alternating between plans in orders balanced so that every plan follows every other equally often:
-:func:`rlinf.profiling.round_orders`) and each plan's measured time is the median of its iterations after warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it
-is a profile written by rlinf (its provenance records which samples each probe plan measured), else from all of
-it (an imported or synthesized trace's plans are unknown). A plan that needs more logical devices than there are
-cores (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
-simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above
-measured).
+:func:`rlinf.profiling.round_orders`) and each plan's measured time is the median of its iterations after
+warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it is a profile written
+by rlinf (its provenance records which samples each probe plan measured), else from all of it (an imported or
+synthesized trace's plans are unknown). A plan that needs more logical devices than there are cores
+(disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
+simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
+(the simulator's best plan, predicted above measured).
 """
 
 from __future__ import annotations

@@ -177,7 +177,9 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
     pipeline at every point between two components (so every edge is measured as a transfer, at each replica
     count), and take the fewest, the most and intermediate micro-batch counts that split evenly (the cost of a
     pipelined op depends on how many micro-batches are in flight, so intermediate counts are measured, not
-    interpolated; for a loop, on half the devices with all components together as well), and measure onload/offload once (collocated, every component with state offloaded)."""
+    interpolated), and measure onload/offload once (collocated, every component with state offloaded). For a
+    loop, last, its stage counts again on other layouts, so that every per-device env/policy size is measured by
+    two plans with different compute ops (validation predicts a plan without its own samples)."""
     order = workflow.topological_order()
     every = tuple(range(num_devices))
     half = num_devices // 2

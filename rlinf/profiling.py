@@ -379,6 +379,25 @@ def round_orders(num_plans: int, rounds: int) -> list[tuple[int, ...]]:
     return [rows[i % len(rows)] for i in range(rounds)]
 
 
+def generation_orders(num_plans: int, generations: int) -> list[tuple[int, ...]]:
+    """The order in which each generation of worker processes starts the plans: as given, reversed, as given, ...
+
+    On this project's machine the workers started first measured 1-2.5% slower for their whole life than the
+    same plan's workers started later (an A/A test: one plan entered twice; ``benchmarks/bench_order_bias.py``),
+    a difference that followed the start order, not the plan, through every iteration order we tried. Reversing
+    the start order in the next generation gives every plan the same mean start position."""
+    require(generations >= 1, "generations", generations, "must be >= 1", "use at least one generation")
+    forward = tuple(range(num_plans))
+    return [forward if generation % 2 == 0 else forward[::-1] for generation in range(generations)]
+
+
+def split_iterations(iterations: int, generations: int) -> list[int]:
+    """Measured iterations per generation: as even as possible, the earlier generations taking the remainder."""
+    return [
+        iterations // generations + (1 if g < iterations % generations else 0) for g in range(generations)
+    ]
+
+
 def measure_plans(
     job: Job,
     config: Any,
@@ -386,40 +405,49 @@ def measure_plans(
     *,
     iterations: int,
     warmup_iterations: int = 2,
+    generations: int = 2,
     num_cores: int | None = None,
     backends: BackendFactory | None = None,
     progress: bool = True,
 ) -> list[MeasuredPlan]:
-    """Run each (plan, logical devices) for ``warmup_iterations + iterations`` iterations, with every plan's
-    workers alive at once and iterations alternating between plans: every round runs each plan once, in the orders
-    of :func:`round_orders`, so that no plan mostly follows the same one (what a plan leaves behind on a core, e.g.
-    its workers' clean-up after their lanes, must not always land on the same next plan)."""
+    """Run each (plan, logical devices) for ``iterations`` measured iterations, with every plan's workers alive
+    at once and iterations alternating between plans, in ``generations`` generations of worker processes (at
+    most one per measured iteration).
+
+    Each generation starts every plan's workers in the order of :func:`generation_orders` (its first round runs
+    the plans in that order; workers start at their plan's first run), runs ``warmup_iterations`` unmeasured
+    rounds, then its share of the measured iterations (:func:`split_iterations`), and stops its workers. Its
+    rounds follow :func:`round_orders`, so that no plan mostly follows the same one (what a plan leaves behind on
+    a core, e.g. its workers' clean-up after their lanes, must not always land on the same next plan)."""
     from tqdm import tqdm
 
     require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
+    generations = max(1, min(generations, iterations))
     prepared = [(plan, logical, *_program(job, config, plan, logical)) for plan, logical in entries]
     times: list[list[float]] = [[] for _ in prepared]
     samples: list[list[CostSample]] = [[] for _ in prepared]
     lengths: list[list[tuple[int, ...]]] = [[] for _ in prepared]
     last: list[Timeline | None] = [None] * len(prepared)
-    total = len(prepared) * (iterations + warmup_iterations)
-    with (
-        contextlib.ExitStack() as stack,
-        tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar,
-    ):
-        open_backend = backends or local_backends(num_cores)
-        opened = [stack.enter_context(open_backend(logical)) for _, logical, _, _ in prepared]
-        for index, order in enumerate(round_orders(len(prepared), iterations + warmup_iterations)):
-            for position in order:
-                plan, _, program, specs = prepared[position]
-                bar.set_description(f"measure {plan.describe()}")
-                result = executor.run(program, specs, backend=opened[position])
-                if index >= warmup_iterations:
-                    times[position].append(result.timeline.iteration_s)
-                    samples[position].extend(dispatch_inclusive_samples(result.timeline))
-                    lengths[position].append(job.response_lengths(result, config))
-                    last[position] = result.timeline
-                bar.update(1)
+    shares = split_iterations(iterations, generations)
+    total = len(prepared) * (iterations + generations * warmup_iterations)
+    open_backend = backends or local_backends(num_cores)
+    with tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar:
+        for start_order, share in zip(generation_orders(len(prepared), generations), shares, strict=True):
+            rounds = round_orders(len(prepared), share + warmup_iterations)
+            rounds[0] = start_order
+            with contextlib.ExitStack() as stack:
+                opened = [stack.enter_context(open_backend(logical)) for _, logical, _, _ in prepared]
+                for index, order in enumerate(rounds):
+                    for position in order:
+                        plan, _, program, specs = prepared[position]
+                        bar.set_description(f"measure {plan.describe()}")
+                        result = executor.run(program, specs, backend=opened[position])
+                        if index >= warmup_iterations:
+                            times[position].append(result.timeline.iteration_s)
+                            samples[position].extend(dispatch_inclusive_samples(result.timeline))
+                            lengths[position].append(job.response_lengths(result, config))
+                            last[position] = result.timeline
+                        bar.update(1)
     out = []
     for position, (plan, logical, _, _) in enumerate(prepared):
         timeline = last[position]

@@ -11,6 +11,7 @@ from rlinf.costs import fit
 from rlinf.errors import ConfigError
 from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
+from rlinf.plan import plan_from_dict
 from rlinf.profiling import (
     ProfileSettings,
     dispatch_inclusive_samples,
@@ -139,3 +140,72 @@ def test_measured_plans_alternate_in_orders_balanced_for_carry_over(num_plans: i
     assert len(follows) == num_plans * (num_plans - 1) and len(set(follows.values())) <= 1
     positions = Counter(placed for row in rows for placed in enumerate(row))
     assert len(set(positions.values())) == 1
+
+
+def test_generation_orders_reverse_the_start_order_and_share_the_iterations() -> None:
+    from rlinf.profiling import generation_orders, split_iterations
+
+    assert generation_orders(3, 3) == [(0, 1, 2), (2, 1, 0), (0, 1, 2)]
+    # Over two generations every plan's mean start position is the same.
+    starts = [sum(order.index(plan) for order in generation_orders(5, 2)) for plan in range(5)]
+    assert len(set(starts)) == 1
+    assert split_iterations(7, 2) == [4, 3] and split_iterations(2, 2) == [1, 1]
+    with pytest.raises(ConfigError, match="generations=0"):
+        generation_orders(2, 0)
+
+
+def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
+    """Side-by-side measurement in two generations of worker processes: the second starts the plans in the
+    reverse order of the first (on real local backends, observed from which backend runs first)."""
+    from rlinf.profiling import local_backends, measure_plans
+
+    job, config = load_job_config(CONFIG, SMALL)
+    plans = [
+        (
+            plan_from_dict(
+                {"placement": {"actor": 0, "env": 0, "rollout": 0}, "granularity": {"loop": loop}}, 1
+            ),
+            1,
+        )
+        for loop in (1, 2)
+    ]  # 3 workers each: the test's cost is starting 4 x 3 processes
+    local = local_backends(1)
+    opened: list[list] = []  # per backend opened: [plan position, pids seen, runs]
+    runs: list[int] = []
+
+    class Observed:
+        def __init__(self, logical: int) -> None:
+            self.backend = local(logical)
+            self.index = len(opened)
+            opened.append([])
+
+        def __enter__(self) -> Observed:
+            self.backend.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.backend.__exit__(*exc)
+
+        def execute(self, program, workers):  # type: ignore[no-untyped-def]
+            runs.append(self.index)
+            result = self.backend.execute(program, workers)
+            opened[self.index].append(tuple(sorted(self.backend.worker_pids().values())))
+            return result
+
+    measured = measure_plans(
+        job,
+        config,
+        plans,
+        iterations=3,
+        warmup_iterations=1,
+        generations=2,
+        backends=Observed,
+        progress=False,
+    )
+    assert [len(m.iteration_s) for m in measured] == [3, 3]
+    assert len(opened) == 4  # a new backend per plan and generation: 0, 1 then 2, 3
+    # Generation 1 (1 warm-up + 2 measured rounds) starts plan 0 first, generation 2 (1 + 1) plan 1 first.
+    assert len(runs) == 2 * (3 + 2) and set(runs[:6]) == {0, 1} and set(runs[6:]) == {2, 3}
+    assert runs[:2] == [0, 1] and runs[6:8] == [3, 2]
+    # The second generation's workers are new processes.
+    assert not set(opened[0][0]) & set(opened[2][0]) and not set(opened[1][0]) & set(opened[3][0])

@@ -6,8 +6,10 @@ profile (written to ``OUT/trace.json``), taken before any plan is measured, leav
 itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
 probe plans fed each prediction. All chosen plans then run side by side (every plan's workers alive, iterations
 alternating between plans in orders balanced so that every plan follows every other equally often:
-:func:`rlinf.profiling.round_orders`) and each plan's measured time is the median of its iterations after
-warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it is a profile written
+:func:`rlinf.profiling.round_orders`), in two generations of worker processes started in opposite orders
+(:func:`rlinf.profiling.generation_orders`: workers started first measured slower for their whole life, and the
+plan validate lists first is its pick), and each plan's measured time is the median of its iterations after
+each generation's warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it is a profile written
 by rlinf (its provenance records which samples each probe plan measured), else from all of it (an imported or
 synthesized trace's plans are unknown). A plan that needs more logical devices than there are cores
 (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
@@ -47,7 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_ITERATIONS,
         help=f"measured iterations per plan, after warm-up (default {DEFAULT_ITERATIONS})",
     )
-    parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations per plan (default 2)")
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="warm-up iterations per plan and worker generation (default 2)"
+    )
     parser.add_argument(
         "--devices", type=int, help="devices (CPU cores or GPUs) to use (default: all usable cores or GPUs)"
     )
@@ -132,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
         cluster = cpu_cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
         predicted.append(simulate(lower(job.workflow(config), c.plan, cluster), costs))
+    generations = min(2, args.iterations)
     measured = measure_plans(
         job,
         config,
         [(c.plan, c.num_devices) for c in chosen],
         iterations=args.iterations,
         warmup_iterations=args.warmup,
+        generations=generations,
         backends=backends,
         progress=progress,
     )
@@ -180,6 +186,9 @@ def run(args: argparse.Namespace) -> int:
         if by_plan
         else f"from every sample of --trace {args.trace} (it does not record which plans measured them)",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
+        "measurement": "side by side, iterations alternating in Williams-design orders, in "
+        f"{generations} generation(s) of worker processes started in opposite orders (the iterations shared "
+        "between them, each after its own warm-up)",
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
     }

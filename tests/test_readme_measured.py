@@ -191,6 +191,19 @@ def main_job() -> list[str]:
     ]
 
 
+def order_bias() -> list[str]:
+    """The A/A test of side-by-side measurement (README, validate section)."""
+    a = artifact("docs/data/order_bias.json")
+    one, two = a["protocols"]["one generation"], a["protocols"]["two generations"]
+    return [
+        f"commit {a['provenance']['commit']}, {a['provenance']['wall_s']:.0f} s, {load(a)})",
+        f"measured slower in {one['entry0_slower']} of {one['runs']} runs (ratios of medians "
+        f"{', '.join(f'{r:.4f}' for r in one['ratios'])}; mean {one['mean_ratio']:.4f})",
+        f"the ratios were {', '.join(f'{r:.4f}' for r in two['ratios'])} (mean {two['mean_ratio']:.4f}; "
+        f"entry 0 slower in {two['entry0_slower']} of {two['runs']})",
+    ]
+
+
 def readme_paragraphs() -> list[str]:
     """The README's prose outside the table: the main job, auto mode against the fixed modes, Ray against local."""
     auto = artifact("docs/auto_mode_hopper.json")
@@ -198,6 +211,7 @@ def readme_paragraphs() -> list[str]:
     c = m["collocated"]
     return [
         *main_job(),
+        *order_bias(),
         f"{load(auto)}): the chosen plan",
         f"**{auto['auto_over_collocated']:.2f}x** the env steps/s of the fixed collocated plan and "
         f"**{auto['auto_over_best_fixed']:.2f}x** the best fixed mode ({auto['best_fixed_mode']},",
@@ -391,6 +405,17 @@ def test_each_artifact_carries_provenance_and_its_figures_follow_from_its_raw_va
     assert j["median_measured_iteration_s"] == statistics.median(i["iteration_s"] for i in j["iterations"])
     assert j["median_predicted_iteration_s"] == statistics.median(i["predicted_s"] for i in j["iterations"])
     assert j["profile_s"] < j["command_s"]
+
+    o = provenance_of("docs/data/order_bias.json")
+    assert o["provenance"]["command"].startswith("python benchmarks/bench_order_bias.py")
+    for name, summary in o["protocols"].items():
+        ratios = [
+            statistics.median(r["entry0_s"]) / statistics.median(r["entry1_s"]) for r in o["runs"][name]
+        ]
+        assert all(len(r["entry0_s"]) == len(r["entry1_s"]) == o["iterations"] for r in o["runs"][name])
+        assert summary["ratios"] == [round(r, 4) for r in ratios] and summary["runs"] == len(ratios)
+        assert summary["entry0_slower"] == sum(r > 1 for r in ratios)
+        assert summary["mean_ratio"] == round(statistics.fmean(ratios), 4)
 
     k = provenance_of("docs/data/kill_detection.json")
     assert len(k["detected_ms"]["local"]) == len(k["detected_ms"]["ray"]) >= 1

@@ -120,3 +120,36 @@ def test_discounted_returns_reset_at_episode_ends() -> None:
 def test_normalize_advantages() -> None:
     out = normalize_advantages(torch.tensor([1.0, 3.0]))
     assert torch.allclose(out, torch.tensor([-1.0, 1.0]), atol=1e-6)
+
+
+def test_the_closed_form_gaussian_equals_torch_distributions_and_its_gradients() -> None:
+    """The policy's log-probabilities and entropy (closed form, for speed) against ``torch.distributions.Normal``,
+    values and gradients, and against the density written out by hand for one action."""
+    from rlinf.workloads.embodied.policy import ActorCritic, gaussian_entropy, gaussian_log_prob
+
+    torch.manual_seed(0)
+    model = ActorCritic(5, 3, (8, 8))
+    with torch.no_grad():
+        model.log_std.copy_(torch.tensor([-0.5, 0.0, 0.7]))
+    obs, actions = torch.randn(6, 5), torch.randn(6, 3)
+    log_probs, entropy, _ = model.evaluate(obs, actions)
+    reference = torch.distributions.Normal(model.mean(obs), model.log_std.exp().expand(6, -1))
+    torch.testing.assert_close(log_probs, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    (log_probs.sum() + entropy.sum()).backward()
+    policy = list(model.mean.parameters()) + [model.log_std]  # the value head plays no part here
+    ours = [p.grad.clone() for p in policy]
+    model.zero_grad()
+    (reference.log_prob(actions).sum() + reference.entropy().sum()).backward()
+    for got, want in zip(ours, [p.grad for p in policy], strict=True):
+        torch.testing.assert_close(got, want)
+    # one action of one dimension: log N(1; 0, e^2) = -1/(2 e^2) - 1 - log sqrt(2 pi)
+    by_hand = -1 / (2 * math.e**2) - 1.0 - 0.5 * math.log(2 * math.pi)
+    one = gaussian_log_prob(torch.tensor([[1.0]]), torch.tensor([[0.0]]), torch.tensor([1.0]))
+    assert one.item() == pytest.approx(by_hand)
+    assert gaussian_entropy(torch.tensor([1.0]), 2).tolist() == pytest.approx(
+        [0.5 + 0.5 * math.log(2 * math.pi) + 1] * 2
+    )
+    # sampled actions: act's log-probabilities are those of the actions it returns
+    actions, sampled_log_probs, _ = model.act(obs, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(sampled_log_probs, reference.log_prob(actions).sum(-1).detach())

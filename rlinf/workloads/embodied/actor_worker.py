@@ -38,7 +38,11 @@ class ActorWorker:
         self.device = torch.device(context.device.torch_device)
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.learning_rate, eps=1e-5)
+        # One fused kernel per step for all parameters (CPU and CUDA): the for-loop Adam issued about ten torch ops
+        # per parameter tensor, a tenth of a 64x64 policy's minibatch step.
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
+        )
         self.obs_norm = RunningNorm.zeros((obs_dim,))
         self.return_norm = RunningNorm.zeros(())
         self.running_returns: np.ndarray | None = None

@@ -113,6 +113,10 @@ _HOLDS_DEVICE = (Compute, Onload, Offload)
 components' workers, some of them on the same device, and the release graph already gives it those devices alone."""
 
 
+_KEEPS_STATE = (Send, Hold)
+"""Commands that cannot change the worker's state tensors (its resident bytes are not counted again after them)."""
+
+
 class DriverGone(Exception):
     """The driver closed the connection or asked the worker to stop in the middle of a run."""
 
@@ -145,6 +149,8 @@ class CommandRunner:
         self.lane: tuple[Command, ...] = ()
         """The commands of the last lane received (reused when a run's :class:`RunLane` carries none)."""
         self.own_device = (self.replica.device,)
+        self.last_resident: int | None = None
+        """Resident bytes after the last command (CPU: counted from the state tensors)."""
 
     def resident_bytes(self) -> int:
         """State bytes on the device now."""
@@ -169,6 +175,7 @@ class CommandRunner:
 
     def prepare(self, offloaded: bool) -> None:
         """Put the state where the program expects it at the start of an iteration (untimed)."""
+        self.last_resident = None
         if offloaded and not self.store.holds_state:
             self.store.offload(self.worker.state_tensors())
         elif not offloaded and self.store.holds_state:
@@ -266,7 +273,13 @@ class CommandRunner:
         if self.progress is not None:
             self.progress[self.replica.worker] = -1
         peak = self.device.peak_bytes()  # GPU: the most allocated during the op, counted by torch
-        resident = self.resident_bytes() if peak is None else peak
+        if peak is not None:
+            resident = peak
+        elif isinstance(command, _KEEPS_STATE) and self.last_resident is not None:
+            resident = self.last_resident  # a send or hold leaves the worker's state as it was
+        else:
+            resident = self.resident_bytes()
+        self.last_resident = resident
         busy = end - start if busy is None else busy
         return Record(
             op=command.op, start=start, end=end, info=dict(info), resident=resident, moved=moved, busy=busy

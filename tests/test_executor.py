@@ -146,12 +146,23 @@ def test_transport_follows_placement() -> None:
 
 
 def test_pack_moves_large_arrays_through_shared_memory() -> None:
-    payload = {"big": np.arange(10_000, dtype=np.float32), "small": np.ones(3)}
+    small = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2]  # not contiguous
+    words = np.array(["a", None], dtype=object)
+    payload = {
+        "big": np.arange(10_000, dtype=np.float32),
+        "small": small,
+        "words": words,
+        "empty": np.ones((0, 2)),
+    }
     packed, num_bytes = pack(payload)
-    assert num_bytes == 40_000 + 24
-    assert not isinstance(packed["big"], np.ndarray) and isinstance(packed["small"], np.ndarray)
+    assert num_bytes == 40_000 + small.nbytes + words.nbytes
+    assert not isinstance(packed["big"], np.ndarray) and not isinstance(packed["small"], np.ndarray)
+    assert isinstance(packed["words"], np.ndarray)  # Python objects ride with the pickled message
     out = unpack(packed)
-    np.testing.assert_array_equal(out["big"], payload["big"])
+    for key, value in payload.items():
+        np.testing.assert_array_equal(out[key], value)
+        assert out[key].dtype == value.dtype and out[key].shape == value.shape
+    out["small"][0, 0] = 7  # received arrays are the receiver's own, writable
 
 
 def test_local_transport_hands_the_object_over() -> None:

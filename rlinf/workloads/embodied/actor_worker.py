@@ -43,6 +43,8 @@ class ActorWorker:
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
         )
+        self.model_state = [*self.model.parameters(), *self.model.buffers()]
+        """Listed once: the same tensor objects for the worker's life (see the rollout worker)."""
         self.obs_norm = RunningNorm.zeros((obs_dim,))
         self.return_norm = RunningNorm.zeros(())
         self.running_returns: np.ndarray | None = None
@@ -157,7 +159,7 @@ class ActorWorker:
 
     # ------------------------------------------------------------------ protocol
     def state_tensors(self) -> list:
-        tensors = list(self.model.parameters()) + list(self.model.buffers())
+        tensors = list(self.model_state)
         for state in self.optimizer.state.values():
             tensors.extend(v for v in state.values() if torch.is_tensor(v))
         return tensors

@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -58,6 +59,7 @@ class LocalBackend(ControlDriver):
                     inbound[dst].append(receiver)
         rendezvous = self._rendezvous(layout)
         self._progress = context.RawArray("i", [-1] * count)
+        spin_for = _spin_for(layout, self.devices)
         child_ends = []
         for replica in layout.replicas:
             driver_end, worker_end = context.Pipe()
@@ -70,6 +72,7 @@ class LocalBackend(ControlDriver):
                 locks=locks,
                 rendezvous=rendezvous.get(replica.component),
                 progress=self._progress,
+                spin_for=spin_for.get(replica.worker, frozenset()),
             )
             process = context.Process(  # type: ignore[attr-defined]
                 target=worker_main,
@@ -140,3 +143,16 @@ class LocalBackend(ControlDriver):
     def worker_pids(self) -> dict[str, int]:
         """Process id of every worker, keyed ``component[rank]`` (for fault injection and monitoring)."""
         return {self._name(w): int(p.pid) for w, p in enumerate(self._processes)}
+
+
+def _spin_for(layout: Layout, devices: Sequence[Device]) -> dict[int, frozenset[int]]:
+    """Per worker alone on its CPU core, the workers on other cores it may wait for by polling
+    (:data:`executor.runtime.SPIN_S`) rather than sleeping; none for workers that share a core (polling would take
+    it from them) or run on GPUs."""
+    core_of = {r.worker: devices[r.device].core for r in layout.replicas if devices[r.device].kind == "cpu"}
+    sharing = Counter(core_of.values())
+    return {
+        worker: frozenset(other for other, c in core_of.items() if c != core)
+        for worker, core in core_of.items()
+        if sharing[core] == 1
+    }

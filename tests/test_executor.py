@@ -364,3 +364,23 @@ def test_cuda_devices_follow_the_same_abstraction() -> None:
     with executor.LocalBackend(devices) as backend:
         result = executor.run(program, specs(), backend=backend)
     assert_follows_program(result.timeline)
+
+
+def test_only_a_worker_alone_on_its_core_polls_and_only_for_workers_on_other_cores() -> None:
+    """Polling instead of sleeping (``executor.runtime.SPIN_S``) would take a shared core from its other worker:
+    in ``actor@0 env@0 rollout@1`` only the rollout (alone on core 1) polls, for the env and the actor; with the
+    actor on a third logical device that maps to core 0 again, still only the rollout; on GPUs nobody."""
+    from executor.local import _spin_for
+    from rlinf.jobs import load_job_config
+
+    job, config = load_job_config("examples/hopper_ppo.yaml", ["num_steps=4"])
+    for placement, devices in (("actor: 0", 2), ("actor: 2", 3)):
+        plan = plan_from_yaml(
+            f"placement: {{{placement}, env: 0, rollout: 1}}\ngranularity: {{loop: 2}}", devices
+        )
+        layout = layout_of(job.lower(plan, config, devices))
+        worker = {r.component: r.worker for r in layout.replicas}
+        spin = _spin_for(layout, executor.cpu_devices(devices, (0, 1)))
+        assert spin == {worker["rollout"]: frozenset({worker["env"], worker["actor"]})}
+        gpus = tuple(executor.Device(index=i, kind="cuda", core=i) for i in range(devices))
+        assert _spin_for(layout, gpus) == {}

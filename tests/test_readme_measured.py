@@ -209,9 +209,11 @@ def readme_paragraphs() -> list[str]:
     auto = artifact("docs/auto_mode_hopper.json")
     m = artifact("docs/ray_vs_local.json")["modes"]
     c = m["collocated"]
+    first_validate = artifact("docs/data/validate_hopper_quiet.json")
     return [
         *main_job(),
         *order_bias(),
+        f"see below (median error {100 * first_validate['median_error']:.1f}% in the first run",
         f"{load(auto)}): the chosen plan",
         f"**{auto['auto_over_collocated']:.2f}x** the env steps/s of the fixed collocated plan and "
         f"**{auto['auto_over_best_fixed']:.2f}x** the best fixed mode ({auto['best_fixed_mode']},",

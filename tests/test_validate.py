@@ -76,7 +76,8 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     trace = tmp_path / "trace.json"
     synthetic_trace().save(trace)
     out = tmp_path / "validate"
-    args = ["validate", CONFIG, "--trace", str(trace), "--plans", "2", "--iterations", "2", "--warmup", "0"]
+    # one measured iteration: one generation of workers (two generations are tested in tests/test_profiling.py)
+    args = ["validate", CONFIG, "--trace", str(trace), "--plans", "2", "--iterations", "1", "--warmup", "0"]
     args += ["--devices", "2", "--out", str(out), "--json"] + [a for s in SMALL for a in ("--set", s)]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
@@ -92,7 +93,8 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     on_cores = [p["error"] for p in result["plans"] if not p["oversubscribed"]]
     assert result["max_error"] == pytest.approx(max(on_cores))
     assert isinstance(result["top1_match"], bool)
-    assert all(len(plan["measured_each_s"]) == 2 for plan in result["plans"])  # raw per-iteration times
+    assert all(len(plan["measured_each_s"]) == 1 for plan in result["plans"])  # raw per-iteration times
+    assert "in 1 generation(s) of worker processes" in result["measurement"]
     for plan in result["plans"]:
         assert plan["measured_s"] == pytest.approx(statistics.median(plan["measured_each_s"]))
     assert (out / "timeline_pair.png").stat().st_size > 0

@@ -33,6 +33,10 @@ def computed(run: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
 
 
+def _close(value: object) -> object:
+    return pytest.approx(value, rel=1e-4, abs=1e-9) if isinstance(value, float) else value
+
+
 @pytest.mark.parametrize("mode", ["collocated", "hybrid", "disaggregated"])
 @pytest.mark.parametrize(("workload", "base"), [("embodied_ppo", HOPPER), ("grpo_arith", GRPO)])
 def test_the_port_computes_what_the_hand_written_adapters_computed(
@@ -43,7 +47,9 @@ def test_the_port_computes_what_the_hand_written_adapters_computed(
     args = ["train", *base, *cache, "--mode", mode, "--iterations", "2", "--devices", "2", "--no-progress"]
     assert main([*args, "--out", str(out)]) == 0
     want = BASELINE[f"{workload}/{mode}"]
-    assert computed(out) == want
+    # Integers exactly; floats up to rounding: the PPO update has since been made cheaper with the same maths
+    # (fused Adam, the Gaussian's log-probability in closed form), which moves the 6th-7th significant digit.
+    assert computed(out) == [{k: _close(v) for k, v in row.items()} for row in want]
     assert any(
         m.get("episodes", 0) > 0 or m.get("mean_reward", 0) > 0 for m in want
     )  # the baseline has teeth

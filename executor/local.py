@@ -15,7 +15,6 @@ import multiprocessing as mp
 import os
 import shutil
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -146,13 +145,12 @@ class LocalBackend(ControlDriver):
 
 
 def _spin_for(layout: Layout, devices: Sequence[Device]) -> dict[int, frozenset[int]]:
-    """Per worker alone on its CPU core, the workers on other cores it may wait for by polling
-    (:data:`executor.runtime.SPIN_S`) rather than sleeping; none for workers that share a core (polling would take
-    it from them) or run on GPUs."""
+    """Per worker on a CPU core, the workers on other cores it polls for (:data:`executor.runtime.SPIN_S`) before
+    sleeping when it waits only for them; none on GPUs. A worker never polls for a worker on its own core (it would
+    take the core from it); a worker that shares its core with another of the plan may take at most ``SPIN_S``
+    from it per wait, and in these plans the other is then itself waiting (an actor for the rollout's end)."""
     core_of = {r.worker: devices[r.device].core for r in layout.replicas if devices[r.device].kind == "cpu"}
-    sharing = Counter(core_of.values())
     return {
         worker: frozenset(other for other, c in core_of.items() if c != core)
         for worker, core in core_of.items()
-        if sharing[core] == 1
     }

@@ -78,7 +78,7 @@ class Wiring:
     """Shared array (one int per worker) where the worker writes the op it runs (``-1`` between ops), so that the
     driver can name it if the process dies."""
     spin_for: frozenset[int] = frozenset()
-    """Workers on other cores whose signals this worker, alone on its core, polls for before sleeping."""
+    """Workers on other cores whose signals this worker polls for before sleeping (:data:`SPIN_S`)."""
 
 
 def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
@@ -113,11 +113,10 @@ def _describe(error: BaseException) -> str:
 
 
 SPIN_S = 1e-3
-"""How long a worker alone on its core polls for the signals of an op on another core before it sleeps. A
-sleeping process on this project's 2-core VM woke ~50 us after the pipe write and then ran its next op about twice
-as slowly as in a hot loop (a policy's act: 209 against 91 us): polling keeps the core awake between the loop's
-steps. Nothing else of the plan runs on that core, and after this long the worker sleeps (a long wait, e.g. for
-training, costs one millisecond of polling)."""
+"""How long a worker polls for the signals of ops on other cores before it sleeps. A sleeping process on this
+project's 2-core VM woke ~50 us after the pipe write and then ran its next op about twice as slowly as in a hot
+loop (a policy's act: 209 against 91 us): polling keeps the core awake between the loop's steps. After this long
+the worker sleeps (a long wait, e.g. for training, costs one millisecond of polling)."""
 
 FLUSH_EVERY_S = 0.05
 """A worker that runs ops without waiting sends its records at least this often (the driver's view of progress,

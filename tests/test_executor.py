@@ -366,10 +366,11 @@ def test_cuda_devices_follow_the_same_abstraction() -> None:
     assert_follows_program(result.timeline)
 
 
-def test_only_a_worker_alone_on_its_core_polls_and_only_for_workers_on_other_cores() -> None:
-    """Polling instead of sleeping (``executor.runtime.SPIN_S``) would take a shared core from its other worker:
-    in ``actor@0 env@0 rollout@1`` only the rollout (alone on core 1) polls, for the env and the actor; with the
-    actor on a third logical device that maps to core 0 again, still only the rollout; on GPUs nobody."""
+def test_a_worker_polls_only_for_workers_on_other_cores() -> None:
+    """Polling instead of sleeping (``executor.runtime.SPIN_S``) for a worker on the same core would take the core
+    from it: in ``actor@0 env@0 rollout@1`` the env and the actor (core 0) poll for the rollout (core 1) and the
+    rollout for both; with the actor on a third logical device that maps to core 0 again, the same; with everything
+    on one core nobody polls; on GPUs nobody."""
     from executor.local import _spin_for
     from rlinf.jobs import load_job_config
 
@@ -381,6 +382,13 @@ def test_only_a_worker_alone_on_its_core_polls_and_only_for_workers_on_other_cor
         layout = layout_of(job.lower(plan, config, devices))
         worker = {r.component: r.worker for r in layout.replicas}
         spin = _spin_for(layout, executor.cpu_devices(devices, (0, 1)))
-        assert spin == {worker["rollout"]: frozenset({worker["env"], worker["actor"]})}
+        assert spin == {
+            worker["env"]: frozenset({worker["rollout"]}),
+            worker["actor"]: frozenset({worker["rollout"]}),
+            worker["rollout"]: frozenset({worker["env"], worker["actor"]}),
+        }
         gpus = tuple(executor.Device(index=i, kind="cuda", core=i) for i in range(devices))
         assert _spin_for(layout, gpus) == {}
+    plan = plan_from_yaml("placement: {actor: 0, env: 0, rollout: 0}\ngranularity: {loop: 2}", 1)
+    layout = layout_of(job.lower(plan, config, 1))
+    assert set(_spin_for(layout, executor.cpu_devices(1, (0,))).values()) == {frozenset()}

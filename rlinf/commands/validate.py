@@ -9,10 +9,10 @@ alternating between plans in orders balanced so that every plan follows every ot
 :func:`rlinf.profiling.round_orders`), in two generations of worker processes started in opposite orders
 (:func:`rlinf.profiling.generation_orders`: workers started first measured slower for their whole life, and the
 plan validate lists first is its pick), and each plan's measured time is the median of its iterations after
-each generation's warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it is a profile written
-by rlinf (its provenance records which samples each probe plan measured), else from all of it (an imported or
-synthesized trace's plans are unknown). A plan that needs more logical devices than there are cores
-(disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
+each generation's warm-up. With ``--trace`` the predictions come from that file: out of sample as well when it
+is a profile written by rlinf (its provenance records which samples each probe plan measured), else from all of
+it (an imported or synthesized trace's plans are unknown). A plan that needs more logical devices than there are
+cores (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
 simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
 (the simulator's best plan, predicted above measured).
 """

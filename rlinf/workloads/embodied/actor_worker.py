@@ -44,7 +44,8 @@ class ActorWorker:
             self.model.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
         )
         self.model_state = [*self.model.parameters(), *self.model.buffers()]
-        """Listed once: the same tensor objects for the worker's life (see the rollout worker)."""
+        """Listed once, as in the rollout worker (the optimizer's state is added per call: it appears at the first
+        step and is replaced by a restore)."""
         self.obs_norm = RunningNorm.zeros((obs_dim,))
         self.return_norm = RunningNorm.zeros(())
         self.running_returns: np.ndarray | None = None

@@ -28,9 +28,9 @@ class RolloutWorker:
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
         self.norm = RunningNorm.zeros((obs_dim,))
-        # The same tensor objects for the worker's life (weights load and offload work in place); listed once,
-        # because the executor counts them after every op and walking the modules costs ~20 us each time.
-        self.state = [*self.model.parameters(), *self.model.buffers()]
+        self.model_state = [*self.model.parameters(), *self.model.buffers()]
+        """Listed once: the same tensor objects for the worker's life (weights load and offload work in place), and
+        the executor counts them after every op, where walking the modules cost ~20 us each time."""
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(config.seed * 1_000 + 17 + rank)
 
@@ -54,7 +54,7 @@ class RolloutWorker:
         return data, {}
 
     def state_tensors(self) -> list:
-        return list(self.state)
+        return list(self.model_state)
 
     def weights(self) -> dict[str, np.ndarray]:
         raise AssertionError("rollout workers do not send weights")

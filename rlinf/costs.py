@@ -2,7 +2,9 @@
 
 * Compute ops: samples of the same (component, op) are grouped by device count. A query uses the group whose
   device count is nearest (log scale) and interpolates linearly in *samples per replica* (data-parallel scaling:
-  ``replicas = devices / model_parallel_size``). Beyond the profiled range it extrapolates linearly and warns.
+  ``replicas = devices / model_parallel_size``). A share beyond that group's profiled range that another device
+  count measured follows that count's curve, scaled to agree at the nearest profiled end (:func:`_borrow_shape`);
+  otherwise the model extrapolates linearly. Either way it warns.
   Replicas may hold uneven shares (``samples`` need not divide by ``replicas``; shares differ by at most one
   sample): the busiest replica, with ``ceil(samples / replicas)``, sets the op's time, both when a sample is
   fitted and when an op is priced (:func:`busiest_share`). A step of the env <-> policy loop whose two
@@ -116,6 +118,17 @@ class CostModel:
         ref_replicas = max(1, curve.devices // model_parallel)
         per_replica = busiest_share(samples, replicas)
         seconds, extrapolated = curve(per_replica)
+        if extrapolated:
+            borrowed = _borrow_shape(curve, curves, per_replica)
+            if borrowed is not None:
+                other, edge, seconds = borrowed
+                self._warn(
+                    f"{component}.{op_name}.shape",
+                    f"cost model prices {component}.{op_name} at {per_replica:g} samples per replica on "
+                    f"{num_devices} devices from the shape measured on {other.devices} devices (outside the "
+                    f"profiled {curve.xs[0]:g}-{curve.xs[-1]:g} on {curve.devices}; matched at {edge:g})",
+                )
+                extrapolated = False
         if extrapolated:
             low, high = curve.xs[0] * ref_replicas, curve.xs[-1] * ref_replicas
             self._warn(
@@ -252,6 +265,30 @@ class CostModel:
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(message, ExtrapolationWarning, stacklevel=3)
+
+
+def _borrow_shape(curve: Curve, curves: tuple[Curve, ...], x: float) -> tuple[Curve, float, float] | None:
+    """Price ``x`` samples per replica, outside ``curve``'s range, from another device count's curve that
+    measured both ``x`` and the end of ``curve``'s range nearest to it, scaled to agree with ``curve`` there:
+    (that curve, the matching point, seconds); ``None`` when no other curve covers both.
+
+    How an op's time grows with its per-replica share is mostly the replica's own work, so a shape measured on
+    another device count beats a straight line drawn past the profiled sizes (fixed costs make small shares
+    dearer, and large ones leave the caches), while the level stays that of the asked device count (what data
+    parallelism costs on top)."""
+    edge = curve.xs[0] if x < curve.xs[0] else curve.xs[-1]
+    covering = [
+        c
+        for c in curves
+        if c is not curve and len(c.xs) >= 2 and c.xs[0] <= min(x, edge) and max(x, edge) <= c.xs[-1]
+    ]
+    if not covering:
+        return None
+    other = min(covering, key=lambda c: (abs(math.log(c.devices / curve.devices)), c.devices))
+    at_edge = other(edge)[0]
+    if at_edge <= 0:
+        return None
+    return other, edge, other(x)[0] * curve(edge)[0] / at_edge
 
 
 def busiest_share(samples: float, replicas: int) -> int:

@@ -60,6 +60,30 @@ def test_warns_when_extrapolating_beyond_the_profiled_batches() -> None:
         assert costs.compute_seconds("actor", "train", 1, 40) == pytest.approx(4.0)
 
 
+def test_out_of_range_shares_borrow_the_shape_of_a_device_count_that_measured_them() -> None:
+    """A share outside one device count's profiled range, measured on another device count, follows that count's
+    shape scaled to agree at the nearest profiled end (a straight line from 2 devices would give 2.5 s at 8 per
+    replica and 17.5 s at 128); with no such count, the straight line and its warning stay."""
+    samples = [
+        CostSample(component="actor", op="train", devices=1, samples=n, seconds=s)
+        for n, s in ((8, 1.0), (32, 2.0), (64, 4.0), (128, 12.0))
+    ] + [
+        CostSample(component="actor", op="train", devices=2, samples=64, seconds=3.0),  # 32 per replica
+        CostSample(component="actor", op="train", devices=2, samples=128, seconds=5.0),  # 64 per replica
+    ]
+    with pytest.warns(ExtrapolationWarning, match=r"from the shape measured on 1 devices .*matched at 32"):
+        # 8 per replica: the 1-device curve says 1.0 there against 2.0 at 32; the 2-device level at 32 is 3.0.
+        assert fit(_trace(samples)).compute_seconds("actor", "train", 2, 16) == pytest.approx(1.5)
+    with pytest.warns(ExtrapolationWarning, match=r"matched at 64"):
+        assert fit(_trace(samples)).compute_seconds("actor", "train", 2, 256) == pytest.approx(
+            12.0 * 5.0 / 4.0
+        )
+    with pytest.warns(ExtrapolationWarning, match=r"outside the profiled 32-64 \(batches 64-128 on 2"):
+        assert fit(_trace(samples)).compute_seconds("actor", "train", 2, 512) == pytest.approx(
+            5.0 + 2.0 / 32 * 192
+        )
+
+
 def test_repeated_samples_use_the_median() -> None:
     costs = fit(
         _trace(

@@ -224,3 +224,21 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     assert grpo_computed(resumed) == grpo_computed(straight)
     assert grpo_computed(straight)[2] != grpo_computed(straight)[3]
     assert any(m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in grpo_computed(straight)[2:])  # teeth
+
+
+def test_the_profile_records_every_response_length(tiny_config: ArithGrpoConfig) -> None:
+    """The profiled trace keeps every response's length, so the cost model splits a streamed generation as the
+    groups really complete (all within a few steps of each other here) instead of evenly; without the lengths the
+    first of 2 micro-batches would be priced at exactly half of the generation."""
+    from rlinf.costs import fit
+    from rlinf.profiling import ProfileSettings, profile
+
+    settings = ProfileSettings(budget_s=1.0, iterations_per_plan=1, warmup_iterations=0)  # one plan, once
+    result = profile(get_job("grpo_arith"), tiny_config, 1, settings=settings, num_cores=1, progress=False)
+    lengths = result.trace.response_lengths
+    assert result.iterations == 1 and len(lengths) == 8 * 4  # 8 prompts x 4 responses
+    assert all(1 <= n <= tiny_config.grpo.max_new_tokens and n == int(n) for n in lengths)
+    group_max = np.sort(np.asarray(lengths).reshape(-1, 4).max(axis=1))  # not in generation order: sorted
+    fractions = fit(result.trace).generation_fractions(2)
+    assert fractions[-1] == pytest.approx(1.0) and fractions[0] > 0.5
+    assert fractions[0] >= group_max[0] / group_max[-1] - 1e-9  # the first half ends after its slowest group

@@ -137,8 +137,13 @@ class RolloutWorker:
             response_width=self.config.grpo.max_new_tokens,
             pad_id=self.tokenizer.pad_id,
         )
-        tokens = int(payload["response_len"].sum())
-        return payload, {"groups": len(groups), "response_tokens": tokens}
+        lengths = payload["response_len"].reshape(-1)
+        info = {
+            "groups": len(groups),
+            "response_tokens": int(lengths.sum()),
+            "response_lengths": [int(n) for n in lengths],
+        }
+        return payload, info
 
     def state_tensors(self) -> list:
         model = getattr(self.backend, "model", None)

@@ -66,6 +66,8 @@ class GrpoArithWorkload:
         metrics: dict[str, Any] = {}
         for info in result.infos:
             for key, value in info.info.items():
+                if key == "response_lengths":
+                    continue
                 if key in LOSS_KEYS:
                     losses.setdefault(key, []).append(float(value))
                 elif key in ("heldout_accuracy", "warm_start_accuracy", "eval_s"):
@@ -91,6 +93,13 @@ class GrpoArithWorkload:
             busy = sum(s.seconds for s in timeline.spans if s.kind == "compute" and s.component == name)
             metrics[f"{name}_busy_s"] = busy
         return metrics
+
+    def response_lengths(self, result: Any, config: ArithGrpoConfig) -> list[int]:
+        """Generated tokens (EOS included) of every response of one iteration: the profiler records them as the
+        trace's response-length distribution, from which the cost model splits a streamed generation into its
+        micro-batches' segments (all groups here end within a few steps of each other, so the first segment
+        carries most of the generation)."""
+        return [n for record in result.infos for n in record.info.get("response_lengths", ())]
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """Samples, throughput, reward and held-out accuracy of the last iteration."""

@@ -6,11 +6,12 @@ docs/calibration.md.
 1. Per sample: for each split seed, the median relative error of the held-out samples before the fit (the analytic
    model's default efficiencies and overheads), after it, and of a per-configuration lookup of the fitted samples
    (the noise floor).
-2. Per iteration: the 6 plans of docs/grpo_validate.json that ran without oversubscribing the 2 cores (same run as
-   traces/grpo_arith_cpu2.json), simulated from (a) the profile itself (``fit(statistic="mean")``, what
-   ``rlinf validate`` does), (b) the uncalibrated analytic trace and (c) the calibrated one, against the measured
-   iteration times. Movement samples of the profile are carried into both analytic traces (the analytic model does
-   not price data movement).
+2. Per iteration: the plans of docs/grpo_validate.json that ran without oversubscribing the 2 cores, simulated
+   from that run's own profile (docs/grpo_validate_trace.json): (a) the profile itself (``fit(statistic="mean")``,
+   in sample: what ``rlinf validate`` does minus leaving each plan's own samples out), (b) the uncalibrated analytic
+   trace and (c) the analytic trace calibrated on that profile, against the measured iteration times. Movement
+   samples of the profile are carried into both analytic traces (the analytic model does not price data
+   movement).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from simulator import simulate
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "traces" / "grpo_arith_cpu2.json"
 VALIDATE = ROOT / "docs" / "grpo_validate.json"
+VALIDATE_PROFILE = ROOT / "docs" / "grpo_validate_trace.json"
+"""The profile taken in the same ``rlinf validate`` run as :data:`VALIDATE`'s measurements."""
 # examples/grpo_arith.yaml's model (d_model 64, 2 layers, 4 heads, fp32: 102,016 parameters, 408,064 bytes as in the
 # profile's state_bytes); prompts "<bos>042+317=" are 9 tokens, responses at most 6. The worker reserves no KV pool,
 # so the pool is set to a negligible share of the CPU preset's memory (the rollout's state stays ~0.5 MB).
@@ -95,10 +98,28 @@ def heldout_table(profile: Trace, split_seeds: list[int]) -> None:
         )
 
 
-def iteration_table(profile: Trace, traces: dict[str, Trace]) -> None:
+def iteration_traces(split_seed: int = 0) -> dict[str, Trace]:
+    """The traces the iteration table predicts from, all from :data:`VALIDATE_PROFILE`."""
+    run = load_trace(VALIDATE_PROFILE)
+    result = calibrate(PRIOR, run.cluster, run, seed=0, split_seed=split_seed)
+    return {
+        "profile": run,
+        "analytic, uncalibrated": with_movement(synthesize(PRIOR, run.cluster, seed=0), run),
+        "analytic, calibrated": calibrated_trace(
+            result,
+            run.cluster,
+            run,
+            seed=0,
+            date="-",
+            measured_source=str(VALIDATE_PROFILE.relative_to(ROOT)),
+        ),
+    }
+
+
+def iteration_errors(traces: dict[str, Trace]) -> tuple[list[str], dict[str, list[float]]]:
+    """Table rows and, per trace, each plan's relative error against its measured time."""
     plans = [p for p in json.loads(VALIDATE.read_text())["plans"] if not p["oversubscribed"]]
-    print("| plan | measured | " + " | ".join(traces) + " |")
-    print("| --- | --- |" + " --- |" * len(traces))
+    rows = []
     errors: dict[str, list[float]] = {name: [] for name in traces}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
@@ -106,14 +127,27 @@ def iteration_table(profile: Trace, traces: dict[str, Trace]) -> None:
             plan, truth = plan_of(entry["name"]), entry["measured_s"]
             cells = []
             for name, trace in traces.items():
-                predicted = iteration_s(trace, plan, statistic="mean" if trace is profile else "median")
+                predicted = iteration_s(trace, plan, statistic="mean" if name == "profile" else "median")
                 errors[name].append(abs(predicted - truth) / truth)
                 cells.append(f"{predicted * 1e3:.1f} ms ({(predicted - truth) / truth:+.1%})")
             label = entry["name"].replace("|", "\\|")
-            print(f"| {label} | {truth * 1e3:.1f} ms | " + " | ".join(cells) + " |")
+            rows.append(f"| {label} | {truth * 1e3:.1f} ms | " + " | ".join(cells) + " |")
+    return rows, errors
+
+
+def iteration_summary(errors: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    """Per trace, (median, worst) relative error."""
+    return {name: (float(np.median(values)), max(values)) for name, values in errors.items()}
+
+
+def iteration_table(traces: dict[str, Trace]) -> None:
+    rows, errors = iteration_errors(traces)
+    print("| plan | measured | " + " | ".join(traces) + " |")
+    print("| --- | --- |" + " --- |" * len(traces))
+    print("\n".join(rows))
     print()
-    for name, values in errors.items():
-        print(f"{name}: median |error| {np.median(values):.1%}, worst {max(values):.1%}")
+    for name, (median, worst) in iteration_summary(errors).items():
+        print(f"{name}: median |error| {median:.1%}, worst {worst:.1%}")
 
 
 def main() -> None:
@@ -122,20 +156,9 @@ def main() -> None:
     )
     parser.add_argument("--split-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     args = parser.parse_args()
-    profile = load_trace(PROFILE)
-    heldout_table(profile, args.split_seeds)
-    result = calibrate(PRIOR, profile.cluster, profile, seed=0, split_seed=args.split_seeds[0])
+    heldout_table(load_trace(PROFILE), args.split_seeds)
     print()
-    iteration_table(
-        profile,
-        {
-            "profile": profile,
-            "analytic, uncalibrated": with_movement(synthesize(PRIOR, profile.cluster, seed=0), profile),
-            "analytic, calibrated": calibrated_trace(
-                result, profile.cluster, profile, seed=0, date="-", measured_source=str(PROFILE)
-            ),
-        },
-    )
+    iteration_table(iteration_traces(args.split_seeds[0]))
 
 
 if __name__ == "__main__":

@@ -324,3 +324,27 @@ def test_the_hf_profile_figures_in_the_docs_are_what_calibration_computes(
     assert after < before / 2
     doc = (ROOT / "docs" / "calibration.md").read_text()
     assert f"**{before:.1f}% before -> {after:.1f}% after** the fit" in doc
+
+
+def test_the_arith_iteration_figures_in_the_docs_are_what_the_benchmark_computes() -> None:
+    """docs/calibration.md's per-iteration table (docs/grpo_validate.json's measured plans against predictions
+    from that run's own profile), recomputed by benchmarks/calibrate_arith.py's functions; a hand edit fails."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_arith", ROOT / "benchmarks" / "calibrate_arith.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    _, errors = bench.iteration_errors(bench.iteration_traces())
+    summary = bench.iteration_summary(errors)
+    doc = (ROOT / "docs" / "calibration.md").read_text()
+    labels = {
+        "profile": "the profile (per-configuration lookup)",
+        "analytic, uncalibrated": "analytic, uncalibrated",
+        "analytic, calibrated": "analytic, calibrated (8 parameters)",
+    }
+    for name, (median, worst) in summary.items():
+        assert f"| {labels[name]} | {median:.1%} | {worst:.1%} |" in doc, name
+    assert summary["analytic, calibrated"][0] < summary["analytic, uncalibrated"][0] / 10

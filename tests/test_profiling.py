@@ -154,6 +154,15 @@ def test_generation_orders_reverse_the_start_order_and_share_the_iterations() ->
         generation_orders(2, 0)
 
 
+def test_visits_measure_at_most_a_block_back_to_back() -> None:
+    from rlinf.profiling import visit_sizes
+
+    assert visit_sizes(10, 5) == [5, 5] and visit_sizes(11, 5) == [4, 4, 3] and visit_sizes(3, 5) == [3]
+    assert visit_sizes(1, 1) == [1]
+    with pytest.raises(ConfigError, match="block=0"):
+        visit_sizes(4, 0)
+
+
 def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
     """Side-by-side measurement in two generations of worker processes: the second starts the plans in the
     reverse order of the first (on real local backends, observed from which backend runs first)."""
@@ -196,16 +205,19 @@ def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
         job,
         config,
         plans,
-        iterations=3,
+        iterations=4,
         warmup_iterations=1,
         generations=2,
+        block=1,
+        rewarm_iterations=1,
         backends=Observed,
         progress=False,
     )
-    assert [len(m.iteration_s) for m in measured] == [3, 3]
+    assert [len(m.iteration_s) for m in measured] == [4, 4]
     assert len(opened) == 4  # a new backend per plan and generation: 0, 1 then 2, 3
-    # Generation 1 (1 warm-up + 2 measured rounds) starts plan 0 first, generation 2 (1 + 1) plan 1 first.
-    assert len(runs) == 2 * (3 + 2) and set(runs[:6]) == {0, 1} and set(runs[6:]) == {2, 3}
-    assert runs[:2] == [0, 1] and runs[6:8] == [3, 2]
+    # Each generation: 2 visits per plan (block 1), each 1 unmeasured iteration (warm-up, then re-warm) + 1
+    # measured. Generation 1 starts plan 0 first, generation 2 plan 1 (backend 3) first; round 2 follows the
+    # balanced order (1, 0).
+    assert runs == [0, 0, 1, 1, 1, 1, 0, 0] + [3, 3, 2, 2, 3, 3, 2, 2]
     # The second generation's workers are new processes.
     assert not set(opened[0][0]) & set(opened[2][0]) and not set(opened[1][0]) & set(opened[3][0])

@@ -3,9 +3,10 @@ hybrid and disaggregated plans of the same config, measured with the real execut
 
     python benchmarks/bench_auto_mode.py [--set num_envs=32] [--set hidden_sizes=[1024,1024]] [--iterations 10]
 
-The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. All plans then train side by side
-(every plan's workers alive, iterations alternating between plans), so load from other processes on a shared
-machine affects all plans alike; a plan's env steps/s is its env steps per iteration over the median iteration
+The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. All plans then train one at a
+time in turns with fresh workers (:func:`rlinf.profiling.measure_plans`; ``docs/auto_mode_hopper.json`` is of the
+earlier side-by-side protocol, every plan's workers alive and iterations alternating), so load from other
+processes on a shared machine affects all plans alike; a plan's env steps/s is its env steps per iteration over the median iteration
 time after warm-up. One run; prints a JSON report, with ``--json`` writes it as an artifact (provenance and every
 plan's measured iterations) and with ``--markdown`` writes a table.
 """

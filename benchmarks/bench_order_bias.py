@@ -3,8 +3,11 @@ measurement's own bias.
 
     python benchmarks/bench_order_bias.py [--repeats 4] [--iterations 30] [--json docs/data/order_bias.json]
 
-:func:`rlinf.profiling.measure_plans` runs several plans with their workers alive and iterations alternating
-between them; ``rlinf validate`` ranks plans by it. Here both entries are the same plan (the README main job's
+Until commit cc49de9 :func:`rlinf.profiling.measure_plans` ran several plans with their workers alive and
+iterations alternating between them, and ``rlinf validate`` ranked plans by it; it now measures one plan at a time
+in turns with fresh workers, so this benchmark measures that protocol (``one generation``: one turn per entry,
+entry 0 first; ``two generations``: two turns, the second in the reverse order), and ``docs/data/order_bias.json``
+is of the side-by-side one (commit 7f3695c). Here both entries are the same plan (the README main job's
 choice on 2 cores, ``hybrid: actor@0 env@0 rollout@1, loop=2``, ``examples/hopper_ppo.yaml``), so each run's
 ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two protocols, alternating run by run:
 

@@ -9,8 +9,8 @@ measures their latency and bandwidth.
 
 The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs the job's probe plans one after
 the other (worker start-up, warm-up iterations, measured iterations) and starts no plan or iteration it does not
-expect to finish within the budget. :func:`measure_plans` runs several plans with their workers alive side by
-side and alternates iterations between them, so that load from other processes on a shared machine affects all
+expect to finish within the budget. :func:`measure_plans` measures several plans one at a time, in turns
+with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
 plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
 its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
 as the trace's response-length distribution.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import math
 import platform
 import sys
 import time
@@ -361,25 +360,6 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
     return tuple(out)
 
 
-def round_orders(num_plans: int, rounds: int) -> list[tuple[int, ...]]:
-    """The order of the plans in each of ``rounds`` rounds: the rows of a Williams design, repeated (a Latin
-    square balanced for carry-over: over ``num_plans`` rounds, or twice as many for an odd count, every plan
-    follows every other plan equally often within a round, and every plan runs at every position equally often).
-    A plain rotation (0 1 2, 1 2 0, 2 0 1) would have plan ``p`` follow plan ``p - 1`` in nearly every round."""
-    n = num_plans
-    first, low, high = [0], 1, n - 1
-    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
-        first.append(low)
-        low += 1
-        if len(first) < n:
-            first.append(high)
-            high -= 1
-    rows = [tuple((value + shift) % n for value in first) for shift in range(n)]
-    if n % 2:
-        rows += [row[::-1] for row in rows]
-    return [rows[i % len(rows)] for i in range(rounds)]
-
-
 def generation_orders(num_plans: int, generations: int) -> list[tuple[int, ...]]:
     """The order in which each generation of worker processes starts the plans: as given, reversed, as given, ...
 
@@ -399,13 +379,6 @@ def split_iterations(iterations: int, generations: int) -> list[int]:
     ]
 
 
-def visit_sizes(iterations: int, block: int) -> list[int]:
-    """Measured iterations per visit of a plan within one generation: ``iterations`` in visits of at most
-    ``block``, as even as possible."""
-    require(block >= 1, "block", block, "must be >= 1", "measure at least one iteration per visit")
-    return split_iterations(iterations, max(1, math.ceil(iterations / block)))
-
-
 def measure_plans(
     job: Job,
     config: Any,
@@ -413,66 +386,51 @@ def measure_plans(
     *,
     iterations: int,
     warmup_iterations: int = 2,
-    generations: int = 2,
-    block: int = 5,
-    rewarm_iterations: int = 1,
+    generations: int = 4,
     num_cores: int | None = None,
     backends: BackendFactory | None = None,
     progress: bool = True,
 ) -> list[MeasuredPlan]:
-    """Run each (plan, logical devices) for ``iterations`` measured iterations, with every plan's workers alive
-    at once and the plans taking turns, in ``generations`` generations of worker processes (at most one per
-    measured iteration).
+    """Run each (plan, logical devices) for ``iterations`` measured iterations, one plan at a time, in
+    ``generations`` turns per plan (at most one per measured iteration), each turn with fresh worker processes.
 
-    Each generation starts every plan's workers in the order of :func:`generation_orders` (its first round runs
-    the plans in that order; workers start at their plan's first run) and stops them at its end. In each round
-    every plan runs one visit: a few unmeasured iterations (``warmup_iterations`` on its first visit,
-    ``rewarm_iterations`` on later ones), then at most ``block`` measured iterations back to back
-    (:func:`visit_sizes`). Measured iterations run back to back as in real training: a GRPO plan whose every
-    iteration followed another plan's ran 8% slower in median than back to back (18 iterations each, every plan's
-    workers alive in both), which no profile of the plan alone sees. The rounds follow :func:`round_orders`, so that no plan mostly follows the same one (what
-    a plan leaves behind on a core must not always land on the same next plan), and the turns spread load from
-    other processes over all plans alike."""
+    A turn starts the plan's workers, runs ``warmup_iterations`` unmeasured iterations and then its share of the
+    measured ones back to back (:func:`split_iterations`), as training runs them, and stops the workers; no other
+    plan's workers are alive meanwhile. Each generation gives every plan one turn, in the order of
+    :func:`generation_orders` (as listed, reversed, ...), so that load from other processes over time falls on all
+    plans alike and no plan always comes first.
+
+    Why this protocol: on this project's 2-core machine each worker process runs at its own speed for its whole
+    life (the same plan measured up to ~7% apart in two sets of processes; those started first ran 1-2.5% slower,
+    ``benchmarks/bench_order_bias.py``), so every plan is measured over several sets; and every plan's workers
+    alive at once, iterations alternating between plans (this function until then), made GRPO plans on both cores
+    measure up to ~15% slower than they ran alone, which no profile of one plan sees and training never meets."""
     from tqdm import tqdm
 
     require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
-    require(rewarm_iterations >= 0, "rewarm_iterations", rewarm_iterations, "must be >= 0", "use 0 or 1")
     generations = max(1, min(generations, iterations))
     prepared = [(plan, logical, *_program(job, config, plan, logical)) for plan, logical in entries]
     times: list[list[float]] = [[] for _ in prepared]
     samples: list[list[CostSample]] = [[] for _ in prepared]
     lengths: list[list[tuple[int, ...]]] = [[] for _ in prepared]
     last: list[Timeline | None] = [None] * len(prepared)
-    schedule = [
-        (start_order, visit_sizes(share, block))
-        for start_order, share in zip(
-            generation_orders(len(prepared), generations),
-            split_iterations(iterations, generations),
-            strict=True,
-        )
-    ]
-    unmeasured = sum(warmup_iterations + rewarm_iterations * (len(visits) - 1) for _, visits in schedule)
-    total = len(prepared) * (iterations + unmeasured)
+    shares = split_iterations(iterations, generations)
+    total = len(prepared) * (iterations + generations * warmup_iterations)
     open_backend = backends or local_backends(num_cores)
     with tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar:
-        for start_order, visits in schedule:
-            rounds = round_orders(len(prepared), len(visits))
-            rounds[0] = start_order
-            with contextlib.ExitStack() as stack:
-                opened = [stack.enter_context(open_backend(logical)) for _, logical, _, _ in prepared]
-                for index, (order, measured_count) in enumerate(zip(rounds, visits, strict=True)):
-                    head = warmup_iterations if index == 0 else rewarm_iterations
-                    for position in order:
-                        plan, _, program, specs = prepared[position]
-                        bar.set_description(f"measure {plan.describe()}")
-                        for run in range(head + measured_count):
-                            result = executor.run(program, specs, backend=opened[position])
-                            if run >= head:
-                                times[position].append(result.timeline.iteration_s)
-                                samples[position].extend(dispatch_inclusive_samples(result.timeline))
-                                lengths[position].append(job.response_lengths(result, config))
-                                last[position] = result.timeline
-                            bar.update(1)
+        for order, share in zip(generation_orders(len(prepared), generations), shares, strict=True):
+            for position in order:
+                plan, logical, program, specs = prepared[position]
+                bar.set_description(f"measure {plan.describe()}")
+                with open_backend(logical) as backend:
+                    for run in range(warmup_iterations + share):
+                        result = executor.run(program, specs, backend=backend)
+                        if run >= warmup_iterations:
+                            times[position].append(result.timeline.iteration_s)
+                            samples[position].extend(dispatch_inclusive_samples(result.timeline))
+                            lengths[position].append(job.response_lengths(result, config))
+                            last[position] = result.timeline
+                        bar.update(1)
     out = []
     for position, (plan, logical, _, _) in enumerate(prepared):
         timeline = last[position]

@@ -125,23 +125,6 @@ def test_merged_traces_keep_every_response_length() -> None:
     assert len(merged.samples) == 3 * len(first.samples)
 
 
-@pytest.mark.parametrize("num_plans", range(1, 9))
-def test_measured_plans_alternate_in_orders_balanced_for_carry_over(num_plans: int) -> None:
-    """Validation measures plans side by side; what one plan leaves on a core must not always land on the same
-    next plan. Over a full design every plan follows every other plan, and runs at every position, equally often."""
-    from collections import Counter
-
-    from rlinf.profiling import round_orders
-
-    rounds = num_plans if num_plans % 2 == 0 else 2 * num_plans
-    rows = round_orders(num_plans, 3 * rounds)
-    assert all(sorted(row) == list(range(num_plans)) for row in rows)
-    follows = Counter(pair for row in rows for pair in zip(row, row[1:], strict=False))
-    assert len(follows) == num_plans * (num_plans - 1) and len(set(follows.values())) <= 1
-    positions = Counter(placed for row in rows for placed in enumerate(row))
-    assert len(set(positions.values())) == 1
-
-
 def test_generation_orders_reverse_the_start_order_and_share_the_iterations() -> None:
     from rlinf.profiling import generation_orders, split_iterations
 
@@ -154,18 +137,10 @@ def test_generation_orders_reverse_the_start_order_and_share_the_iterations() ->
         generation_orders(2, 0)
 
 
-def test_visits_measure_at_most_a_block_back_to_back() -> None:
-    from rlinf.profiling import visit_sizes
-
-    assert visit_sizes(10, 5) == [5, 5] and visit_sizes(11, 5) == [4, 4, 3] and visit_sizes(3, 5) == [3]
-    assert visit_sizes(1, 1) == [1]
-    with pytest.raises(ConfigError, match="block=0"):
-        visit_sizes(4, 0)
-
-
-def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
-    """Side-by-side measurement in two generations of worker processes: the second starts the plans in the
-    reverse order of the first (on real local backends, observed from which backend runs first)."""
+def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
+    """Each plan is measured in turns (warm-up, then its iterations back to back), each turn with new worker
+    processes and no other plan's workers alive; the second generation of turns runs the plans in the reverse
+    order (on real local backends, observed)."""
     from rlinf.profiling import local_backends, measure_plans
 
     job, config = load_job_config(CONFIG, SMALL)
@@ -179,26 +154,31 @@ def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
         for loop in (1, 2)
     ]  # 3 workers each: the test's cost is starting 4 x 3 processes
     local = local_backends(1)
-    opened: list[list] = []  # per backend opened: [plan position, pids seen, runs]
-    runs: list[int] = []
+    pids: list[set[int]] = []  # per backend opened, the worker processes seen
+    runs: list[tuple[int, int]] = []  # (backend, stages of the program run)
+    alive: list[int] = [0]
 
     class Observed:
         def __init__(self, logical: int) -> None:
             self.backend = local(logical)
-            self.index = len(opened)
-            opened.append([])
+            self.index = len(pids)
+            pids.append(set())
 
         def __enter__(self) -> Observed:
             self.backend.__enter__()
+            alive[0] += 1
             return self
 
         def __exit__(self, *exc: object) -> None:
+            alive[0] -= 1
             self.backend.__exit__(*exc)
 
         def execute(self, program, workers):  # type: ignore[no-untyped-def]
-            runs.append(self.index)
+            assert alive[0] == 1, "another plan's workers are alive"
+            stages = max(op.num_micro_batches for op in program.ops if op.name == "env_step")
+            runs.append((self.index, stages))
             result = self.backend.execute(program, workers)
-            opened[self.index].append(tuple(sorted(self.backend.worker_pids().values())))
+            pids[self.index] |= set(self.backend.worker_pids().values())
             return result
 
     measured = measure_plans(
@@ -208,16 +188,11 @@ def test_each_generation_starts_fresh_workers_in_its_start_order() -> None:
         iterations=4,
         warmup_iterations=1,
         generations=2,
-        block=1,
-        rewarm_iterations=1,
         backends=Observed,
         progress=False,
     )
     assert [len(m.iteration_s) for m in measured] == [4, 4]
-    assert len(opened) == 4  # a new backend per plan and generation: 0, 1 then 2, 3
-    # Each generation: 2 visits per plan (block 1), each 1 unmeasured iteration (warm-up, then re-warm) + 1
-    # measured. Generation 1 starts plan 0 first, generation 2 plan 1 (backend 3) first; round 2 follows the
-    # balanced order (1, 0).
-    assert runs == [0, 0, 1, 1, 1, 1, 0, 0] + [3, 3, 2, 2, 3, 3, 2, 2]
-    # The second generation's workers are new processes.
-    assert not set(opened[0][0]) & set(opened[2][0]) and not set(opened[1][0]) & set(opened[3][0])
+    # Generation 1: plan 0 (loop 1) then plan 1 (loop 2), 1 warm-up + 2 measured each; generation 2 reversed.
+    assert runs == [(0, 1)] * 3 + [(1, 2)] * 3 + [(2, 2)] * 3 + [(3, 1)] * 3
+    # Each turn's workers are new processes.
+    assert not pids[0] & pids[3] and not pids[1] & pids[2] and all(len(p) == 3 for p in pids)

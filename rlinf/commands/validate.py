@@ -4,13 +4,12 @@ A short profile (or ``--trace``) lets the auto mode's planning propose candidate
 over their predicted times, every mode represented. Each is predicted *out of sample*, as in real use: from the
 profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the samples of the plan
 itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
-probe plans fed each prediction. All chosen plans then run side by side (every plan's workers alive, the plans
-taking turns in orders balanced so that every plan follows every other equally often:
-:func:`rlinf.profiling.round_orders`; each turn re-warms the plan with one unmeasured iteration, then measures up
-to 5 back to back, as training runs them), in two generations of worker processes started in opposite orders
-(:func:`rlinf.profiling.generation_orders`: workers started first measured slower for their whole life, and the
-plan validate lists first is its pick), and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions come from that file: out of sample as well when it
-is a profile written by rlinf (its provenance records which samples each probe plan measured), else from all of
+probe plans fed each prediction. The chosen plans are then measured one at a time, each in 4 turns with fresh
+worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all plans
+interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process keeps
+its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's error),
+and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions come
+from that file: out of sample as well when it is a profile written by rlinf (its provenance records which samples each probe plan measured), else from all of
 it (an imported or synthesized trace's plans are unknown). A plan that needs more logical devices than there are
 cores (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
 simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
@@ -34,8 +33,8 @@ from rlinf.outputs import check_output_dir
 from rlinf.plan import Plan
 
 DEFAULT_PLANS = 6
-MEASURE_BLOCK = 5
-"""Measured iterations per turn of a plan (after one unmeasured re-warm iteration)."""
+MEASURE_TURNS = 4
+"""Turns per measured plan, each with fresh worker processes (at most one per measured iteration)."""
 DEFAULT_ITERATIONS = 8
 
 
@@ -138,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         cluster = cpu_cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
         predicted.append(simulate(lower(job.workflow(config), c.plan, cluster), costs))
-    generations = min(2, args.iterations)
+    generations = min(MEASURE_TURNS, args.iterations)
     measured = measure_plans(
         job,
         config,
@@ -146,8 +145,6 @@ def run(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         warmup_iterations=args.warmup,
         generations=generations,
-        block=MEASURE_BLOCK,
-        rewarm_iterations=1,
         backends=backends,
         progress=progress,
     )
@@ -190,9 +187,9 @@ def run(args: argparse.Namespace) -> int:
         if by_plan
         else f"from every sample of --trace {args.trace} (it does not record which plans measured them)",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
-        "measurement": "side by side, the plans taking turns in Williams-design orders, each turn 1 unmeasured "
-        f"iteration then up to {MEASURE_BLOCK} measured back to back, in {generations} generation(s) of worker "
-        "processes started in opposite orders (the iterations shared between them, each after its own warm-up)",
+        "measurement": f"one plan at a time, in {generations} turns per plan, each with fresh worker processes: "
+        f"{args.warmup} warm-up iteration(s), then its share of the measured ones back to back; the turns of all "
+        "plans interleaved, in orders that alternate direction",
         "timeline_pair_png": str(png),
         "timeline_pair_plan": rows[best].name,
     }

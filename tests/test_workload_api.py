@@ -149,7 +149,7 @@ class ReportsLengths:
 
 
 def test_response_lengths_are_optional_whole_token_counts() -> None:
-    assert get_job("grpo_arith").response_lengths(None, None) == ()  # a workload without the method
+    assert get_job("embodied_ppo").response_lengths(None, None) == ()  # a workload without the method
     lengths = Job(workload=ReportsLengths([3, np.int64(5)])).response_lengths(None, None)
     assert lengths == (3, 5) and all(type(n) is int for n in lengths)
     for bad in (0, 2.5, True, "4"):

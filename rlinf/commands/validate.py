@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"measured iterations per plan, after warm-up (default {DEFAULT_ITERATIONS})",
     )
     parser.add_argument(
-        "--warmup", type=int, default=2, help="warm-up iterations per plan and worker generation (default 2)"
+        "--warmup", type=int, default=2, help="warm-up iterations per turn of a plan (default 2)"
     )
     parser.add_argument(
         "--devices", type=int, help="devices (CPU cores or GPUs) to use (default: all usable cores or GPUs)"

@@ -116,5 +116,11 @@ class Workload(Protocol, Generic[C]):
         planner predicts when streamed micro-batches finish; without this method that distribution stays empty."""
 
 
+def reported_response_lengths(result: Any) -> list[int]:
+    """The lengths the workers of one iteration reported under ``info["response_lengths"]``, in record order: what
+    a workload whose rollout reports them returns from :meth:`Workload.response_lengths`."""
+    return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+
+
 WORKLOAD_METHODS = ("load_config", "workflow", "workers", "metrics", "summary")
 WORKER_METHODS = ("setup", "compute", "checkpoint", "restore")

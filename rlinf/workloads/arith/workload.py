@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from rlinf.workflow import Workflow
-from rlinf.workload import ConfigKeys
+from rlinf.workload import ConfigKeys, reported_response_lengths
 from rlinf.workloads.arith.config import ArithGrpoConfig, config_from_mapping
 from rlinf.workloads.arith.workers import ActorWorker, InferenceWorker, RewardWorker, RolloutWorker
 from rlinf.workloads.arith.workflow import grpo_workflow
@@ -99,7 +99,7 @@ class GrpoArithWorkload:
         trace's response-length distribution, from which the cost model splits a streamed generation into its
         micro-batches' segments (all groups here end within a few steps of each other, so the first segment
         carries most of the generation)."""
-        return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+        return reported_response_lengths(result)
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """Samples, throughput, reward and held-out accuracy of the last iteration."""

@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
+from rlinf.workload import reported_response_lengths
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.backends import check_backends
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
@@ -75,11 +76,6 @@ def grpo_workflow(config: HfGrpoConfig) -> Workflow:
         group_size=rl.group_size,
         tokens_per_sample=mean_response_tokens(config.task, rl.max_new_tokens),
     )
-
-
-def _response_lengths(result: Any) -> list[int]:
-    """Generated tokens (EOS included) of every response the rollout replicas emitted in one iteration."""
-    return [n for record in result.infos for n in record.info.get("response_lengths", ())]
 
 
 def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any]]:
@@ -148,7 +144,7 @@ class GrpoHfWorkload:
         timeline = result.timeline
         samples = config.grpo.prompts_per_iteration * config.grpo.group_size
         sums, losses, metrics = _sum_infos(result)
-        lengths = _response_lengths(result)
+        lengths = reported_response_lengths(result)
         tokens = int(sums.get("response_tokens", 0))
         metrics.update(
             {
@@ -176,7 +172,7 @@ class GrpoHfWorkload:
     def response_lengths(self, result: Any, config: HfGrpoConfig) -> list[int]:
         """Generated tokens (EOS included) of every response of one iteration: what the profiler records as the
         trace's response-length distribution."""
-        return _response_lengths(result)
+        return reported_response_lengths(result)
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
         """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration."""

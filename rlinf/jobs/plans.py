@@ -224,7 +224,7 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
     for layout, which, offload in layouts:
         fitting = [
             plan
-            for plan in (_plan(workflow, layout, g, offload) for g in _granularities(workflow))
+            for plan in (_plan(workflow, layout, g, offload) for g in uniform_granularities(workflow))
             if runnable(plan)
         ]
         if not fitting:
@@ -237,7 +237,7 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
     return out
 
 
-def _granularities(workflow: Workflow) -> list[int]:
+def uniform_granularities(workflow: Workflow) -> list[int]:
     """Uniform granularities for probes: the divisors of the groups of a batch (of the environments for a
     loop), so that every micro-batch of a probe holds as many groups."""
     num_groups = workflow.batch_size // workflow.group_size

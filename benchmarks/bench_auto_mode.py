@@ -139,20 +139,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _table(report: dict) -> str:
-    lines = ["| plan | | median iteration | env steps/s |", "| --- | --- | --- | --- |"]
+def table_rows(report: dict) -> list[str]:
+    """The markdown table of ``report`` (docs/plan_then_run.md's; ``--markdown`` writes it): every measured plan
+    (the fixed modes at the config's granularity appear under their ``MODE @ G`` name when swept)."""
+    lines = ["| plan | | predicted | median iteration | env steps/s |", "| --- | --- | --- | --- | --- |"]
+    swept = any(" @ " in name for name in report["plans"])
     for name, row in report["plans"].items():
+        if swept and name in FIXED:
+            continue
+        extra = (
+            f" ({row['logical_devices']} logical devices)"
+            if row["logical_devices"] > report["devices"]
+            else ""
+        )
+        best = " (best of its mode)" if name in report["best_of_mode"].values() and name != "auto" else ""
+        predicted = row["predicted_iteration_s"]
         lines.append(
-            f"| {name} | `{row['plan'].replace(' | ', ', ')}` | {row['median_iteration_s']:.4f} s | "
+            f"| {name}{best} | `{row['plan'].replace(' | ', ', ')}`{extra} | "
+            f"{'-' if predicted is None else f'{predicted:.4f} s'} | {row['median_iteration_s']:.4f} s | "
             f"{row['env_steps_per_s']:.0f} |"
         )
-    lines.append("")
-    lines.append(
-        f"auto / collocated at its best granularity: **{report['auto_over_collocated']:.2f}x**; auto / best fixed "
-        f"mode ({report['best_fixed_plan']}): **{report['auto_over_best_fixed']:.3f}x**; load average "
-        f"{report['provenance']['load_average_before'][0]:.1f} -> {report['provenance']['load_average_after'][0]:.1f}"
+    return lines
+
+
+def _table(report: dict) -> str:
+    summary = (
+        f"auto / collocated at its best: **{report['auto_over_collocated']:.2f}x**; auto / best fixed plan "
+        f"({report['best_fixed_plan']}): **{report['auto_over_best_fixed']:.2f}x**"
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*table_rows(report), "", summary]) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,20 +1,18 @@
-"""A/A test of side-by-side measurement: one plan entered twice, so any difference between the two is the
-measurement's own bias.
+"""A/A test of plan measurement: one plan entered twice, so any difference between the two is the measurement's
+own bias and noise.
 
     python benchmarks/bench_order_bias.py [--repeats 4] [--iterations 30] [--json docs/data/order_bias.json]
 
 Until commit cc49de9 :func:`rlinf.profiling.measure_plans` ran several plans with their workers alive and
 iterations alternating between them, and ``rlinf validate`` ranked plans by it; it now measures one plan at a time
-in turns with fresh workers, so this benchmark measures that protocol (``one generation``: one turn per entry,
-entry 0 first; ``two generations``: two turns, the second in the reverse order), and ``docs/data/order_bias.json``
-is of the side-by-side one (commit 7f3695c). Here both entries are the same plan (the README main job's
-choice on 2 cores, ``hybrid: actor@0 env@0 rollout@1, loop=2``, ``examples/hopper_ppo.yaml``), so each run's
-ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two protocols, alternating run by run:
+in turns with fresh workers, and this benchmark measures that protocol. ``docs/data/order_bias.json`` is of it (its
+version of commit 7f3695c, in git history, is of the side-by-side one). Both entries are the same plan (the README
+main job's choice on 2 cores, ``hybrid: actor@0 env@0 rollout@1, loop=2``, ``examples/hopper_ppo.yaml``), so each
+run's ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two settings, alternating run by run:
 
-* ``one generation``: one set of worker processes per entry for the whole measurement (what validate did until
-  this benchmark was written); entry 0's workers start first;
-* ``two generations``: half the iterations, then every worker stopped and started again in the reverse order
-  (:func:`rlinf.profiling.generation_orders`; validate's protocol now).
+* ``one generation``: one turn per entry, entry 0 first;
+* ``two generations``: two turns per entry, the second in the reverse order
+  (:func:`rlinf.profiling.generation_orders`; validate uses 4).
 
 Prints one JSON object: per protocol the ratio of each run, their mean and how many runs had entry 0 slower; with
 ``--json`` also writes it with provenance (``benchmarks/provenance.py``) and every iteration's time.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -89,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             args = parser.parse_args(argv)
+            # What a profile's provenance records as its command (also when called in-process with ``argv``).
+            args.command_line = shlex.join(["rlinf", *(sys.argv[1:] if argv is None else argv)])
             return int(args.handler(args) or 0)
         except RlinfError as error:
             report_error(error)

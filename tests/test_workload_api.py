@@ -4,6 +4,7 @@ references fail in one line, plans and worker contexts are derived by rlinf (no 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import textwrap
 import typing
@@ -18,6 +19,7 @@ from rlinf.cli import main
 from rlinf.errors import ConfigError
 from rlinf.jobs import Job, get_job, load_job_config
 from rlinf.plan import Placement, Plan
+from rlinf.trace import load_trace
 from rlinf.worker_context import component_facts, context_for
 from rlinf.workload import WORKLOAD_METHODS
 
@@ -46,6 +48,9 @@ def test_the_example_workload_plans_and_trains_in_auto_mode(
     printed = capsys.readouterr().out
     assert "auto: profiled" in printed and "auto: chose" in printed and "predicted" in printed
     assert (out / "profile_trace.json").is_file() and (out / "trace.json").is_file()
+    # The profile records the command that took it, as given (here in-process, not this process's argv).
+    recorded = load_trace(out / "profile_trace.json").provenance["command"]
+    assert recorded == shlex.join(["rlinf", *args, "--out", str(out)])
 
 
 def test_the_example_lives_outside_the_package_and_uses_only_the_public_api() -> None:

@@ -334,7 +334,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             num_devices,
             settings=settings,
             progress=not args.no_progress,
-            command=" ".join(["rlinf", *sys.argv[1:]]),
+            command=getattr(args, "command_line", "rlinf train"),
             backends=_backends(args, num_devices),
         )
         trace = profiled.trace

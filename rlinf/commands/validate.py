@@ -123,7 +123,15 @@ def run(args: argparse.Namespace) -> int:
         by_plan: tuple = samples_by_plan(trace, "--trace")
     else:
         settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
-        profiled = profile(job, config, num_devices, settings=settings, progress=progress, backends=backends)
+        profiled = profile(
+            job,
+            config,
+            num_devices,
+            settings=settings,
+            progress=progress,
+            backends=backends,
+            command=getattr(args, "command_line", "rlinf validate"),
+        )
         trace, by_plan = profiled.trace, profiled.samples_by_plan
     trace.save(out / "trace.json")
     auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)

@@ -141,7 +141,11 @@ def test_a_profile_records_which_probe_plan_measured_which_samples() -> None:
 
     job, config = load_job_config(CONFIG)
     first, second = (plan for plan, _ in job.probes(2, config)[:2])
-    trace = load_trace("traces/hopper_ppo_cpu2.json")
+    shipped = load_trace("traces/hopper_ppo_cpu2.json")
+    recorded_split = samples_by_plan(shipped)  # the shipped profile records its probes' samples
+    assert recorded_split and sum(len(chunk) for _, chunk in recorded_split) == len(shipped.samples)
+    older = {key: value for key, value in shipped.provenance.items() if key != "probe_plan_samples"}
+    trace = attrs.evolve(shipped, provenance=older)
     assert samples_by_plan(trace) == ()  # an older profile: its plans are unknown
     entries = [{"plan": p.to_dict(), "devices": 2, "samples": n} for p, n in ((first, 300), (second, 200))]
     recorded = attrs.evolve(trace, provenance={**trace.provenance, "probe_plan_samples": entries})

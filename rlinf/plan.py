@@ -366,16 +366,18 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
     for name, size in data_parallel.items():
         require(
             name in placement,
-            f"data_parallel.{name}",
+            f"{source}.data_parallel.{name}",
             name,
             "names a component that is not placed",
             f"use components of placement: {sorted(map(str, placement))}",
         )
-        integer(f"data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it")
+        integer(
+            f"{source}.data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it"
+        )
     placements = [
         Placement(
             component=name,
-            devices=parse_devices(devices, num_devices, f"placement.{name}"),
+            devices=parse_devices(devices, num_devices, f"{source}.placement.{name}"),
             data_parallel_size=data_parallel.get(name, 0),
         )
         for name, devices in placement.items()

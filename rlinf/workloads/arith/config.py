@@ -22,6 +22,9 @@ from rlinf.workloads.arith.task import TaskConfig
 
 MAX_SEED = 2**32 - 1
 MAX_PARAMETERS = 100_000_000
+MAX_NEW_TOKENS = 4096
+"""Longest response the demonstration transformer is built for: its position table has a row per token of the
+longest sequence, so a huge ``grpo.max_new_tokens`` would ask for gigabytes before anything runs."""
 """Weights of the arithmetic transformer (400 MB in float32): building the workflow instantiates the model."""
 
 
@@ -120,6 +123,14 @@ class RlConfig:
             "optimizer_steps_per_iteration",
         ):
             positive(f"grpo.{name}", getattr(self, name))
+        integer(
+            "grpo.max_new_tokens",
+            self.max_new_tokens,
+            minimum=1,
+            maximum=MAX_NEW_TOKENS,
+            fix=f"use at most {MAX_NEW_TOKENS:,} (answers here are a few tokens; grpo.long_tail_fraction forces "
+            "responses to run to max_new_tokens)",
+        )
         require(
             self.group_size >= 2,
             "grpo.group_size",

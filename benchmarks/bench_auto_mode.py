@@ -152,7 +152,7 @@ def table_rows(report: dict) -> list[str]:
             if row["logical_devices"] > report["devices"]
             else ""
         )
-        best = " (best of its mode)" if name in report["best_of_mode"].values() and name != "auto" else ""
+        best = " (best of its mode)" if name in report["best_of_mode"].values() else ""
         predicted = row["predicted_iteration_s"]
         lines.append(
             f"| {name}{best} | `{row['plan'].replace(' | ', ', ')}`{extra} | "

@@ -10,9 +10,9 @@ interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_p
 its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's error),
 and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions come
 from that file: out of sample as well when it is a profile written by rlinf (its provenance records which samples
-each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A plan that needs more logical devices than there are
-cores (disaggregated env, rollout and actor on 2 cores) is run and reported too, but kept out of the summary: the
-simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
+each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A plan
+that needs more logical devices than there are cores (disaggregated env, rollout and actor on 2 cores) is run
+and reported too, but kept out of the summary: the simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
 (the simulator's best plan, predicted above measured).
 """
 

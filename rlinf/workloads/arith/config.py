@@ -22,10 +22,10 @@ from rlinf.workloads.arith.task import TaskConfig
 
 MAX_SEED = 2**32 - 1
 MAX_PARAMETERS = 100_000_000
+"""Weights of the arithmetic transformer (400 MB in float32): building the workflow instantiates the model."""
 MAX_NEW_TOKENS = 4096
 """Longest response the demonstration transformer is built for: its position table has a row per token of the
 longest sequence, so a huge ``grpo.max_new_tokens`` would ask for gigabytes before anything runs."""
-"""Weights of the arithmetic transformer (400 MB in float32): building the workflow instantiates the model."""
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,9 @@ Prints one JSON object:
   each on its best 2-device layout;
 * ``single_process_ratio``: the best rlinf plan (Hopper, CleanRL) vs a plain single-process loop running the same
   workers' maths in order (no executor, no processes), at its best torch thread count;
+* ``shared_processes_over_one_per_worker``: the best 1-device and the best 2-device Hopper plan (CleanRL settings),
+  each as measured (the workers of a CPU core share one process, :mod:`executor.local`) over the same plan with
+  one process per worker (``executor.local.SHARE_PROCESSES = False``), env steps/s;
 * ``per_op_overhead_us``: median executor overhead per compute op (``executor_overhead_s``: start after the ops
   it follows ended, plus its span outside ``worker.compute``), over every measured iteration of every plan;
 * ``driver_cpu_share``: the driver's CPU time during a run over the run's wall time (median over plans): what
@@ -43,6 +46,7 @@ import attrs
 import provenance
 import torch
 
+from executor import local
 from executor.devices import Device, available_cores, cpu_devices
 from rlinf.files import write_text_atomic
 from rlinf.jobs import get_job
@@ -228,6 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     hopper_2, rows["hopper_2dev"] = best(HOPPER_CLEANRL, 2, TWO_DEVICES, args.iterations)
     out["hopper_best_2dev_over_1dev"] = hopper_2["env_steps_per_s"] / hopper_1["env_steps_per_s"]
 
+    # The same two plans with one process per worker: what sharing a process per core brings.
+    local.SHARE_PROCESSES = False
+    try:
+        separate = {
+            key: measure_plan(HOPPER_CLEANRL, row["mode"], row["stages"], row["devices"], args.iterations)
+            for key, row in (("hopper_1dev", hopper_1), ("hopper_2dev", hopper_2))
+        }
+    finally:
+        local.SHARE_PROCESSES = True
+    out["shared_processes_over_one_per_worker"] = {
+        "hopper_1dev": hopper_1["env_steps_per_s"] / separate["hopper_1dev"]["env_steps_per_s"],
+        "hopper_2dev": hopper_2["env_steps_per_s"] / separate["hopper_2dev"]["env_steps_per_s"],
+    }
+
     cheetah_1, rows["halfcheetah_1dev"] = best(HALFCHEETAH, 1, ONE_DEVICE, args.iterations)
     cheetah_2, rows["halfcheetah_2dev"] = best(HALFCHEETAH, 2, TWO_DEVICES, args.iterations)
     out["halfcheetah_best_2dev_over_1dev"] = cheetah_2["env_steps_per_s"] / cheetah_1["env_steps_per_s"]
@@ -264,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             "halfcheetah_1dev": cheetah_1["plan"] + f" stages={cheetah_1['stages']}",
             "halfcheetah_2dev": cheetah_2["plan"] + f" stages={cheetah_2['stages']}",
         },
+        "one_process_per_worker": separate,
         "plain_loop_env_steps_per_s_by_threads": plain,
         "two_core_ceiling_parts_s": ceilings,
         "candidates": rows,

@@ -1,6 +1,8 @@
 """Channels carry micro-batches between workers; the transport is picked from the placement.
 
-* ``local``: producer and consumer are the same worker process, so the payload object is handed over.
+* ``local``: producer and consumer live in the same process (the same worker, or two workers the local backend
+  hosts together because they share a device), so the arrays are handed over (copied when they go to another
+  worker, which may change its inputs in place).
 * ``shm``: different processes on the same machine. Arrays of at least :data:`SHM_MIN_BYTES` are copied once into
   a shared-memory segment and only a small header travels through the pipe; the receiver copies them out and
   frees the segment. Smaller arrays travel inline in the pipe (as dtype, shape and bytes), where a segment would
@@ -12,9 +14,11 @@
 Every pipe carries headers and small arrays only; a receiver drains all of its pipes while it waits for the
 message it needs and while it is idle, so a sender never blocks for long on a full pipe.
 
-A worker sends what one op produces as one pipe message per destination (:meth:`Mailbox.bundle`): the op's
-payload and its completion signal arrive together, so a waiting consumer wakes once per op it waits for, not once
-for the data and again for the signal (on a shared core each wake is a context switch).
+A worker sends what one op produces as one pipe message per destination process (:meth:`Mailbox.bundle`): the
+op's payloads and its completion signals arrive together, so a waiting consumer wakes once per op it waits for, not
+once for the data and again for the signal (on a shared core each wake is a context switch). Every message is
+stored under its destination worker and its key, so that the workers of one process keep apart what each
+received.
 """
 
 from __future__ import annotations
@@ -49,10 +53,13 @@ class WorkerAddress:
     """Machine it runs on."""
 
 
-def choose_transport(src: WorkerAddress, dst: WorkerAddress, *, across_nodes: bool = False) -> str:
-    """``local`` within a process, ``shm`` within a machine, ``object_store`` across machines when the backend
-    has one (``across_nodes``); raises across machines otherwise."""
-    if src.worker == dst.worker:
+def choose_transport(
+    src: WorkerAddress, dst: WorkerAddress, *, across_nodes: bool = False, same_process: bool = False
+) -> str:
+    """``local`` within a process (the same worker, or ``same_process``: both hosted by one process), ``shm``
+    within a machine, ``object_store`` across machines when the backend has one (``across_nodes``); raises across
+    machines otherwise."""
+    if src.worker == dst.worker or same_process:
         return "local"
     if src.node == dst.node:
         return "shm"
@@ -143,8 +150,10 @@ class RemoteInbox:
 
 
 class Mailbox:
-    """One worker's ends of its channels: a pipe to every other worker on its node and one from each, plus,
-    in the Ray backend, the object-store path to and from workers on other nodes."""
+    """The ends of one process's channels: a pipe to every other worker process on its node and one from each,
+    plus, in the Ray backend, the object-store path to and from workers on other nodes. A process hosts one
+    worker (Ray) or every worker of one device (the local backend, :attr:`hosted`); what arrives is kept per
+    destination worker."""
 
     def __init__(
         self,
@@ -155,27 +164,39 @@ class Mailbox:
         *,
         remote_send: RemoteSend | None = None,
         remote_inbox: RemoteInbox | None = None,
+        hosted: frozenset[int] = frozenset(),
     ) -> None:
         self.me = me
+        self.hosted = hosted | {me.worker}
+        """Workers that live in this process (``me`` and the workers hosted with it)."""
         self._outbound = dict(outbound)
+        """Per destination worker, the pipe to its process (workers of one process share a pipe)."""
         self._inbound: list[Any] = list(inbound) + ([remote_inbox] if remote_inbox is not None else [])
         self._nodes = dict(nodes)
         self._remote_send = remote_send
-        self._arrived: dict[tuple, dict[str, np.ndarray]] = {}
-        self._held: dict[int, list[tuple[tuple, dict[str, Any]]]] | None = None
-        """Messages per pipe destination kept back while a :meth:`bundle` is open (``None``: none open)."""
+        self._arrived: dict[tuple, Mapping[str, Any]] = {}
+        """``(destination worker, key) -> payload``."""
+        self._held: dict[int, tuple[Connection, list[tuple[int, tuple, dict[str, Any]]]]] | None = None
+        """Messages per destination pipe kept back while a :meth:`bundle` is open (``None``: none open)."""
         self._held_remote: list[tuple[int, tuple, dict[str, np.ndarray]]] = []
         """Payloads for other nodes kept back while a :meth:`bundle` is open, in the order sent."""
 
     def send(self, dst: int, key: tuple, payload: Mapping[str, np.ndarray]) -> int:
-        """Deliver ``payload`` under ``key`` to worker ``dst``; returns the bytes carried."""
+        """Deliver ``payload`` under ``key`` to worker ``dst``; returns the bytes carried (0 within a process)."""
         transport = choose_transport(
             self.me,
             WorkerAddress(worker=dst, node=self._nodes.get(dst, self.me.node)),
             across_nodes=self._remote_send is not None,
+            same_process=dst in self.hosted,
         )
         if transport == "local":
-            self._arrived[key] = dict(payload)
+            if dst == self.me.worker:
+                self._arrived[(dst, key)] = dict(payload)
+            else:  # another worker of this process: its own arrays, as if they had crossed a pipe
+                self._arrived[(dst, key)] = {
+                    name: np.array(value) if isinstance(value, np.ndarray) else value
+                    for name, value in payload.items()
+                }
             return 0
         if transport == "object_store":
             assert self._remote_send is not None
@@ -186,18 +207,19 @@ class Mailbox:
                 self._remote_send(dst, key, arrays)
             return sum(a.nbytes for a in arrays.values())
         packed, num_bytes = pack(payload)
+        pipe = self._outbound[dst]
         if self._held is not None:
-            self._held.setdefault(dst, []).append((key, packed))
+            self._held.setdefault(id(pipe), (pipe, []))[1].append((dst, key, packed))
         else:
-            self._outbound[dst].send([(key, packed)])
+            pipe.send([(dst, key, packed)])
         return num_bytes
 
     @contextlib.contextmanager
     def bundle(self) -> Iterator[None]:
         """Keep back what is sent to other processes inside the block and send it on leaving, one pipe message
-        per destination, in the order sent (nothing is sent when the block raises). What goes to other nodes
-        (through Ray) is kept back too: sent inside the block, a consumer on another node could start before the
-        producer's recorded end (a timeline with an op starting before its dependency ended)."""
+        per destination process, in the order sent (nothing is sent when the block raises). What goes to other
+        nodes (through Ray) is kept back too: sent inside the block, a consumer on another node could start before
+        the producer's recorded end (a timeline with an op starting before its dependency ended)."""
         assert self._held is None, "bundles do not nest"
         self._held, self._held_remote = {}, []
         try:
@@ -205,23 +227,25 @@ class Mailbox:
             held, remote = self._held, self._held_remote
         finally:
             self._held, self._held_remote = None, []
-        for dst, items in held.items():
-            self._outbound[dst].send(items)
+        for pipe, items in held.values():
+            pipe.send(items)
         for dst, key, arrays in remote:
             assert self._remote_send is not None
             self._remote_send(dst, key, arrays)
 
-    def receive(self, key: tuple) -> dict[str, np.ndarray]:
-        """The payload sent under ``key``, waiting for it if needed (messages for other keys are kept)."""
-        while key not in self._arrived:
-            assert self._inbound, f"message {key} can only come from this worker, which never sent it"
+    def receive(self, key: tuple, worker: int | None = None) -> Mapping[str, Any]:
+        """The payload sent to ``worker`` (default: :attr:`me`) under ``key``, waiting for it if needed (messages
+        for other keys are kept)."""
+        slot = (self.me.worker if worker is None else worker, key)
+        while slot not in self._arrived:
+            assert self._inbound, f"message {key} can only come from this process, which never sent it"
             for source in wait(self._inbound):
                 self.take(source)
-        return self._arrived[key]
+        return self._arrived[slot]
 
-    def has(self, key: tuple) -> bool:
-        """Whether a message sent under ``key`` has arrived."""
-        return key in self._arrived
+    def has(self, key: tuple, worker: int | None = None) -> bool:
+        """Whether a message sent to ``worker`` (default: :attr:`me`) under ``key`` has arrived."""
+        return (self.me.worker if worker is None else worker, key) in self._arrived
 
     def wait_any(self, also: list[Any], timeout: float | None = None) -> list[Any]:
         """Wait (at most ``timeout`` seconds) until some pipe or one of ``also`` is readable; read the pipes that
@@ -244,16 +268,16 @@ class Mailbox:
     def take(self, source: Any) -> None:
         """Read what ``source`` (one of :attr:`inbound`) holds into the mailbox; raises ``EOFError`` when a
         pipe's sender has gone, after which the pipe is no longer waited on."""
-        if isinstance(source, RemoteInbox):
-            self._arrived.update(source.take())
+        if isinstance(source, RemoteInbox):  # a Ray actor hosts one worker: what arrives is for it
+            self._arrived.update(((self.me.worker, key), payload) for key, payload in source.take().items())
             return
         try:
             items = source.recv()
         except EOFError:
             self._inbound.remove(source)
             raise
-        for key, packed in items:
-            self._arrived[key] = unpack(packed)
+        for dst, key, packed in items:
+            self._arrived[(dst, key)] = unpack(packed)
 
     def clear(self) -> None:
         """Drop every received payload (end of an iteration)."""

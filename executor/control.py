@@ -136,7 +136,7 @@ class ControlDriver(WorkerStateMixin):
             self._lanes_sent = set()
         run = RunState(program, layout, self._lanes[1], self._resident)
         result = drive(run, self)
-        for connection in self._connections:
+        for connection in self._processes_connections():
             connection.send(EndRun(self._run_id))
         self._resident = list(run.resident)
         return result
@@ -145,14 +145,14 @@ class ControlDriver(WorkerStateMixin):
         """Offload the components the program onloads, onload the others (before the clock starts)."""
         onloaded = {op.component for op in program.ops if op.kind == "onload"}
         for replica in layout.replicas:
-            self._connections[replica.worker].send(Prepare(replica.component in onloaded))
+            self._connections[replica.worker].send(Prepare(replica.component in onloaded, replica.worker))
         self._await_ready([r.worker for r in layout.replicas], "prepare")
 
     def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
         """Send ``worker`` its lane, or only the run id when it holds this program's lane already (part of
         :class:`executor.dispatch.Transport`)."""
         held = worker in self._lanes_sent
-        self._connections[worker].send(RunLane(self._run_id, None if held else commands))
+        self._connections[worker].send(RunLane(self._run_id, None if held else commands, worker))
         self._lanes_sent.add(worker)
 
     def current_ops(self) -> dict[int, int]:
@@ -164,12 +164,15 @@ class ControlDriver(WorkerStateMixin):
         """Messages that arrived (waiting for at least one); raises if a worker died or nothing happens (part of
         :class:`executor.dispatch.Transport`)."""
         watched = self._watched()
-        owners = {id(c): w for w, c in enumerate(self._connections)}
+        owners: dict[int, int] = {}
+        for worker, connection in enumerate(self._connections):
+            owners.setdefault(id(connection), worker)
+        connections = self._processes_connections()
         deadline = time.monotonic() + self._stall_timeout_s
         ready: list[Any] = []
         while not ready and time.monotonic() < deadline:
             slice_s = min(CHECK_EVERY_S, max(0.0, deadline - time.monotonic()))
-            ready = wait(list(self._connections) + list(watched), timeout=slice_s)
+            ready = wait(connections + list(watched), timeout=slice_s)
             if not ready:
                 for worker in self._stopped():
                     self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
@@ -194,9 +197,18 @@ class ControlDriver(WorkerStateMixin):
                 dead.append(owners[id(item)])
         if messages:  # a failing worker's error reply comes before its connection closes: report that first
             return messages
-        for worker in sorted(set(dead)):
+        for worker in sorted({self._culprit(w) for w in dead}):
             self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
         return messages
+
+    def _processes_connections(self) -> list[Connection]:
+        """One connection per worker process (the workers one process hosts share its connection)."""
+        return list({id(c): c for c in self._connections}.values())
+
+    def _culprit(self, worker: int) -> int:
+        """The worker to name when the process of ``worker`` died: the default, ``worker`` itself (one worker
+        per process); a backend whose processes host several names the one that was running an op."""
+        return worker
 
     def fail(self, worker: int, op_label: str, message: str, remote_traceback: str) -> NoReturn:
         """Stop every worker and raise naming the failed one (part of :class:`executor.dispatch.Transport`)."""
@@ -214,7 +226,7 @@ class ControlDriver(WorkerStateMixin):
         """Call a worker method (e.g. ``checkpoint``) between runs and return its result."""
         assert self._layout is not None, "no workers are running"
         replica = self._layout.of(component)[rank]
-        self._connections[replica.worker].send(Call(method, args))
+        self._connections[replica.worker].send(Call(method, args, replica.worker))
         while True:
             for message in self.receive(running={replica.worker: method}):
                 if isinstance(message, Failed):

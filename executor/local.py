@@ -1,4 +1,12 @@
-"""The local backend: one OS process per component replica, pinned to its device, running its own lane.
+"""The local backend: worker processes pinned to their devices, each running its own workers' lanes.
+
+On a CPU core one process hosts every worker of that device (:func:`hosts_of`): the components that time-share a
+core hand data to each other within the process and run their ops one after the other in program order, which is
+what the program asks of a device anyway, without a pipe, a wake-up or a context switch per op (on a shared core
+those cost about three times a hand-off between cores). A process joins at most one collective group, so a second
+component of the device that needs one (:attr:`executor.runtime.WorkerSpec.collective`) gets a process of its
+own; on a GPU each worker keeps its own process (its resident bytes are read per process from the allocator).
+``LocalBackend(..., share_processes=False)`` starts one process per worker everywhere.
 
 The driver runs :func:`executor.dispatch.drive` through :class:`executor.control.ControlDriver`: a pipe carries
 each worker's lane to it and its records back; the workers signal each other and exchange payloads over their own
@@ -24,21 +32,37 @@ from executor.control import ControlDriver
 from executor.devices import Device, DeviceLocks
 from executor.dispatch import OpInfo, RunResult, WorkerError
 from executor.messages import Shutdown
-from executor.routing import Layout
+from executor.routing import Layout, Replica
 from executor.runtime import Wiring, WorkerSpec, worker_main
 
 __all__ = ["LocalBackend", "OpInfo", "RunResult", "WorkerError"]
+
+SHARE_PROCESSES = True
+"""The default of ``LocalBackend(share_processes=...)``: whether the workers of one CPU core share a process
+(a benchmark sets it to ``False`` to measure one process per worker through the whole runner)."""
 
 
 class LocalBackend(ControlDriver):
     """Runs programs with worker processes on this machine. Use as a context manager."""
 
     def __init__(
-        self, devices: Sequence[Device], *, start_method: str = "spawn", stall_timeout_s: float = 600.0
+        self,
+        devices: Sequence[Device],
+        *,
+        start_method: str = "spawn",
+        stall_timeout_s: float = 600.0,
+        share_processes: bool | None = None,
     ) -> None:
         super().__init__(devices, stall_timeout_s=stall_timeout_s)
         self._context = mp.get_context(start_method)
+        self._share_processes = SHARE_PROCESSES if share_processes is None else share_processes
+        """Whether the workers of one CPU core share a process (:func:`hosts_of`)."""
         self._processes: list[Any] = []
+        """One per host, in :attr:`_hosts` order."""
+        self._hosts: list[tuple[Replica, ...]] = []
+        """The workers of each process."""
+        self._process_of: dict[int, int] = {}
+        """Per worker, the index of its process."""
         self._rendezvous_directory: str | None = None
         """Where the workers' collective groups meet (file stores), while they run."""
         self._progress: Any = None
@@ -48,52 +72,61 @@ class LocalBackend(ControlDriver):
         context = self._context
         count = len(layout.replicas)
         locks = DeviceLocks(context, len(self.devices))
-        outbound: list[dict[int, Connection]] = [{} for _ in range(count)]
-        inbound: list[list[Connection]] = [[] for _ in range(count)]
-        for src in range(count):
-            for dst in range(count):
+        hosts = hosts_of(layout, self.devices, workers, share=self._share_processes)
+        self._hosts = hosts
+        outbound: list[dict[int, Connection]] = [{} for _ in hosts]
+        inbound: list[list[Connection]] = [[] for _ in hosts]
+        for src in range(len(hosts)):
+            for dst, guests in enumerate(hosts):
                 if src != dst:
                     receiver, sender = context.Pipe(duplex=False)
-                    outbound[src][dst] = sender
+                    outbound[src].update(dict.fromkeys((r.worker for r in guests), sender))
                     inbound[dst].append(receiver)
-        rendezvous = self._rendezvous(layout)
+        rendezvous = self._rendezvous(layout, workers)
         self._progress = context.RawArray("i", [-1] * count)
         spin_for = _spin_for(layout, self.devices)
+        connections: dict[int, Connection] = {}
         child_ends = []
-        for replica in layout.replicas:
+        for index, guests in enumerate(hosts):
             driver_end, worker_end = context.Pipe()
+            grouped = next((r for r in guests if r.component in rendezvous), None)
             wiring = Wiring(
-                replica=replica,
-                device=self.devices[replica.device],
+                replicas=guests,
+                device=self.devices[guests[0].device],
                 connection=worker_end,
-                outbound=outbound[replica.worker],
-                inbound=tuple(inbound[replica.worker]),
+                outbound=outbound[index],
+                inbound=tuple(inbound[index]),
                 locks=locks,
-                rendezvous=rendezvous.get(replica.component),
+                rendezvous=None if grouped is None else rendezvous[grouped.component],
+                grouped=None if grouped is None else grouped.worker,
                 progress=self._progress,
-                spin_for=spin_for.get(replica.worker, frozenset()),
+                spin_for=spin_for.get(guests[0].worker, frozenset()),
             )
+            names = "+".join(f"{r.component}-{r.rank}" for r in guests)
             process = context.Process(  # type: ignore[attr-defined]
                 target=worker_main,
-                args=(wiring, workers[replica.component]),
-                name=f"rlinf-{replica.component}-{replica.rank}",
+                args=(wiring, {r.worker: workers[r.component] for r in guests}),
+                name=f"rlinf-{names}",
                 daemon=True,
             )
             process.start()
             self._processes.append(process)
-            self._connections.append(driver_end)
+            for replica in guests:
+                connections[replica.worker] = driver_end
+                self._process_of[replica.worker] = index
             child_ends.append(worker_end)
+        self._connections = [connections[w] for w in range(count)]
         for connection in (
             child_ends
-            + [c for group in outbound for c in group.values()]
+            + list({id(c): c for group in outbound for c in group.values()}.values())
             + [c for group in inbound for c in group]
         ):
             connection.close()
         self._await_ready(range(count), "setup")
 
-    def _rendezvous(self, layout: Layout) -> dict[str, FileRendezvous]:
-        """A file store per component with several replicas, in a new private directory."""
-        groups = [name for name in layout.components if len(layout.of(name)) > 1]
+    def _rendezvous(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> dict[str, FileRendezvous]:
+        """A file store per component with several replicas that uses collectives, in a new private directory."""
+        groups = [name for name in layout.components if len(layout.of(name)) > 1 and workers[name].collective]
         if not groups:
             return {}
         self._rendezvous_directory = private_directory()
@@ -104,7 +137,7 @@ class LocalBackend(ControlDriver):
 
     def _shutdown_workers(self) -> None:
         """Stop every worker process (politely, then by force)."""
-        for connection in self._connections:
+        for connection in self._processes_connections():
             with contextlib.suppress(OSError, ValueError):
                 connection.send(Shutdown())
         deadline = time.monotonic() + 5.0
@@ -122,6 +155,7 @@ class LocalBackend(ControlDriver):
         if self._rendezvous_directory is not None:
             shutil.rmtree(self._rendezvous_directory, ignore_errors=True)
         self._processes, self._connections, self._layout = [], [], None
+        self._hosts, self._process_of = [], {}
         self._progress = None
         self._rendezvous_directory = None
 
@@ -132,16 +166,22 @@ class LocalBackend(ControlDriver):
         return {worker: int(op) for worker, op in enumerate(self._progress) if op >= 0}
 
     def _watched(self) -> dict[Any, int]:
-        return {p.sentinel: w for w, p in enumerate(self._processes)}
+        return {p.sentinel: self._hosts[i][0].worker for i, p in enumerate(self._processes)}
+
+    def _culprit(self, worker: int) -> int:
+        """Of the workers in ``worker``'s process, the one that was running an op (else ``worker``)."""
+        running = self.current_ops()
+        guests = self._hosts[self._process_of[worker]] if worker in self._process_of else ()
+        return next((r.worker for r in guests if r.worker in running), worker)
 
     def _death(self, worker: int) -> str:
-        process = self._processes[worker]
+        process = self._processes[self._process_of[worker]]
         process.join(timeout=5.0)  # the sentinel fires before the exit status is ready
         return f"process exited with code {process.exitcode}"
 
     def worker_pids(self) -> dict[str, int]:
         """Process id of every worker, keyed ``component[rank]`` (for fault injection and monitoring)."""
-        return {self._name(w): int(p.pid) for w, p in enumerate(self._processes)}
+        return {self._name(w): int(self._processes[i].pid) for w, i in sorted(self._process_of.items())}
 
 
 def _spin_for(layout: Layout, devices: Sequence[Device]) -> dict[int, frozenset[int]]:
@@ -154,3 +194,28 @@ def _spin_for(layout: Layout, devices: Sequence[Device]) -> dict[int, frozenset[
         worker: frozenset(other for other, c in core_of.items() if c != core)
         for worker, core in core_of.items()
     }
+
+
+def hosts_of(
+    layout: Layout, devices: Sequence[Device], workers: Mapping[str, WorkerSpec], *, share: bool = True
+) -> list[tuple[Replica, ...]]:
+    """The workers of each process: on a CPU core (when ``share``) one process for the device's workers, with at
+    most one of them in a collective group (a component with several replicas whose spec says ``collective``;
+    another such worker gets a process of its own); elsewhere one process per worker."""
+    hosts: list[list[Replica]] = []
+    shared: dict[int, list[Replica]] = {}
+    for replica in layout.replicas:
+        grouped = len(layout.of(replica.component)) > 1 and workers[replica.component].collective
+        host = shared.get(replica.device)
+        if not share or devices[replica.device].kind != "cpu":
+            hosts.append([replica])
+        elif host is None:
+            shared[replica.device] = [replica]
+            hosts.append(shared[replica.device])
+        elif grouped and any(
+            len(layout.of(r.component)) > 1 and workers[r.component].collective for r in host
+        ):
+            hosts.append([replica])
+        else:
+            host.append(replica)
+    return [tuple(host) for host in hosts]

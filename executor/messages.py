@@ -84,23 +84,27 @@ class Hold(Command):
 # ---------------------------------------------------------------- driver -> worker
 @attrs.frozen
 class Prepare:
-    """Put the state where the next run expects it, untimed: offloaded (``True``) or on the device."""
+    """Put ``worker``'s state where the next run expects it, untimed: offloaded (``True``) or on the device."""
 
     offloaded: bool
+    worker: int
+    """Which of the process's workers (a local process may host several, :mod:`executor.local`)."""
 
 
 @attrs.frozen
 class RunLane:
-    """Run these commands, in order, as run ``run_id``; ``None``: the same lane as the previous run (the driver
-    sends a lane once per program, not every iteration)."""
+    """``worker``'s lane: run these commands, in order, as run ``run_id``; ``None``: the same lane as the previous
+    run (the driver sends a lane once per program, not every iteration). A process that hosts several workers runs
+    once it holds the lanes of all of them, merged in program order."""
 
     run_id: int
     commands: tuple[Command, ...] | None
+    worker: int
 
 
 @attrs.frozen
 class EndRun:
-    """The run is over: forget its outputs and received payloads."""
+    """The run is over: forget its outputs and received payloads (sent once per process)."""
 
     run_id: int
 
@@ -110,12 +114,13 @@ class Call:
     """Call a worker method between runs (``checkpoint``, ``restore``) and answer with a :class:`Result`."""
 
     method: str
-    args: tuple = ()
+    args: tuple
+    worker: int
 
 
 @attrs.frozen
 class Shutdown:
-    """Free what the worker holds and stop."""
+    """Free what the process's workers hold and stop (sent once per process)."""
 
 
 # ---------------------------------------------------------------- worker -> driver

@@ -43,7 +43,7 @@ from executor.devices import Device
 from executor.handshake import HelloServer, hello
 from executor.messages import Failed, Ready
 from executor.routing import Replica
-from executor.runtime import CommandRunner, WorkerSpec, serve
+from executor.runtime import CommandRunner, Host, WorkerSpec, serve
 
 CONNECT_TIMEOUT_S = 30.0
 """How long an actor may take to reach the driver, and its same-node peers to reach it."""
@@ -163,7 +163,7 @@ class RayWorker:
         connection = socket_connection(socket.create_connection(driver, timeout=CONNECT_TIMEOUT_S))
         connection.send_bytes(hello(self.token, self.replica.worker))
         try:
-            serve(connection, self.runner)
+            serve(connection, Host([self.runner], self.runner.mailbox))
         finally:
             connection.close()
             shutil.rmtree(self._directory, ignore_errors=True)

@@ -110,7 +110,7 @@ class RayBackend(ControlDriver):
                 actor_class.options(**options).remote(replica, device, workers[replica.component], token)
             )
         self._connect_peers(layout)
-        rendezvous = self._rendezvous(layout)
+        rendezvous = self._rendezvous(layout, workers)
         replies = [self._actors[r.worker].setup.remote(rendezvous.get(r.component)) for r in layout.replicas]
         for worker, ref in enumerate(replies):
             message = self._get(ref, worker)
@@ -152,13 +152,13 @@ class RayBackend(ControlDriver):
         for worker, ref in enumerate(pending):
             self._get(ref, worker)
 
-    def _rendezvous(self, layout: Layout) -> dict[str, Rendezvous]:
-        """Where each component with several replicas forms its collective group, chosen by its rank 0
-        (:meth:`executor.ray_actor.RayWorker.collective_rendezvous`)."""
+    def _rendezvous(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> dict[str, Rendezvous]:
+        """Where each component with several replicas that uses collectives (:attr:`WorkerSpec.collective`)
+        forms its group, chosen by its rank 0 (:meth:`executor.ray_actor.RayWorker.collective_rendezvous`)."""
         rendezvous: dict[str, Rendezvous] = {}
         for name in layout.components:
             replicas = layout.of(name)
-            if len(replicas) > 1:
+            if len(replicas) > 1 and workers[name].collective:
                 same_node = len({self.nodes[r.device] for r in replicas}) == 1
                 first = replicas[0].worker
                 rendezvous[name] = self._get(

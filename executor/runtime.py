@@ -1,10 +1,15 @@
-"""The worker side of the backends: :class:`CommandRunner` runs a lane, :func:`serve` is the worker loop.
+"""The worker side of the backends: :class:`CommandRunner` runs one worker's commands, :class:`Host` runs the
+lanes of the workers of one process, :func:`serve` is the process's loop.
 
-A worker process binds itself to its device, joins the component's collective group and builds the worker. Each
-iteration the driver sends it its lane (:class:`executor.messages.RunLane`): the commands of its ops in program
-order. The worker runs them itself, one after the other (under its device lock in the local backend): before a
-command it waits for the completion signals of the ops it follows from the other workers that run them, after it
-signals the workers whose ops follow; payloads arrive straight from their producers (:mod:`executor.channels`).
+A worker process binds itself to its device, joins a collective group (for at most one of its workers) and builds
+its workers: one in the Ray backend, every worker of one device in the local backend (:mod:`executor.local`).
+Each iteration the driver sends it each worker's lane (:class:`executor.messages.RunLane`): the commands of its ops
+in program order. The process runs them itself, merged in program order (the program's ops are stored in a
+topological order of its release graph, so that order never waits for a later command of the same process), one
+after the other (under the device lock in the local backend): before a command it waits for the completion
+signals of the ops it follows from the workers of other processes that run them, after it signals the other
+processes' workers whose ops follow (within a process the order alone keeps the rule); payloads arrive straight
+from their producers (:mod:`executor.channels`).
 Measured spans, infos, bytes moved and resident state bytes go to the driver in batches
 (:class:`executor.messages.Records`): every :data:`FLUSH_EVERY_S` and at the lane's end (and, where the driver has
 no progress array to read a worker's current op from, before each wait). A failing op is reported with its traceback and ends the loop. The Ray backend's actors run the same
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -59,53 +64,66 @@ class WorkerSpec:
     """A picklable callable (usually a class) returning a worker that follows :class:`executor.protocol.Worker`."""
     config: Any = None
     """Passed to ``setup``; must be picklable."""
+    collective: bool = True
+    """Whether the component's replicas form a ``torch.distributed`` group (when it has several): a worker that
+    never calls a collective (an environment, a policy that only acts) says ``False``, so that it needs no group
+    and may share a process with the other workers of its device (a process holds at most one group)."""
 
 
 @attrs.frozen(kw_only=True)
 class Wiring:
-    """Everything a worker process needs besides its spec."""
+    """Everything a worker process needs besides its workers' specs."""
 
-    replica: Replica
+    replicas: tuple[Replica, ...]
+    """The workers this process hosts, all on ``device``, in worker order."""
     device: Device
     connection: Connection
     """Duplex pipe to the driver."""
     outbound: Mapping[int, Connection]
+    """Per worker of another process, the pipe to that process."""
     inbound: tuple[Connection, ...]
     locks: DeviceLocks
     rendezvous: FileRendezvous | None = None
-    """Where the component's collective group meets (``None`` when the component has one replica)."""
+    """Where the collective group of :attr:`grouped` meets (``None``: no hosted worker joins a group)."""
+    grouped: int | None = None
+    """The hosted worker whose component's group this process joins."""
     progress: Any = None
-    """Shared array (one int per worker) where the worker writes the op it runs (``-1`` between ops), so that the
-    driver can name it if the process dies."""
+    """Shared array (one int per worker) where the process writes the op each worker runs (``-1`` between ops), so
+    that the driver can name it if the process dies."""
     spin_for: frozenset[int] = frozenset()
-    """Workers on other cores whose signals this worker polls for before sleeping (:data:`SPIN_S`)."""
+    """Workers on other cores whose signals this process polls for before sleeping (:data:`SPIN_S`)."""
 
 
-def worker_main(wiring: Wiring, spec: WorkerSpec) -> None:
-    """Process entry point."""
-    replica = wiring.replica
+def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
+    """Process entry point: set up every hosted worker (``specs``: per worker id), then serve."""
     connection = wiring.connection
+    hosted = frozenset(r.worker for r in wiring.replicas)
+    mailbox = Mailbox(
+        WorkerAddress(worker=wiring.replicas[0].worker),
+        wiring.outbound,
+        list(wiring.inbound),
+        {},
+        hosted=hosted,
+    )
+    runners: list[CommandRunner] = []
+    current = wiring.replicas[0]
     try:
         wiring.device.bind()
-        if wiring.rendezvous is not None:
-            join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
-        worker = spec.factory()
-        worker.setup(spec.config, replica.rank, replica.world, wiring.device)
-        mailbox = Mailbox(WorkerAddress(worker=replica.worker), wiring.outbound, list(wiring.inbound), {})
-        runner = CommandRunner(
-            worker,
-            replica,
-            wiring.device,
-            mailbox,
-            wiring.locks,
-            progress=wiring.progress,
-            spin_for=wiring.spin_for,
-        )
-        connection.send(Ready(replica.worker, runner.resident_bytes()))
+        for replica in wiring.replicas:
+            current = replica
+            if wiring.rendezvous is not None and replica.worker == wiring.grouped:
+                join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
+            worker = specs[replica.worker].factory()
+            worker.setup(specs[replica.worker].config, replica.rank, replica.world, wiring.device)
+            runners.append(
+                CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks, progress=wiring.progress)
+            )
+        for runner in runners:
+            connection.send(Ready(runner.replica.worker, runner.resident_bytes()))
     except BaseException as error:  # report anything, including KeyboardInterrupt, then end
-        connection.send(Failed(replica.worker, -1, _describe(error), traceback.format_exc()))
+        connection.send(Failed(current.worker, -1, _describe(error), traceback.format_exc()))
         return
-    serve(connection, runner)
+    serve(connection, Host(runners, mailbox, spin_for=wiring.spin_for))
 
 
 def _describe(error: BaseException) -> str:
@@ -136,7 +154,7 @@ class DriverGone(Exception):
 
 
 class CommandRunner:
-    """Runs the commands of one worker's lanes and measures them."""
+    """Runs the commands of one worker and measures them."""
 
     def __init__(
         self,
@@ -147,12 +165,12 @@ class CommandRunner:
         locks: DeviceLocks | None = None,
         clock: Callable[[], float] = time.perf_counter,
         progress: Any = None,
-        spin_for: frozenset[int] = frozenset(),
     ) -> None:
         self.worker = worker
         self.replica = replica
         self.device = device
         self.mailbox = mailbox
+        """The mailbox of the process (shared by the workers it hosts)."""
         self.locks = locks
         self.clock = clock
         """``time.perf_counter`` (one system-wide monotonic clock on Linux) locally; wall time across nodes."""
@@ -164,8 +182,6 @@ class CommandRunner:
         self.lane: tuple[Command, ...] = ()
         """The commands of the last lane received (reused when a run's :class:`RunLane` carries none)."""
         self.own_device = (self.replica.device,)
-        self.spin_for = spin_for
-        """Workers whose signals are polled for (:data:`SPIN_S`) before sleeping."""
         self.last_resident: int | None = None
         """Resident bytes after the last command (CPU: counted from the state tensors)."""
 
@@ -178,9 +194,8 @@ class CommandRunner:
         return tensor_bytes(self.worker.state_tensors())
 
     def end_run(self) -> None:
-        """Forget this iteration's outputs and received payloads."""
+        """Forget this iteration's outputs."""
         self.outputs.clear()
-        self.mailbox.clear()
 
     def call(self, method: str, args: tuple = ()) -> Any:
         """Call a worker method between runs (``checkpoint``, ``restore``)."""
@@ -197,83 +212,6 @@ class CommandRunner:
             self.store.offload(self.worker.state_tensors())
         elif not offloaded and self.store.holds_state:
             self._onload()
-
-    # ------------------------------------------------------------ a lane
-    def run_lane(self, lane: RunLane, connection: Connection) -> bool:
-        """Run every command of ``lane``, sending records to the driver on ``connection``; ``False`` when a
-        command failed (its :class:`Failed` has been sent). Raises :class:`DriverGone` when the driver went away
-        or said shutdown while this worker waited."""
-        self.run_id = lane.run_id
-        if lane.commands is not None:
-            self.lane = lane.commands
-        pending: list[Record] = []
-        last_flush = time.monotonic()
-        # Where the driver can see which op a worker runs (the local backend's progress array), records go out
-        # every FLUSH_EVERY_S; elsewhere (Ray) before each op, so that a dead worker's op can be named: the driver
-        # takes the op after the last one recorded as running (flushing only before a wait left it one op behind
-        # when an op's inputs had already arrived: the error named the op before the one that died).
-        flush_before_each = self.progress is None
-
-        def flush() -> None:
-            nonlocal last_flush
-            if pending:
-                connection.send(Records(self.replica.worker, tuple(pending)))
-                pending.clear()
-            last_flush = time.monotonic()
-
-        def flush_due() -> float | None:
-            """Flush when the oldest pending record is due; seconds until the next flush (``None``: none)."""
-            if not pending:
-                return None
-            left = last_flush + FLUSH_EVERY_S - time.monotonic()
-            if left <= 0:
-                flush()
-                return None
-            return left
-
-        for command in self.lane:
-            keys = [done_key(self.run_id, op, w) for op, w in command.waits]
-            if flush_before_each:
-                flush()
-            ready = all(self.mailbox.has(k) for k in keys)
-            if not ready and self.spin_for and all(w in self.spin_for for _, w in command.waits):
-                ready = self._poll(keys)
-            if not ready:
-                self._await(keys, connection, flush_due)
-            else:
-                flush_due()
-            outcome = self.execute(command)
-            if isinstance(outcome, Failed):
-                flush()
-                connection.send(outcome)
-                return False
-            pending.append(outcome)
-        flush()
-        return True
-
-    def _poll(self, keys: list[tuple]) -> bool:
-        """Read the pipes without sleeping for up to :data:`SPIN_S` or until every message in ``keys`` is in;
-        whether they all are."""
-        deadline = time.perf_counter() + SPIN_S
-        while time.perf_counter() < deadline:
-            self.mailbox.wait_any([], timeout=0)
-            if all(self.mailbox.has(k) for k in keys):
-                return True
-        return False
-
-    def _await(
-        self, keys: list[tuple], connection: Connection, flush_due: Callable[[], float | None]
-    ) -> None:
-        """Wait until every message in ``keys`` has arrived, watching the driver's connection and sending records
-        when they are due meanwhile."""
-        while not all(self.mailbox.has(k) for k in keys):
-            if self.mailbox.wait_any([connection], timeout=flush_due()):
-                try:
-                    message = connection.recv()
-                except (EOFError, OSError):
-                    raise DriverGone() from None
-                assert isinstance(message, Shutdown), f"unexpected {message!r} during a run"
-                raise DriverGone()
 
     def execute(self, command: Command) -> Record | Failed:
         """Run one command (its waits already met); returns its record or the failure."""
@@ -319,7 +257,8 @@ class CommandRunner:
     def _run(self, command: Command) -> tuple[int, Mapping[str, Any], float | None]:
         """Run ``command``: bytes moved, the info, seconds in ``worker.compute`` (``None``: the op is all work)."""
         if isinstance(command, Compute):
-            inputs = [self.mailbox.receive(data_key(self.run_id, op, w)) for op, w in command.inputs]
+            me = self.replica.worker
+            inputs = [self.mailbox.receive(data_key(self.run_id, op, w), me) for op, w in command.inputs]
             begin = self.clock()
             data, info = self.worker.compute(command.name, command.micro_batch, command.step, inputs)
             busy = self.clock() - begin
@@ -340,7 +279,9 @@ class CommandRunner:
             key = data_key(self.run_id, command.op, self.replica.worker)
             return sum(self.mailbox.send(d, key, weights) for d in command.destinations), {}, None
         if isinstance(command, SyncRecv):
-            weights = self.mailbox.receive(data_key(self.run_id, command.op, command.source))
+            weights = self.mailbox.receive(
+                data_key(self.run_id, command.op, command.source), self.replica.worker
+            )
             if self.store.holds_state:
                 self.pending_weights = weights  # loaded at the next onload; the state stays in host memory
             else:
@@ -367,10 +308,158 @@ class CommandRunner:
         return moved
 
 
-def serve(connection: Connection, runner: CommandRunner) -> None:
+class Host:
+    """The workers of one process and the lanes it runs: every iteration it collects one :class:`RunLane` per
+    hosted worker, then runs their commands merged in program order (:func:`merge_lanes`), waiting only for other
+    processes' signals, and sends each worker's records to the driver in batches."""
+
+    def __init__(
+        self, runners: Sequence[CommandRunner], mailbox: Mailbox, *, spin_for: frozenset[int] = frozenset()
+    ) -> None:
+        self.runners = {runner.replica.worker: runner for runner in runners}
+        self.mailbox = mailbox
+        self.spin_for = spin_for
+        """Workers whose signals are polled for (:data:`SPIN_S`) before sleeping."""
+        self._received: dict[int, RunLane] = {}
+        """The lanes of the coming run received so far, per hosted worker."""
+        self._merged: tuple[tuple[CommandRunner, Command], ...] = ()
+        self._progress = next(iter(self.runners.values())).progress
+
+    def runner(self, worker: int) -> CommandRunner:
+        """The hosted worker ``worker``."""
+        return self.runners[worker]
+
+    def close(self) -> None:
+        """Free every hosted worker's offloaded state."""
+        for runner in self.runners.values():
+            runner.close()
+
+    def end_run(self) -> None:
+        """Forget this iteration's outputs and received payloads."""
+        for runner in self.runners.values():
+            runner.end_run()
+        self.mailbox.clear()
+
+    def take_lane(self, message: RunLane) -> bool:
+        """Keep one hosted worker's lane; whether the lanes of all of them are in (the run may start)."""
+        self._received[message.worker] = message
+        if len(self._received) < len(self.runners):
+            return False
+        lanes, self._received = self._received, {}
+        changed = False
+        for worker, lane in lanes.items():
+            runner = self.runners[worker]
+            runner.run_id = lane.run_id
+            if lane.commands is not None:
+                runner.lane, changed = lane.commands, True
+        if changed or not self._merged:
+            merged = merge_lanes({w: r.lane for w, r in self.runners.items()})
+            self._merged = tuple((self.runners[w], command) for w, command in merged)
+        return True
+
+    def run(self, connection: Connection) -> bool:
+        """Run the merged lanes, sending records to the driver on ``connection``; ``False`` when a command failed
+        (its :class:`Failed` has been sent). Raises :class:`DriverGone` when the driver went away or said shutdown
+        while this process waited."""
+        mailbox = self.mailbox
+        pending: dict[int, list[Record]] = {}
+        last_flush = time.monotonic()
+        # Where the driver can see which op a worker runs (the local backend's progress array), records go out
+        # every FLUSH_EVERY_S; elsewhere (Ray) before each op, so that a dead worker's op can be named: the driver
+        # takes the op after the last one recorded as running (flushing only before a wait left it one op behind
+        # when an op's inputs had already arrived: the error named the op before the one that died).
+        flush_before_each = self._progress is None
+
+        def flush() -> None:
+            nonlocal last_flush
+            for worker, records in pending.items():
+                if records:
+                    connection.send(Records(worker, tuple(records)))
+            pending.clear()
+            last_flush = time.monotonic()
+
+        def flush_due() -> float | None:
+            """Flush when the oldest pending record is due; seconds until the next flush (``None``: none)."""
+            if not pending:
+                return None
+            left = last_flush + FLUSH_EVERY_S - time.monotonic()
+            if left <= 0:
+                flush()
+                return None
+            return left
+
+        for runner, command in self._merged:
+            me = runner.replica.worker
+            keys = [done_key(runner.run_id, op, w) for op, w in command.waits]
+            if flush_before_each:
+                flush()
+            ready = all(mailbox.has(k, me) for k in keys)
+            if not ready and self.spin_for and all(w in self.spin_for for _, w in command.waits):
+                ready = self._poll(keys, me)
+            if not ready:
+                self._await(keys, me, connection, flush_due)
+            else:
+                flush_due()
+            outcome = runner.execute(command)
+            if isinstance(outcome, Failed):
+                flush()
+                connection.send(outcome)
+                return False
+            pending.setdefault(me, []).append(outcome)
+        flush()
+        return True
+
+    def _poll(self, keys: list[tuple], me: int) -> bool:
+        """Read the pipes without sleeping for up to :data:`SPIN_S` or until every message in ``keys`` is in;
+        whether they all are."""
+        deadline = time.perf_counter() + SPIN_S
+        while time.perf_counter() < deadline:
+            self.mailbox.wait_any([], timeout=0)
+            if all(self.mailbox.has(k, me) for k in keys):
+                return True
+        return False
+
+    def _await(
+        self, keys: list[tuple], me: int, connection: Connection, flush_due: Callable[[], float | None]
+    ) -> None:
+        """Wait until every message in ``keys`` has arrived, watching the driver's connection and sending records
+        when they are due meanwhile."""
+        while not all(self.mailbox.has(k, me) for k in keys):
+            if self.mailbox.wait_any([connection], timeout=flush_due()):
+                try:
+                    message = connection.recv()
+                except (EOFError, OSError):
+                    raise DriverGone() from None
+                assert isinstance(message, Shutdown), f"unexpected {message!r} during a run"
+                raise DriverGone()
+
+
+def merge_lanes(lanes: Mapping[int, Sequence[Command]]) -> list[tuple[int, Command]]:
+    """The commands of one process's workers (``lanes``: per worker, in program order) as one sequence in program
+    order, without the waits and signals between those workers: the program's ops are stored in a topological
+    order of its release graph, so every op a command follows has run before it in this sequence. Within one op
+    (a weight sync between two hosted workers) the sender comes first."""
+    hosted = set(lanes)
+    merged = [
+        (
+            worker,
+            attrs.evolve(
+                command,
+                waits=tuple(w for w in command.waits if w[1] not in hosted),
+                notify=tuple(n for n in command.notify if n not in hosted),
+            ),
+        )
+        for worker, lane in lanes.items()
+        for command in lane
+    ]
+    merged.sort(key=lambda item: (item[1].op, not isinstance(item[1], SyncSend), item[0]))
+    return merged
+
+
+def serve(connection: Connection, host: Host) -> None:
     """Answer the driver's messages on ``connection`` until shutdown (or the driver goes away); both backends'
-    workers run this loop."""
-    mailbox = runner.mailbox
+    worker processes run this loop."""
+    mailbox = host.mailbox
     while True:
         # Drain data pipes while idle too, so that a sender never blocks on a full pipe to an idle worker.
         try:
@@ -380,21 +469,26 @@ def serve(connection: Connection, runner: CommandRunner) -> None:
         except (EOFError, OSError):
             return
         if isinstance(message, Shutdown):
-            runner.close()
+            host.close()
             return
         if isinstance(message, RunLane):
+            if not host.take_lane(message):
+                continue
             try:
-                if not runner.run_lane(message, connection):
+                if not host.run(connection):
                     return
             except DriverGone:
-                runner.close()
+                host.close()
                 return
         elif isinstance(message, Prepare):
+            runner = host.runner(message.worker)
             runner.prepare(message.offloaded)
-            connection.send(Ready(runner.replica.worker, runner.resident_bytes()))
+            connection.send(Ready(message.worker, runner.resident_bytes()))
         elif isinstance(message, EndRun):
-            runner.end_run()
+            host.end_run()
         elif isinstance(message, Call):
-            connection.send(Result(runner.replica.worker, runner.call(message.method, message.args)))
+            connection.send(
+                Result(message.worker, host.runner(message.worker).call(message.method, message.args))
+            )
         else:
             raise AssertionError(f"unknown message {message!r}")

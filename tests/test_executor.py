@@ -6,6 +6,7 @@ import multiprocessing
 import time
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -392,3 +393,94 @@ def test_a_worker_polls_only_for_workers_on_other_cores() -> None:
     plan = plan_from_yaml("placement: {actor: 0, env: 0, rollout: 0}\ngranularity: {loop: 2}", 1)
     layout = layout_of(job.lower(plan, config, 1))
     assert set(_spin_for(layout, executor.cpu_devices(1, (0,))).values()) == {frozenset()}
+
+
+# --------------------------------------------------------------------------- workers that share a core
+def test_a_cores_workers_share_a_process_with_at_most_one_collective_group() -> None:
+    """On a CPU core one process hosts the device's workers, except that a second component needing a
+    collective group (several replicas, ``collective=True``) gets its own process; on GPUs, or with sharing
+    off, one process per worker."""
+    from executor.local import hosts_of
+
+    layout = layout_of(chain_program(COLLOCATED_OFFLOAD))  # every component on both devices
+    cpus = executor.cpu_devices(2)
+
+    def names(hosts: list) -> list[list[str]]:
+        return [[f"{r.component}[{r.rank}]" for r in host] for host in hosts]
+
+    grouped = specs()  # ChainWorker keeps the default: collective
+    assert names(hosts_of(layout, cpus, grouped)) == [
+        ["rollout[0]"],
+        ["rollout[1]"],
+        ["reward[0]"],
+        ["reward[1]"],
+        ["actor[0]"],
+        ["actor[1]"],
+    ]
+    light = {name: attrs.evolve(spec, collective=name == "actor") for name, spec in specs().items()}
+    assert names(hosts_of(layout, cpus, light)) == [
+        ["rollout[0]", "reward[0]", "actor[0]"],
+        ["rollout[1]", "reward[1]", "actor[1]"],
+    ]
+    assert len(hosts_of(layout, cpus, light, share=False)) == 6
+    gpus = tuple(executor.Device(index=i, kind="cuda", core=i) for i in range(2))
+    assert len(hosts_of(layout, gpus, light)) == 6
+    one_core = layout_of(
+        chain_program(HYBRID.replace("actor: 0-1", "actor: 0").replace("reward: 1", "reward: 0"), 1)
+    )
+    assert names(hosts_of(one_core, executor.cpu_devices(1), grouped)) == [
+        ["rollout[0]", "reward[0]", "actor[0]"]
+    ]
+
+
+def test_merged_lanes_keep_program_order_and_drop_waits_within_the_process() -> None:
+    """A process runs its workers' commands in program order (a topological order of the release graph), the
+    sender of a weight sync before its receiver, and waits only for other processes' workers."""
+    from executor.messages import SyncRecv, SyncSend
+    from executor.runtime import merge_lanes
+
+    program = chain_program("placement: {rollout: 0, reward: 0, actor: 0}\noffload: [rollout, actor]\n", 1)
+    layout = layout_of(program)
+    lanes = build_lanes(program, layout, routes_of(program))
+    merged = merge_lanes(lanes)
+    assert sorted(merged, key=lambda item: item[1].op) == merged
+    assert sorted((w, c.op) for w, c in merged) == sorted(
+        (w, c.op) for w, lane in lanes.items() for c in lane
+    )
+    assert all(not c.waits and not c.notify for _, c in merged)  # one process: the order alone keeps the rule
+    assert any(c.waits for lane in lanes.values() for c in lane)  # ... which separate processes signal
+    sync = [type(c) for _, c in merged if isinstance(c, (SyncSend, SyncRecv))]
+    assert sync == [SyncSend, SyncRecv]
+    # Two of three workers in one process: waits on the third remain.
+    partial = merge_lanes({w: lanes[w] for w in (0, 1)})
+    assert {v for _, c in partial for _, v in c.waits} == {2}
+
+
+def test_shared_processes_run_the_same_program_as_one_process_per_worker() -> None:
+    """The same program with the workers of each core in one process and with one process per worker: the
+    simulator's per-device order, every dependency kept, the same rows delivered; fewer processes, and no bytes
+    moved between workers of one process."""
+    program = chain_program(HYBRID)  # rollout + actor[0] on core 0, reward + actor[1] on core 1
+    results, processes = [], []
+    for share in (True, False):
+        with executor.LocalBackend(executor.cpu_devices(2), share_processes=share) as backend:
+            results.append(executor.run(program, specs(), backend=backend))
+            results.append(executor.run(program, specs(), backend=backend))
+            processes.append(len(set(backend.worker_pids().values())))
+    assert processes == [2, 4]
+    for result in results:
+        assert device_orders(result.timeline) == [list(o) for o in program.device_order]
+        assert_follows_program(result.timeline)
+    rows = [{(i.component, i.rank, i.op_index): i.info["rows_in"] for i in r.infos} for r in results]
+    assert rows[0] == rows[1] == rows[2] == rows[3]
+    one_core = chain_program(
+        "placement: {rollout: 0, reward: 0, actor: 0}\ngranularity: {rollout->reward: 4}\n", 1
+    )
+    with executor.LocalBackend(executor.cpu_devices(1)) as backend:
+        alone = executor.run(one_core, specs(), backend=backend)
+        assert len(set(backend.worker_pids().values())) == 1
+    assert_follows_program(alone.timeline)
+    assert all(s.num_bytes == 0 for s in alone.samples if s.op in ("transfer", "sync_weights"))
+    assert [i.info["rows_in"] for i in alone.infos if i.op_name == "train"] == [
+        16
+    ]  # 4 micro-batches x 4 rows

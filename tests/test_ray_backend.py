@@ -38,11 +38,12 @@ def two_nodes() -> Iterator[str]:
 
 
 def test_same_op_order_and_data_as_the_local_backend(two_nodes: str) -> None:
-    """HYBRID: rollout on device 0 (node 0), reward on device 1 (node 1), actor on both."""
+    """HYBRID: rollout on device 0 (node 0), reward on device 1 (node 1), actor on both. The local backend runs
+    one process per worker, as Ray does (sharing a process, it would move no bytes between a core's workers)."""
     assert max(SHM_MIN_BYTES, RAY_INLINE_ARGUMENT_BYTES) < BIG_ROWS * 96 * 4
     program = chain_program(HYBRID)
     workers = specs(**{name: {"rows": BIG_ROWS} for name in ("rollout", "reward", "actor")})
-    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+    with executor.LocalBackend(executor.cpu_devices(2), share_processes=False) as backend:
         local = executor.run(program, workers, backend=backend)
     with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:
         first = executor.run(program, workers, backend=backend)

@@ -139,6 +139,7 @@ class Job:
             name: executor.WorkerSpec(
                 factory=functools.partial(BoundWorker, classes[name]),
                 config=Binding(config=config, facts=facts[name]),
+                collective=getattr(classes[name], "collective", True) is not False,
             )
             for name in workflow.component_names
         }

@@ -75,6 +75,9 @@ def long_tail_prompts(config: ArithGrpoConfig, iteration: int) -> frozenset[int]
 class RolloutWorker:
     """Generates this replica's share of the prompt groups, streaming finished groups op by op."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
         rank, world, device = context.rank, context.world, context.device
         self.config, self.rank, self.world = config, rank, world
@@ -180,6 +183,9 @@ def _copy_weights(model: torch.nn.Module | None) -> dict[str, torch.Tensor] | No
 class RewardWorker:
     """The verifier and the group-relative advantages of every group it receives."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
         self.tokenizer = ArithTokenizer()
         self.reward = components.RewardWorker(
@@ -216,6 +222,9 @@ class RewardWorker:
 
 class InferenceWorker:
     """Old-policy (synced from the actor every iteration) and reference (warm start) log-probabilities."""
+
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
 
     def setup(self, config: ArithGrpoConfig, context: WorkerContext) -> None:
         device = context.device

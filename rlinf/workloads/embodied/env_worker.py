@@ -159,6 +159,9 @@ class _Stage:
 class EnvWorker:
     """Steps its stages' environments when the executor runs ``env_step`` ops."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: EmbodiedConfig, context: WorkerContext) -> None:
         self.config = config
         self.stages = []

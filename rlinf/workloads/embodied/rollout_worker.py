@@ -18,6 +18,9 @@ from rlinf.workloads.embodied.policy import ActorCritic, load_payload
 class RolloutWorker:
     """Samples actions with the weights and observation statistics last synced from the actor."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: EmbodiedConfig, context: WorkerContext) -> None:
         from rlinf.workloads.embodied.config import check_env_id
 

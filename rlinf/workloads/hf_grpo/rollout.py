@@ -62,6 +62,9 @@ def pack_groups(
 class RolloutWorker:
     """Generates this replica's share of the prompt groups, streaming finished groups op by op."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
         self.config = config
         self.device = torch.device(context.device.torch_device)

@@ -43,6 +43,9 @@ from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 class RewardWorker:
     """Exact-match rewards of the extracted answers, then advantages within each group."""
 
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
+
     def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
         with cache_lock(Path(config.execution.cache_dir)):
             self.tokenizer = load_tokenizer(base_checkpoint(config))
@@ -117,6 +120,9 @@ def sequence_logprobs(
 
 class InferenceWorker:
     """Old-policy (synced from the actor every iteration) and reference (warm start) log-probabilities."""
+
+    collective = False
+    """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
 
     def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
         self.device = torch.device(context.device.torch_device)

@@ -61,10 +61,19 @@ def test_the_scaling_table_in_docs_executor_equals_its_artifact() -> None:
         "halfcheetah_best_2dev_over_1dev": f"{data['halfcheetah_best_2dev_over_1dev']:.2f}",
         "pipelining_2stages_over_1": f"{data['pipelining_2stages_over_1']:.2f}",
         "single_process_ratio": f"{data['single_process_ratio']:.2f}",
+        "shared_processes_over_one_per_worker": f"{data['shared_processes_over_one_per_worker']['hopper_1dev']:.2f}",
         "per_op_overhead_us": f"{data['per_op_overhead_us']:.0f}",
         "driver_cpu_share": f"{100 * data['driver_cpu_share']:.1f}",
     }
     assert shown == expected
+    # the same plans with one process per worker: the ratios follow from both runs' medians
+    separate = details["one_process_per_worker"]
+    for key in ("hopper_1dev", "hopper_2dev"):
+        assert separate[key]["plan"] + f" stages={separate[key]['stages']}" == details["best"][key]
+        ratio = best[key] / separate[key]["env_steps_per_s"]
+        assert data["shared_processes_over_one_per_worker"][key] == ratio
+    shared_row = next(line for line in table.splitlines() if "`shared_processes_over_one_per_worker`" in line)
+    assert f"**{data['shared_processes_over_one_per_worker']['hopper_2dev']:.2f}**" in shared_row
     assert f"commit {details['commit']}" in doc
     readme = (ROOT / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| a second core and pipelining"))

@@ -99,6 +99,8 @@ VALIDATE_RUNS = (
     "validate_hopper_quiet_run2",
     "validate_hopper_loaded",
     "validate_hopper_loaded_run2",
+    "validate_hopper_quiet_run3",
+    "validate_hopper_loaded_run3",
 )
 """The README's Hopper validate runs, on a quiet and on a loaded machine (``docs/data/NAME.json``)."""
 
@@ -248,7 +250,7 @@ def test_the_readme_one_core_plan_under_load_equals_the_artifacts() -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert all(p["predicted_s"] > p["measured_s"] for p in loaded)
     claim = (
-        f"predicted slower than measured in both runs ({100 * loaded[0]['error']:.1f}% and "
+        f"predicted slower than measured in the first two loaded runs ({100 * loaded[0]['error']:.1f}% and "
         f"{100 * loaded[1]['error']:.1f}%): it measured about as on a quiet machine ({1e3 * loaded[0]['measured_s']:.1f} "
         f"and {1e3 * loaded[1]['measured_s']:.1f} ms loaded, {1e3 * quiet[0]['measured_s']:.1f} and "
         f"{1e3 * quiet[1]['measured_s']:.1f} ms quiet)"

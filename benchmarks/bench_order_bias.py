@@ -7,7 +7,7 @@ Until commit cc49de9 :func:`rlinf.profiling.measure_plans` ran several plans wit
 iterations alternating between them, and ``rlinf validate`` ranked plans by it; it now measures one plan at a time
 in turns with fresh workers, and this benchmark measures that protocol. ``docs/data/order_bias.json`` is of it (its
 version of commit 7f3695c, in git history, is of the side-by-side one). Both entries are the same plan (the README
-main job's choice on 2 cores, ``hybrid: actor@0 env@0 rollout@1, loop=2``, ``examples/hopper_ppo.yaml``), so each
+main job's choice on 2 cores until commit 5994a0b, ``hybrid: actor@0 env@0 rollout@1, loop=2``, ``examples/hopper_ppo.yaml``), so each
 run's ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two settings, alternating run by run:
 
 * ``one generation``: one turn per entry, entry 0 first;

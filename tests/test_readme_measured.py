@@ -77,7 +77,7 @@ def streaming() -> list[str]:
     ]
 
 
-VALIDATE_RUNS = ("docs/grpo_validate.json", "docs/grpo_validate_run2.json")
+VALIDATE_RUNS = ("docs/grpo_validate.json", "docs/grpo_validate_run2.json", "docs/grpo_validate_run3.json")
 
 
 def fidelity() -> list[str]:

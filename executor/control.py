@@ -69,7 +69,8 @@ class ControlDriver(WorkerStateMixin):
 
     # ------------------------------------------------------------------ what a backend provides
     def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
-        """Start one worker per replica of ``layout``; fill ``self._connections`` in worker order."""
+        """Start the workers of ``layout`` (one per replica, in processes of the backend's choosing); fill
+        ``self._connections`` in worker order (workers of one process share its connection)."""
         raise NotImplementedError
 
     def _terminate(self) -> None:

@@ -1,8 +1,10 @@
-"""Auto mode vs fixed modes: env steps/s of the plan ``rlinf train --mode auto`` chooses against the collocated,
+"""Auto mode vs fixed modes: throughput of the plan ``rlinf train --mode auto`` chooses against the collocated,
 hybrid and disaggregated plans of the same config, each fixed mode at its best measured granularity, with the real
-executor (PPO updates included).
+executor (training included). Throughput is the iteration's work over its median time: env steps for Hopper,
+the workflow's unit otherwise (GRPO: samples, prompts x group size).
 
     python benchmarks/bench_auto_mode.py [--set num_envs=32] [--set hidden_sizes=[1024,1024]] [--iterations 10]
+    python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set execution.heldout_eval=false
 
 The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. Each fixed mode is measured at every
 uniform granularity the workload allows (``rlinf.jobs.plans.uniform_granularities``: for Hopper's 8 envs, 1, 2, 4
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         job, config, unique, iterations=args.iterations, warmup_iterations=args.warmup, num_cores=args.devices
     )
     by_entry = {(m.plan, m.num_devices): m for m in measured}
-    env_steps = config.num_envs * config.num_steps
+    unit, work = work_per_iteration(config, workflow)
+    rate = f"{unit}_per_s"
     rows = {}
     for name, entry in entries.items():
         run = by_entry[entry]
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             "plan": entry[0].describe(),
             "logical_devices": entry[1],
             "median_iteration_s": median_s,
-            "env_steps_per_s": env_steps / median_s,
+            rate: work / median_s,
             "iteration_s": list(run.iteration_s),
         }
     predicted = {(c.plan, c.num_devices): c.predicted_s for c in auto.candidates}
@@ -109,26 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     best_of_mode = {
         mode: max(
             (name for name in rows if name == mode or name.startswith(f"{mode} @ ")),
-            key=lambda name: rows[name]["env_steps_per_s"],
+            key=lambda name: rows[name][rate],
         )
         for mode in FIXED
     }
-    best_fixed = max(FIXED, key=lambda m: rows[best_of_mode[m]]["env_steps_per_s"])
+    best_fixed = max(FIXED, key=lambda m: rows[best_of_mode[m]][rate])
     report = {
-        "config": {"file": args.config, "set": args.set, "env_steps_per_iteration": env_steps},
+        "config": {"file": args.config, "set": args.set, f"{unit}_per_iteration": work},
+        "unit": unit,
         "devices": args.devices,
         "iterations": args.iterations,
         "profile_and_plan_s": planning_s,
         "plans": rows,
         "best_of_mode": best_of_mode,
-        "auto_over_collocated": rows["auto"]["env_steps_per_s"]
-        / rows[best_of_mode["collocated"]]["env_steps_per_s"],
-        "auto_over_collocated_as_configured": rows["auto"]["env_steps_per_s"]
-        / rows["collocated"]["env_steps_per_s"],
+        "auto_over_collocated": rows["auto"][rate] / rows[best_of_mode["collocated"]][rate],
+        "auto_over_collocated_as_configured": rows["auto"][rate] / rows["collocated"][rate],
         "best_fixed_mode": best_fixed,
         "best_fixed_plan": rows[best_of_mode[best_fixed]]["plan"],
-        "auto_over_best_fixed": rows["auto"]["env_steps_per_s"]
-        / rows[best_of_mode[best_fixed]]["env_steps_per_s"],
+        "auto_over_best_fixed": rows["auto"][rate] / rows[best_of_mode[best_fixed]][rate],
     }
     report = provenance.document(report, measurement)
     print(json.dumps(report, indent=1))
@@ -139,10 +140,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def work_per_iteration(config: object, workflow: object) -> tuple[str, int]:
+    """The work of one iteration, the same for every plan: env steps for the embodied workload (``num_envs x
+    num_steps``: the program's units also count the observation carried over into each iteration), else the
+    workflow's own unit (e.g. GRPO's samples: prompts x group size)."""
+    if hasattr(config, "num_envs") and hasattr(config, "num_steps"):
+        return "env_steps", int(config.num_envs * config.num_steps)
+    return str(workflow.unit), int(workflow.units_per_iteration)  # type: ignore[attr-defined]
+
+
 def table_rows(report: dict) -> list[str]:
     """The markdown table of ``report`` (docs/plan_then_run.md's; ``--markdown`` writes it): every measured plan
     (the fixed modes at the config's granularity appear under their ``MODE @ G`` name when swept)."""
-    lines = ["| plan | | predicted | median iteration | env steps/s |", "| --- | --- | --- | --- | --- |"]
+    unit = report.get("unit", "env_steps")  # artifacts written before the unit was recorded are Hopper's
+    lines = [
+        f"| plan | | predicted | median iteration | {unit.replace('_', ' ')}/s |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     swept = any(" @ " in name for name in report["plans"])
     for name, row in report["plans"].items():
         if swept and name in FIXED:
@@ -157,7 +171,7 @@ def table_rows(report: dict) -> list[str]:
         lines.append(
             f"| {name}{best} | `{row['plan'].replace(' | ', ', ')}`{extra} | "
             f"{'-' if predicted is None else f'{predicted:.4f} s'} | {row['median_iteration_s']:.4f} s | "
-            f"{row['env_steps_per_s']:.0f} |"
+            f"{row[f'{unit}_per_s']:.0f} |"
         )
     return lines
 

@@ -215,11 +215,16 @@ def test_the_hf_streaming_figures_equal_their_artifact(name: str) -> None:
         assert claim in " ".join((ROOT / "README.md").read_text().split())
 
 
-def test_the_auto_mode_table_in_docs_plan_then_run_equals_its_artifact(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("artifact", "document"),
+    [("auto_mode_hopper.json", "plan_then_run.md"), ("grpo_auto_mode.json", "grpo.md")],
+)
+def test_the_auto_mode_tables_in_the_docs_equal_their_artifacts(
+    monkeypatch: pytest.MonkeyPatch, artifact: str, document: str
 ) -> None:
-    """docs/plan_then_run.md's default-config table and ratios are what benchmarks/bench_auto_mode.py renders from
-    docs/auto_mode_hopper.json (the benchmarks folder is not a package: its module is loaded from the file)."""
+    """docs/plan_then_run.md's Hopper table and docs/grpo.md's GRPO table, with their ratios, are what
+    benchmarks/bench_auto_mode.py renders from their artifacts (the benchmarks folder is not a package: its module
+    is loaded from the file)."""
     import importlib.util
 
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # it imports its sibling provenance.py
@@ -229,8 +234,8 @@ def test_the_auto_mode_table_in_docs_plan_then_run_equals_its_artifact(
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    report = json.loads((ROOT / "docs" / "auto_mode_hopper.json").read_text())
-    doc = (ROOT / "docs" / "plan_then_run.md").read_text()
+    report = json.loads((ROOT / "docs" / artifact).read_text())
+    doc = (ROOT / "docs" / document).read_text()
     assert "\n".join(bench.table_rows(report)) in doc
     for key in ("auto_over_collocated", "auto_over_best_fixed"):
         assert f"**{report[key]:.2f}x**" in doc, key

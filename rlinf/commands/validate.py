@@ -1,6 +1,7 @@
 """Validate the simulator against reality: run K plans for real and in simulation from one profiled trace.
 
-A short profile (or ``--trace``) lets the auto mode's planning propose candidates; K of them are chosen, spread
+A profile taken as ``rlinf train --mode auto`` takes it (the same settings: 2 warm-up and 6 measured iterations per
+probe plan, within ``--profile-budget``), or ``--trace``, lets the auto mode's planning propose candidates; K of them are chosen, spread
 over their predicted times, every mode represented. Each is predicted *out of sample*, as in real use: from the
 profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the samples of the plan
 itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace, "--trace")
         by_plan: tuple = samples_by_plan(trace, "--trace")
     else:
-        settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=3)
+        settings = ProfileSettings(budget_s=args.profile_budget)  # as `rlinf train --mode auto` profiles
         profiled = profile(
             job,
             config,

@@ -101,6 +101,8 @@ VALIDATE_RUNS = (
     "validate_hopper_loaded_run2",
     "validate_hopper_quiet_run3",
     "validate_hopper_loaded_run3",
+    "validate_hopper_quiet_run4",
+    "validate_hopper_loaded_run4",
 )
 """The README's Hopper validate runs, on a quiet and on a loaded machine (``docs/data/NAME.json``)."""
 

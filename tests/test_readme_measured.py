@@ -77,7 +77,12 @@ def streaming() -> list[str]:
     ]
 
 
-VALIDATE_RUNS = ("docs/grpo_validate.json", "docs/grpo_validate_run2.json", "docs/grpo_validate_run3.json")
+VALIDATE_RUNS = (
+    "docs/grpo_validate.json",
+    "docs/grpo_validate_run2.json",
+    "docs/grpo_validate_run3.json",
+    "docs/grpo_validate_run4.json",
+)
 
 
 def fidelity() -> list[str]:

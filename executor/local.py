@@ -33,7 +33,7 @@ from executor.devices import Device, DeviceLocks
 from executor.dispatch import OpInfo, RunResult, WorkerError
 from executor.messages import Shutdown
 from executor.routing import Layout, Replica
-from executor.runtime import Wiring, WorkerSpec, worker_main
+from executor.runtime import Wiring, WorkerSpec, grouped_components, worker_main
 
 __all__ = ["LocalBackend", "OpInfo", "RunResult", "WorkerError"]
 
@@ -126,7 +126,7 @@ class LocalBackend(ControlDriver):
 
     def _rendezvous(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> dict[str, FileRendezvous]:
         """A file store per component with several replicas that uses collectives, in a new private directory."""
-        groups = [name for name in layout.components if len(layout.of(name)) > 1 and workers[name].collective]
+        groups = grouped_components(layout, workers)
         if not groups:
             return {}
         self._rendezvous_directory = private_directory()
@@ -202,19 +202,17 @@ def hosts_of(
     """The workers of each process: on a CPU core (when ``share``) one process for the device's workers, with at
     most one of them in a collective group (a component with several replicas whose spec says ``collective``;
     another such worker gets a process of its own); elsewhere one process per worker."""
+    grouped = grouped_components(layout, workers)
     hosts: list[list[Replica]] = []
     shared: dict[int, list[Replica]] = {}
     for replica in layout.replicas:
-        grouped = len(layout.of(replica.component)) > 1 and workers[replica.component].collective
         host = shared.get(replica.device)
         if not share or devices[replica.device].kind != "cpu":
             hosts.append([replica])
         elif host is None:
             shared[replica.device] = [replica]
             hosts.append(shared[replica.device])
-        elif grouped and any(
-            len(layout.of(r.component)) > 1 and workers[r.component].collective for r in host
-        ):
+        elif replica.component in grouped and any(r.component in grouped for r in host):
             hosts.append([replica])
         else:
             host.append(replica)

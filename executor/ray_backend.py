@@ -34,7 +34,7 @@ from executor.handshake import HelloServer
 from executor.messages import Failed, Shutdown
 from executor.ray_actor import RayWorker, socket_connection
 from executor.routing import Layout
-from executor.runtime import WorkerSpec
+from executor.runtime import WorkerSpec, grouped_components
 from rlinf.errors import ConfigError
 
 ACTOR_THREADS = 3
@@ -156,14 +156,11 @@ class RayBackend(ControlDriver):
         """Where each component with several replicas that uses collectives (:attr:`WorkerSpec.collective`)
         forms its group, chosen by its rank 0 (:meth:`executor.ray_actor.RayWorker.collective_rendezvous`)."""
         rendezvous: dict[str, Rendezvous] = {}
-        for name in layout.components:
+        for name in grouped_components(layout, workers):
             replicas = layout.of(name)
-            if len(replicas) > 1 and workers[name].collective:
-                same_node = len({self.nodes[r.device] for r in replicas}) == 1
-                first = replicas[0].worker
-                rendezvous[name] = self._get(
-                    self._actors[first].collective_rendezvous.remote(same_node), first
-                )
+            same_node = len({self.nodes[r.device] for r in replicas}) == 1
+            first = replicas[0].worker
+            rendezvous[name] = self._get(self._actors[first].collective_rendezvous.remote(same_node), first)
         return rendezvous
 
     def _connect_driver(self, token: bytes) -> None:

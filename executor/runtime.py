@@ -53,7 +53,7 @@ from executor.messages import (
 )
 from executor.offload import HostStore, tensor_bytes
 from executor.protocol import num_rows, share_slice, slice_rows
-from executor.routing import Replica
+from executor.routing import Layout, Replica
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +68,12 @@ class WorkerSpec:
     """Whether the component's replicas form a ``torch.distributed`` group (when it has several): a worker that
     never calls a collective (an environment, a policy that only acts) says ``False``, so that it needs no group
     and may share a process with the other workers of its device (a process holds at most one group)."""
+
+
+def grouped_components(layout: Layout, workers: Mapping[str, WorkerSpec]) -> tuple[str, ...]:
+    """The components whose replicas form a collective group, in worker order: several replicas, and a spec that
+    says :attr:`WorkerSpec.collective`."""
+    return tuple(name for name in layout.components if len(layout.of(name)) > 1 and workers[name].collective)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,20 +1,20 @@
 """Validate the simulator against reality: run K plans for real and in simulation from one profiled trace.
 
 A profile taken as ``rlinf train --mode auto`` takes it (the same settings: 2 warm-up and 6 measured iterations per
-probe plan, within ``--profile-budget``), or ``--trace``, lets the auto mode's planning propose candidates; K of them are chosen, spread
-over their predicted times, every mode represented. Each is predicted *out of sample*, as in real use: from the
-profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the samples of the plan
-itself and of every probe plan with the same compute ops (an offload variant); ``validate.json`` records which
-probe plans fed each prediction. The chosen plans are then measured one at a time, each in 4 turns with fresh
-worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all plans
-interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process keeps
-its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's error),
-and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions come
-from that file: out of sample as well when it is a profile written by rlinf (its provenance records which samples
-each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A plan
-that needs more logical devices than there are cores (disaggregated env, rollout and actor on 2 cores) is run
-and reported too, but kept out of the summary: the simulator does not model devices that share a core. Writes ``OUT/validate.json`` and ``OUT/timeline_pair.png``
-(the simulator's best plan, predicted above measured).
+probe plan, within ``--profile-budget``), or ``--trace``, lets the auto mode's planning propose candidates; K of
+them are chosen, spread over their predicted times, every mode represented. Each is predicted *out of sample*, as in
+real use: from the profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the
+samples of the plan itself and of every probe plan with the same compute ops (an offload variant); ``validate.json``
+records which probe plans fed each prediction. The chosen plans are then measured one at a time, each in 4 turns
+with fresh worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all
+plans interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process
+keeps its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's
+error), and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions
+come from that file: out of sample as well when it is a profile written by rlinf (its provenance records which
+samples each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A
+plan that needs more logical devices than there are cores (disaggregated env, rollout and actor on 2 cores) is run
+and reported too, but kept out of the summary: the simulator does not model devices that share a core. Writes
+``OUT/validate.json`` and ``OUT/timeline_pair.png`` (the simulator's best plan, predicted above measured).
 """
 
 from __future__ import annotations

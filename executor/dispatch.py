@@ -206,13 +206,13 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
     """(worker, command) pairs that run ``op`` (without their waits and signals)."""
     if op.kind == "compute":
         out: list[tuple[int, Command]] = []
-        for replica in layout.of(op.component):
+        for replica in _runners(layout, op.component, op.devices):
             inputs = tuple(
                 (producer, source.worker)
                 for producer in routes.producers[op.index]
-                for source in _overlapping(layout.of(program.ops[producer].component), replica)
+                for source in _overlapping(_runners_of(layout, program.ops[producer]), replica)
             )
-            pushes = _pushes(layout, replica, routes.direct_consumers[op.index])
+            pushes = _pushes(layout, routes, op.index, replica, routes.direct_consumers[op.index])
             command = Compute(
                 op=op.index,
                 name=op.name,
@@ -220,15 +220,23 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
                 step=op.step,
                 inputs=inputs,
                 pushes=pushes,
+                share=(replica.rank, replica.world),
             )
             out.append((replica.worker, command))
         return out
     if op.kind == "transfer":
         source = routes.transfer_source[op.index]
-        producers = layout.of(program.ops[source].component)
         return [
-            (r.worker, Send(op=op.index, source_op=source, pushes=_pushes(layout, r, (op.peer,))))
-            for r in producers
+            (
+                r.worker,
+                Send(
+                    op=op.index,
+                    source_op=source,
+                    pushes=_pushes(layout, routes, op.index, r, (op.peer,)),
+                    share=(r.rank, r.world),
+                ),
+            )
+            for r in _runners_of(layout, program.ops[source])
         ]
     if op.kind == "onload":
         return [(r.worker, Onload(op=op.index)) for r in layout.of(op.component)]
@@ -243,15 +251,32 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
     return out
 
 
+def _runners(layout: Layout, component: str, devices: tuple[int, ...]) -> tuple[Replica, ...]:
+    """The replicas of ``component`` that run an op on ``devices``, each with its rank and world among them:
+    every replica as it is, or (a pinned loop step, :func:`rlinf.lowering.loop_pinned`) the one on its device,
+    holding the whole micro-batch."""
+    replicas = layout.of(component)
+    mine = tuple(r for r in replicas if r.device in devices)
+    if len(mine) == len(replicas):
+        return replicas
+    return tuple(attrs.evolve(r, rank=i, world=len(mine)) for i, r in enumerate(mine))
+
+
+def _runners_of(layout: Layout, op: Op) -> tuple[Replica, ...]:
+    return _runners(layout, op.component, op.devices)
+
+
 def _overlapping(producers: Sequence[Replica], consumer: Replica) -> list[Replica]:
     return [p for p in producers if share_overlaps(p.rank, p.world, consumer.rank, consumer.world)]
 
 
-def _pushes(layout: Layout, producer: Replica, components: Sequence[str]) -> tuple[Push, ...]:
+def _pushes(
+    layout: Layout, routes: Routes, op: int, producer: Replica, components: Sequence[str]
+) -> tuple[Push, ...]:
     return tuple(
         (consumer.worker, consumer.rank, consumer.world)
         for name in components
-        for consumer in layout.of(name)
+        for consumer in _runners(layout, name, routes.reader_devices[(op, name)])
         if share_overlaps(producer.rank, producer.world, consumer.rank, consumer.world)
     )
 

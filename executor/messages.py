@@ -18,7 +18,8 @@ from typing import Any
 import attrs
 
 Push = tuple[int, int, int]
-"""``(consumer worker, consumer rank, consumer world)``: a replica that receives part of an op's output."""
+"""``(consumer worker, consumer rank, consumer world)``: a replica that receives part of an op's output (rank and
+world among the workers of the consumer's op: all replicas of its component, or one for a pinned loop step)."""
 
 
 # ---------------------------------------------------------------- commands (the entries of a lane)
@@ -42,6 +43,8 @@ class Compute(Command):
     step: int
     inputs: tuple[tuple[int, int], ...] = ()
     pushes: tuple[Push, ...] = ()
+    share: tuple[int, int] = (0, 1)
+    """``(rank, world)`` of this worker among the op's workers: which part of the micro-batch its output is."""
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +53,8 @@ class Send(Command):
 
     source_op: int
     pushes: tuple[Push, ...] = ()
+    share: tuple[int, int] = (0, 1)
+    """``(rank, world)`` of this worker among the workers of ``source_op``."""
 
 
 @attrs.frozen(kw_only=True)

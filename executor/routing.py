@@ -47,12 +47,19 @@ class Layout:
 
 
 def layout_of(program: Program) -> Layout:
-    """One replica per device of each component (model-parallel size 1), components in workflow order."""
-    devices: dict[str, tuple[int, ...]] = {}
+    """One replica per device of each component (model-parallel size 1), components in workflow order.
+
+    A component's devices are those of its compute ops, in the order of its first op that spans them all; a
+    pinned loop step (:func:`rlinf.lowering.loop_pinned`) runs on one of them."""
+    spans: dict[str, list[tuple[int, ...]]] = {}
     for op in program.ops:
         if op.kind == "compute":
-            known = devices.setdefault(op.component, op.devices)
-            assert known == op.devices, f"{op.component} computes on {known} and {op.devices}"
+            spans.setdefault(op.component, []).append(op.devices)
+    devices: dict[str, tuple[int, ...]] = {}
+    for name, seen in spans.items():
+        union = set().union(*seen)
+        whole = next((d for d in seen if len(d) == len(union)), None)
+        devices[name] = whole if whole is not None else tuple(sorted(union))
     order = [name for name, _ in program.state_bytes_per_device if name in devices]
     order += sorted(set(devices) - set(order))
     replicas: list[Replica] = []
@@ -76,6 +83,9 @@ class Routes:
     """Per compute op, components that read its output without a transfer op in between."""
     transfer_source: Mapping[int, int]
     """Transfer op index -> the compute op whose output it carries."""
+    reader_devices: Mapping[tuple[int, str], tuple[int, ...]]
+    """``(compute or transfer op, consumer component)`` -> the devices of the consumer's compute ops that read
+    that op's output (every op of one consumer that reads it runs on the same devices)."""
 
 
 def routes_of(program: Program) -> Routes:
@@ -91,6 +101,7 @@ def routes_of(program: Program) -> Routes:
                 f"transfer {op.label} should carry one compute op's output, has {sources}"
             )
             transfer_source[op.index] = sources[0]
+    readers: dict[tuple[int, str], tuple[int, ...]] = {}
     for op in ops:
         if op.kind != "compute":
             continue
@@ -102,8 +113,13 @@ def routes_of(program: Program) -> Routes:
                 producers[op.index].append(dep)
                 if op.component not in consumers[dep]:
                     consumers[dep].append(op.component)
+            else:
+                continue
+            known = readers.setdefault((dep, op.component), op.devices)
+            assert known == op.devices, f"{op.component} reads {source.label} on {known} and {op.devices}"
     return Routes(
         producers=tuple(tuple(p) for p in producers),
         direct_consumers=tuple(tuple(c) for c in consumers),
         transfer_source=transfer_source,
+        reader_devices=readers,
     )

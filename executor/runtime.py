@@ -269,9 +269,9 @@ class CommandRunner:
             data, info = self.worker.compute(command.name, command.micro_batch, command.step, inputs)
             busy = self.clock() - begin
             self.outputs[command.op] = data
-            return self._push(command.op, command.pushes), info, busy
+            return self._push(command.op, command.pushes, command.share), info, busy
         if isinstance(command, Send):
-            return self._push(command.source_op, command.pushes), {}, None
+            return self._push(command.source_op, command.pushes, command.share), {}, None
         if isinstance(command, Onload):
             return self._onload(), {}, None
         if isinstance(command, Offload):
@@ -296,13 +296,13 @@ class CommandRunner:
         assert isinstance(command, Hold), f"unknown command {command!r}"
         return 0, {}, None
 
-    def _push(self, source_op: int, pushes: tuple[Push, ...]) -> int:
+    def _push(self, source_op: int, pushes: tuple[Push, ...], share: tuple[int, int]) -> int:
         data = self.outputs[source_op]
         rows = num_rows(data)
         moved = 0
         key = data_key(self.run_id, source_op, self.replica.worker)
         for destination, rank, world in pushes:
-            lo, hi = share_slice(rows, self.replica.rank, self.replica.world, rank, world)
+            lo, hi = share_slice(rows, *share, rank, world)
             moved += self.mailbox.send(destination, key, slice_rows(data, lo, hi))
         return moved
 

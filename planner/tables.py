@@ -24,7 +24,7 @@ from planner.space import Group, PlanSpace, micro_batch_counts
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import ExtrapolationWarning
-from rlinf.lowering import COMPUTE_NAMES, micro_batch_ranges
+from rlinf.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_ranges
 from rlinf.program import Op
 from rlinf.workflow import Workflow
 
@@ -153,6 +153,14 @@ def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, 
         root = math.isqrt(samples) + 1
         replicas.update(range(1, min(root, most) + 1))  # below sqrt(samples) every count changes the share
         replicas.update(math.ceil(samples / share) for share in range(1, root + 1))  # the fewest per share
+    loop = workflow.loop
+    if loop is not None and name in (loop.env, loop.policy):
+        # A loop whose stages are a multiple of the replicas is pinned (one stage per replica: the lowering's
+        # ``loop_pinned``): at each divisor of a stage count, and at the count above it, the profile changes.
+        for stages in space.loop_ladder:
+            for divisor in range(2, stages + 1):
+                if stages % divisor == 0:
+                    replicas.update((divisor, divisor + 1))
     curves = costs.curves.get((name, _op_name(workflow, name)), ())
     for low, high in itertools.pairwise(sorted(c.devices for c in curves)):
         middle = int(math.sqrt(low * high) / model_parallel)  # the nearest curve (log scale) switches here
@@ -243,10 +251,15 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
     if loop is not None and name in (loop.env, loop.policy):
         envs = workflow.batch_size // count
         op_name = "env_step" if name == loop.env else "act"
-        step_s = costs.compute_seconds(name, op_name, devices, envs)
+        # Pinned (assuming the other loop component has as many devices): each device runs count / devices
+        # whole stages on its own; else every stage's ops span all devices.
+        pinned = loop_pinned(devices, devices, count)
+        if pinned:
+            placed = (0,)
+        step_s = costs.compute_seconds(name, op_name, len(placed), envs)
         op = Op(index=0, kind="compute", component=name, name=op_name, devices=placed, samples=envs)
         return Profile(
-            busy_s=loop.num_steps * count * step_s,
+            busy_s=loop.num_steps * (count // devices if pinned else count) * step_s,
             first_s=step_s,
             activation_bytes=costs.activation_bytes(op),
         )

@@ -6,7 +6,9 @@
 * A consumer micro-batch depends on the producer micro-batches whose sample ranges overlap its own (``stream``)
   or on all of them (``barrier``), through a transfer op when the two components do not share their devices.
 * The loop alternates policy (act) and env (step) for ``num_steps`` steps per stage; with several stages one
-  stage's env steps while another stage's policy infers (elastic pipelining).
+  stage's env steps while another stage's policy infers (elastic pipelining). When env and policy have ``k > 1``
+  replicas each and the stages are a multiple of ``k``, stage ``s`` runs on replica ``s % k`` of each
+  (:func:`loop_pinned`): the replica pairs step their own environments without meeting at every step.
 * Ops get one global order, sorted by (batch fraction the op needs, component rank, ...), and each device runs its
   ops in that order, so a program can never deadlock. Collocated consumers thus follow their producers micro-batch
   by micro-batch (interleaved). A component that offloads and shares a device is *switched*: all its ops take the
@@ -284,11 +286,12 @@ class _Builder:
         assert loop is not None
         stages = self.micro_batches[loop.env]
         envs = self.workflow.batch_size // stages
-        env_devices, policy_devices = self.plan.devices_of(loop.env), self.plan.devices_of(loop.policy)
-        link = self._link(env_devices, policy_devices)
+        placed = [self._stage_devices(stage) for stage in range(stages)]
         previous_env: dict[int, tuple] = {}
         for step in range(loop.num_steps):
             for stage in range(stages):
+                env_devices, policy_devices = placed[stage]
+                link = self._link(env_devices, policy_devices)
                 deps: tuple[tuple, ...] = ()
                 if stage in previous_env:
                     deps = (
@@ -338,6 +341,17 @@ class _Builder:
             self.output[(loop.env, stage)] = previous_env[stage]
             self.output[(loop.policy, stage)] = previous_env[stage]
             self.fraction[previous_env[stage]] = (stage + 1) / stages
+
+    def _stage_devices(self, stage: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Devices of a loop stage's env steps and policy calls: pinned to one replica of each (replica
+        ``stage % k``) when env and policy have ``k > 1`` replicas each and the stages are a multiple of ``k``,
+        else every device of each component."""
+        loop = self.workflow.loop
+        assert loop is not None
+        env, policy = self.plan.devices_of(loop.env), self.plan.devices_of(loop.policy)
+        if loop_pinned(len(env), len(policy), self.micro_batches[loop.env]):
+            return (env[stage % len(env)],), (policy[stage % len(policy)],)
+        return env, policy
 
     def _loop_transfer(
         self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
@@ -440,19 +454,31 @@ class _Builder:
         )
 
     def _lanes(self, ops: tuple[Op, ...]) -> tuple[Lane, ...]:
-        """Group devices by the set of components they host: such devices run the same op sequence,
-        since every op spans whole component device sets."""
+        """Group devices by the set of components they host: such devices run the same op sequence, since
+        every op spans whole component device sets - except the steps of a pinned loop
+        (:func:`loop_pinned`), which split such a group into one lane per device."""
         hosted: dict[int, set[str]] = {}
         for placement in self.plan.placements:
             for device in placement.devices:
                 hosted.setdefault(device, set()).add(placement.component)
-        groups: dict[frozenset[str], list[int]] = {}
+        loop = self.workflow.loop
+        pinned = loop is not None and loop_pinned(
+            len(self.plan.devices_of(loop.env)),
+            len(self.plan.devices_of(loop.policy)),
+            self.micro_batches[loop.env],
+        )
+        groups: dict[tuple[frozenset[str], int], list[int]] = {}
         for device, names in sorted(hosted.items()):
-            groups.setdefault(frozenset(names), []).append(device)
-        owners = [(op.index, _owners(op)) for op in ops if op.devices]
+            alone = pinned and not names.isdisjoint(self.loop_names)
+            groups.setdefault((frozenset(names), device if alone else -1), []).append(device)
+        owners = [(op.index, _owners(op), frozenset(op.devices)) for op in ops if op.devices]
         lanes = []
-        for group, devices in groups.items():
-            order = tuple(index for index, names in owners if not names.isdisjoint(group))
+        for (group, _), devices in groups.items():
+            order = tuple(
+                index
+                for index, names, on in owners
+                if not names.isdisjoint(group) and not on.isdisjoint(devices)
+            )
             resident = sum(
                 self.workflow.component(n).state_bytes_per_device()
                 for n in group
@@ -464,6 +490,15 @@ class _Builder:
     def _shares_device(self, name: str) -> bool:
         mine = set(self.plan.devices_of(name))
         return any(mine & set(p.devices) for p in self.plan.placements if p.component != name)
+
+
+def loop_pinned(env_devices: int, policy_devices: int, stages: int) -> bool:
+    """Whether the loop's stages are pinned to replicas: each stage's env steps run on one env replica and its
+    policy calls on one policy replica (stage ``s`` on replica ``s % k``), so the ``k`` replica pairs step their
+    own environments independently instead of meeting at every step. That needs as many env as policy replicas
+    (``k > 1``, model-parallel size 1) and a stage count that is a multiple of ``k``; each replica then holds
+    ``stages / k`` whole stages, the same share of the environments as an unpinned split would give it."""
+    return env_devices == policy_devices > 1 and stages % env_devices == 0
 
 
 def _placed(draft: Op, index: int, deps: tuple[int, ...]) -> Op:

@@ -36,6 +36,9 @@ class ComponentFacts:
     """Whether the plan offloads this component's state when it yields a shared device."""
     seed: int = 0
     """The run's seed."""
+    micro_batch_ranks: tuple[tuple[int, ...], ...] = ()
+    """Per micro-batch, the ranks of the replicas that run it, where not all of them do (a pinned loop stage runs
+    on one replica: :func:`rlinf.lowering.loop_pinned`); empty when every replica runs every micro-batch."""
 
 
 @attrs.frozen(kw_only=True)
@@ -57,13 +60,30 @@ class WorkerContext:
     loop_stages: int
     offload: bool
     seed: int
+    micro_batch_ranks: tuple[tuple[int, ...], ...] = ()
+    """Per micro-batch, the ranks that run it where not all do (see :class:`ComponentFacts`)."""
 
     def my_groups(self, micro_batch: int) -> tuple[int, int]:
         """This replica's share ``[lo, hi)`` of a micro-batch's groups: the executor splits every micro-batch
-        contiguously, replica ``r`` of ``w`` taking ``[lo + r*n//w, lo + (r+1)*n//w)`` of its ``n`` groups."""
+        contiguously, replica ``r`` of ``w`` taking ``[lo + r*n//w, lo + (r+1)*n//w)`` of its ``n`` groups; a
+        micro-batch that only some replicas run is split among them alone (``[lo, lo)`` for the others)."""
         lo, hi = self.micro_batch_groups[micro_batch]
         count = hi - lo
-        return lo + self.rank * count // self.world, lo + (self.rank + 1) * count // self.world
+        position = self.my_position(micro_batch)
+        if position is None:
+            return lo, lo
+        rank, world = position
+        return lo + rank * count // world, lo + (rank + 1) * count // world
+
+    def my_position(self, micro_batch: int) -> tuple[int, int] | None:
+        """``(rank, world)`` of this replica among the replicas that run ``micro_batch`` (its own rank and world
+        unless the micro-batch is a pinned loop stage), or ``None`` when it does not run it."""
+        if not self.micro_batch_ranks:
+            return self.rank, self.world
+        runners = self.micro_batch_ranks[micro_batch]
+        if self.rank not in runners:
+            return None
+        return runners.index(self.rank), len(runners)
 
     def my_batch(self) -> tuple[int, int]:
         """This replica's share of the whole iteration as one range ``[first, end)`` of ``end - first`` groups:
@@ -107,9 +127,28 @@ def component_facts(
             loop_stages=stages,
             offload=name in plan.offload,
             seed=seed,
+            micro_batch_ranks=_micro_batch_ranks(program, name, plan.devices_of(name), counts.get(name, 1)),
         )
         for name in workflow.component_names
     }
+
+
+def _micro_batch_ranks(
+    program: Program, name: str, devices: tuple[int, ...], count: int
+) -> tuple[tuple[int, ...], ...]:
+    """Per micro-batch of ``name``, the ranks (positions in its sorted ``devices``, as the executor ranks its
+    replicas) of the devices its compute ops run on; empty when every op spans all of ``devices``."""
+    ranks: dict[int, tuple[int, ...]] = {}
+    for op in program.ops:
+        if op.kind == "compute" and op.component == name and op.devices != devices:
+            mine = tuple(devices.index(d) for d in op.devices)
+            assert ranks.setdefault(op.micro_batch, mine) == mine, (
+                f"{name}[{op.micro_batch}] moves between devices"
+            )
+    if not ranks:
+        return ()
+    every = tuple(range(len(devices)))
+    return tuple(ranks.get(j, every) for j in range(count))
 
 
 def context_for(facts: ComponentFacts, *, rank: int, world: int, device: Any) -> WorkerContext:
@@ -125,4 +164,5 @@ def context_for(facts: ComponentFacts, *, rank: int, world: int, device: Any) ->
         loop_stages=facts.loop_stages,
         offload=facts.offload,
         seed=facts.seed,
+        micro_batch_ranks=facts.micro_batch_ranks,
     )

@@ -169,3 +169,43 @@ def test_loop_steps_are_shared_only_where_env_and_policy_share_devices() -> None
         flags = {op.shared for op in program.ops if op.name in ("act", "env_step")}
         assert flags == {shared}, placement
         assert not any(op.shared for op in program.ops if op.name not in ("act", "env_step"))
+
+
+def test_a_loop_over_as_many_env_as_policy_replicas_is_pinned_one_stage_per_replica() -> None:
+    """Stage ``s`` runs its env steps and policy calls on replica ``s % k`` of each, so the replica pairs step
+    their own environments; each device's lane holds only its stages, in step order."""
+    workflow = embodied_workflow(num_envs=8, num_steps=4)
+
+    def loop_ops(placement: str, stages: int):
+        plan = plan_from_yaml(f"placement: {placement}\ngranularity: {{loop: {stages}}}", 8)
+        program = lower(workflow, plan, CLUSTER)
+        return program, [op for op in program.ops if op.name in ("act", "env_step")]
+
+    program, ops = loop_ops("{env: 0-1, rollout: 0-1, actor: 0}", 2)
+    assert {(op.micro_batch, op.devices) for op in ops} == {(0, (0,)), (1, (1,))}
+    assert all(op.shared and op.samples == 4 for op in ops)
+    for device in (0, 1):
+        mine = [
+            program.ops[i] for i in program.device_order[device] if program.ops[i].name in ("act", "env_step")
+        ]
+        assert {op.micro_batch for op in mine} == {device}
+        assert [(op.name, op.step) for op in mine] == [(n, t) for t in range(4) for n in ("act", "env_step")]
+    _, ops = loop_ops("{env: 0-1, rollout: 0-1, actor: 0}", 4)
+    assert {(op.micro_batch, op.devices) for op in ops} == {(s, (s % 2,)) for s in range(4)}
+    # env and policy apart: stage s hands off between env device s and policy device 2 + s, over a link
+    program, ops = loop_ops("{env: 0-1, rollout: 2-3, actor: 4}", 2)
+    assert {(op.name, op.micro_batch, op.devices) for op in ops} == {
+        ("env_step", 0, (0,)), ("env_step", 1, (1,)), ("act", 0, (2,)), ("act", 1, (3,))
+    }  # fmt: skip
+    assert not any(op.shared for op in ops)
+    assert {
+        op.link for op in program.ops if op.kind == "transfer" and op.component in ("env", "rollout")
+    } == {"intra_node"}
+    # Not pinned: one stage, unequal replica counts, or stages that are no multiple of the replicas.
+    for placement, stages, devices in (
+        ("{env: 0-1, rollout: 0-1, actor: 0}", 1, {(0, 1)}),
+        ("{env: 0-1, rollout: 2, actor: 3}", 2, {(0, 1), (2,)}),
+        ("{env: 0-3, rollout: 0-3, actor: 0}", 2, {(0, 1, 2, 3)}),
+    ):
+        _, ops = loop_ops(placement, stages)
+        assert {op.devices for op in ops} == devices, placement

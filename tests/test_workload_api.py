@@ -28,10 +28,25 @@ EXAMPLE = str(ROOT / "examples" / "custom_workload" / "config.yaml")
 QUICK = ["--set", "num_steps=16", "--set", "epochs=1", "--no-progress"]
 
 
-@pytest.mark.parametrize("mode", ["collocated", "disaggregated", "hybrid"])
-def test_the_example_workload_trains_in_every_mode(mode: str, tmp_path: Path) -> None:
+ENV_SPLIT_POLICY_APART = Plan(
+    placements=[
+        Placement(component="env", devices=(0, 1)),
+        Placement(component="policy", devices=(2,)),
+        Placement(component="critic", devices=(0, 1)),
+        Placement(component="actor", devices=(0, 1)),
+    ],
+    granularity={"loop": 2},
+)
+"""Two env replicas, one policy replica: not a pinned loop (each stage splits over both env replicas)."""
+
+
+@pytest.mark.parametrize(
+    ("mode", "stages"), [("collocated", 1), ("disaggregated", 1), ("hybrid", 1), ("collocated", 2)]
+)  # collocated with 2 stages on 2 devices: a pinned loop, each env replica sets up one stage
+def test_the_example_workload_trains_in_every_mode(mode: str, stages: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ["train", EXAMPLE, "--mode", mode, "--iterations", "2", "--devices", "2", *QUICK]
+    args = ["train", EXAMPLE, "--mode", mode, "--iterations", "2", "--devices", "2"]
+    args += ["--set", f"stages={stages}", *QUICK]
     assert main([*args, "--out", str(out)]) == 0
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["iteration"] for m in metrics] == [1, 2]
@@ -165,12 +180,13 @@ def test_response_lengths_are_optional_whole_token_counts() -> None:
 
 
 def test_contexts_give_each_replica_the_executors_share() -> None:
-    """Two loop stages over two env replicas: each replica's environments are the rows the executor would hand
-    it, and the facts come from the program (stages, offload)."""
+    """Two loop stages over two env replicas and one policy replica: each env replica's environments are the
+    rows the executor would hand it, and the facts come from the program (stages, offload). With as many policy
+    as env replicas the loop is pinned: stage ``s`` is replica ``s``'s alone."""
     job, config = load_job_config(EXAMPLE, ["num_envs=8", "stages=2"])
-    plan, logical = job.fixed_plan("collocated", 2, config)
-    program = job.lower(plan, config, logical)
-    facts = component_facts(job.workflow(config), plan, program, seed=7)
+    split = ENV_SPLIT_POLICY_APART
+    program = job.lower(split, config, 3)
+    facts = component_facts(job.workflow(config), split, program, seed=7)
     assert (
         facts["env"].num_micro_batches == 2
         and facts["env"].loop_stages == 2
@@ -181,7 +197,22 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
         for stage, (lo, hi) in enumerate(context.micro_batch_groups):
             first, last = share_slice(hi - lo, 0, 1, rank, 2)
             assert context.my_groups(stage) == (lo + first, lo + last)
+            assert context.my_position(stage) == (rank, 2)
     assert context.seed == 7 and not context.offload
+    plan, logical = job.fixed_plan("collocated", 2, config)
+    facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical))
+    for name in ("env", "policy"):
+        contexts = [context_for(facts[name], rank=rank, world=2, device=None) for rank in (0, 1)]
+        assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
+            [(0, 4), (4, 4)],
+            [(0, 0), (4, 8)],
+        ]
+        assert [[c.my_position(stage) for stage in (0, 1)] for c in contexts] == [
+            [(0, 1), None],
+            [None, (0, 1)],
+        ]
+    critic = context_for(facts["critic"], rank=1, world=2, device=None)
+    assert critic.my_groups(0) == (4, 8) and critic.my_position(0) == (1, 2)  # not in the loop: split as ever
 
 
 def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
@@ -189,8 +220,8 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
     whole iteration is one range); one environment per stage would leave a replica none; an uneven producer
     hands its rows on only to one consumer replica or as many as it has."""
     job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=2"])
-    plan, logical = job.fixed_plan("collocated", 2, config)
-    facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical))
+    plan = ENV_SPLIT_POLICY_APART
+    facts = component_facts(job.workflow(config), plan, job.lower(plan, config, 3))
     contexts = [context_for(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
     assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
         [(0, 1), (3, 4)],

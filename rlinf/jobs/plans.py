@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from rlinf.errors import ConfigError, RlinfError, require
-from rlinf.lowering import micro_batch_ranges
+from rlinf.lowering import loop_pinned, micro_batch_ranges
 from rlinf.plan import Placement, Plan
 from rlinf.program import Program
 from rlinf.worker_context import micro_batch_counts
@@ -102,25 +102,34 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
     def replicas(name: str) -> int:
         return len(plan.devices_of(name)) // workflow.component(name).model_parallel_size
 
+    pair = (loop.env, loop.policy) if loop is not None else ()
+    pinned = loop is not None and loop_pinned(
+        replicas(loop.env), replicas(loop.policy), counts.get(loop.env, 1)
+    )
+
+    def runners(name: str) -> int:
+        """Replicas that run each micro-batch of ``name``: one for a stage of a pinned loop."""
+        return 1 if pinned and name in pair else replicas(name)
+
     for name in workflow.component_names:
         consumers = [e.dst for e in workflow.outgoing(name)]
         if loop is not None and name in (loop.env, loop.policy):
             consumers.append(loop.policy if name == loop.env else loop.env)
-        most = max(replicas(n) for n in [name, *consumers])
+        most = max(runners(n) for n in [name, *consumers])
         sizes = [hi - lo for lo, hi in micro_batch_ranges(num_groups, counts.get(name, 1))]
         require(
             min(sizes) >= most, f"{name} replicas", most,
             f"a micro-batch of {min(sizes)} groups leaves some of them without a whole group (plan {plan.describe()})",
             f"use at most {min(sizes)} replicas, fewer micro-batches (at most {num_groups // most}) or a larger batch",
         )  # fmt: skip
-        producers = replicas(name)
+        producers = runners(name)
         if all(size % producers == 0 for size in sizes):
             continue
         for consumer in consumers:
             # The executor hands a producer replica's rows on as if every producer replica held as many
             # (executor/protocol.py share_slice): exact for one producer or consumer, or as many of each.
             require(
-                replicas(consumer) in (1, producers), f"{name}->{consumer} replicas", f"{producers}->{replicas(consumer)}",
+                runners(consumer) in (1, producers), f"{name}->{consumer} replicas", f"{producers}->{runners(consumer)}",
                 f"{name}'s micro-batches of {sorted(set(sizes))} groups split unevenly over its {producers} replicas, "
                 f"which the executor hands on only to one consumer replica or to as many as there are producers "
                 f"(plan {plan.describe()})",

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
+from rlinf.errors import ConfigError
 from rlinf.worker_context import WorkerContext
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
@@ -26,7 +27,6 @@ class RolloutWorker:
 
         obs_dim, act_dim = check_env_id(config.env_id)
         self.config = config
-        rank = context.rank
         self.device = torch.device(context.device.torch_device)
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
@@ -34,8 +34,15 @@ class RolloutWorker:
         self.model_state = [*self.model.parameters(), *self.model.buffers()]
         """Listed once: the same tensor objects for the worker's life (weights load and offload work in place), and
         the executor counts them after every op, where walking the modules cost ~20 us each time."""
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(config.seed * 1_000 + 17 + rank)
+        # One action-sampling generator per stage, seeded by the stage and this replica's position among the
+        # replicas that run it: a stage samples the same actions wherever the plan puts it (a loop pinned over two
+        # cores and the same stages on one core train identically).
+        self.generators: dict[int, torch.Generator] = {}
+        for stage in range(context.num_micro_batches):
+            position = context.my_position(stage)
+            if position is not None:
+                seed = _stage_seed(config.seed, stage, position[0])
+                self.generators[stage] = torch.Generator(device=self.device).manual_seed(seed)
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
@@ -46,7 +53,7 @@ class RolloutWorker:
         obs = concat_rows(inputs)["obs"]
         norm_obs = self.norm.normalize(obs, self.config.obs_clip)
         actions, log_probs, values = self.model.act(
-            torch.as_tensor(norm_obs, device=self.device), self.generator
+            torch.as_tensor(norm_obs, device=self.device), self.generators[micro_batch]
         )
         data = {
             "norm_obs": norm_obs,
@@ -69,15 +76,32 @@ class RolloutWorker:
         )
 
     def checkpoint(self) -> dict[str, Any]:
-        """The synced weights and statistics, and the action-sampling generator."""
+        """The synced weights and statistics, and each stage's action-sampling generator."""
         return {
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "norm": {"mean": self.norm.mean, "var": self.norm.var, "count": self.norm.count},
-            "generator": self.generator.get_state(),
+            "generators": {stage: g.get_state() for stage, g in self.generators.items()},
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.model.load_state_dict({k: v.to(self.device) for k, v in state["model"].items()})
         self.norm = RunningNorm(**state["norm"])
-        self.generator.set_state(state["generator"])
+        saved = state.get("generators")
+        if not isinstance(saved, dict) or set(saved) != set(self.generators):
+            raise ConfigError(
+                "checkpoint", "rollout generators",
+                f"hold the stages {sorted(saved) if isinstance(saved, dict) else saved} where this replica runs "
+                f"{sorted(self.generators)}", "resume with the plan the checkpoint was written under",
+            )  # fmt: skip
+        for stage, generator in self.generators.items():
+            generator.set_state(saved[stage])
+
+
+def _stage_seed(seed: int, stage: int, position: int) -> int:
+    """Seed of the action generator of ``stage`` on the replica at ``position`` among those that run it. Stage 0
+    keeps the seed of the single generator earlier versions had per replica, so a 1-stage loop samples the same
+    actions as before (``tests/data/port_baseline.json``)."""
+    if stage == 0:
+        return seed * 1_000 + 17 + position
+    return int(np.random.SeedSequence([seed, 17, stage, position]).generate_state(1)[0])

@@ -393,7 +393,7 @@ def plan_from_trace(
     time_limit_s: float = 10.0,
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
-    job's fixed-mode plans (also at each granularity the planner considers) and probe plans, each simulated from
+    job's fixed-mode plans and probe plans (both also at each granularity the planner considers), each simulated from
     the same trace; keep those the job can run (``check_plan``) and take the fastest.
     Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
     profiled for another workflow or no candidate can run."""
@@ -438,7 +438,13 @@ def plan_from_trace(
         for granularity in _granularities(workflow, num_devices):
             variant = attrs.evolve(plan, granularity=dict(granularity))
             proposals.append((variant, logical, f"{mode} placement"))
-    proposals += [(plan, logical, "probe") for plan, logical in job.probes(num_devices, config)]
+    probes = job.probes(num_devices, config)
+    proposals += [(plan, logical, "probe") for plan, logical in probes]
+    # The probes' placements at every granularity too: probes place components in ways the planner's groups
+    # cannot (the loop spread over every device with the actor on one), at only some granularities.
+    for plan, logical in probes:
+        for granularity in _granularities(workflow, num_devices):
+            proposals.append((attrs.evolve(plan, granularity=dict(granularity)), logical, "probe placement"))
     costs_by_devices = {}
     seen: set[Plan] = set()
     candidates = []

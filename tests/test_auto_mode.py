@@ -71,6 +71,13 @@ def test_plan_from_trace_ranks_every_runnable_candidate() -> None:
         c.predicted_s for c in on_two if c.source.startswith(("fixed", "probe")) or "placement" in c.source
     )
     assert {c.plan.mode for c in auto.candidates} == {"collocated", "hybrid", "disaggregated"}
+    # Each probe's placement is ranked at every loop granularity, not only at the probe's own.
+    probes = {c.plan for c in auto.candidates if c.source == "probe"}
+    for probe in probes:
+        tried = {
+            c.plan.granularity_of("loop") for c in auto.candidates if c.plan.placements == probe.placements
+        }
+        assert tried == {1, 2, 4, 8}, probe.describe()
     for candidate in auto.candidates:  # every candidate can run: its stages split the environments
         job.check_plan(candidate.plan, config)
 

@@ -15,6 +15,7 @@ from planner.explain import explain_infeasible
 from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
+from planner.spread import spread_loop_plans
 from planner.tables import CostTables, build_tables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
@@ -104,8 +105,9 @@ def search(
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
 ) -> SearchResult:
     """Simulate the planner's ``k`` candidates (:func:`candidates`) plus the fixed-collocated,
-    fixed-disaggregated and closed-form baselines' plans; the fastest plan that fits in memory (by simulation)
-    wins. Same inputs and seed give the same plan."""
+    fixed-disaggregated and closed-form baselines' plans, and each of those with its loop spread over every device
+    it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by simulation) wins. Same inputs and seed
+    give the same plan."""
     with _without_cycle_collection():
         return _search(workflow, cluster, costs, k, time_limit_s, seed, max_granularity, max_loop_stages)
 
@@ -154,6 +156,9 @@ def _search(
     closed = closed_form_point(tables)
     if closed is not None:
         evaluations.append(judge(workflow, cluster, quiet, closed.to_plan(), "closed-form"))
+    # The loop spread over every device of each plan above, pinned: outside the space's contiguous groups.
+    for plan in spread_loop_plans(workflow, [e.plan for e in evaluations], space.loop_ladder):
+        evaluations.append(judge(workflow, cluster, quiet, plan, "spread loop"))
     ranking = rank(evaluations)
     best = ranking[0]
     if not best.fits:

@@ -24,6 +24,8 @@ from rlinf.errors import ConfigError, InfeasiblePlanError
 from rlinf.plan import load_plan, plan_from_yaml
 from rlinf.trace import load_trace
 
+ROOT = Path(__file__).resolve().parents[1]
+
 REPO = Path(__file__).resolve().parent.parent
 TRACE_7B = REPO / "traces" / "grpo_7b_h100.json"
 
@@ -195,6 +197,32 @@ def test_embodied_search_uses_loop_stages():
     result = search(trace.workflow, trace.cluster, costs_for(trace), k=8)
     assert "loop" in result.plan.granularity
     assert trace.workflow.batch_size % result.plan.granularity["loop"] == 0
+
+
+def test_the_search_finds_loops_spread_over_every_device_that_its_groups_cannot_express():
+    """Env and policy on both devices with the actor on one: outside the space's contiguous groups. The search
+    derives such plans from the ones it judged (a pinned loop: stages a multiple of the devices), so no
+    hand-written plan of that shape beats it; with the shipped Hopper profile (2 CPU cores) one of them wins."""
+    trace = embodied_trace(cluster_spec="1x2xCPU")
+    costs = costs_for(trace)
+    result = search(trace.workflow, trace.cluster, costs, k=8)
+    spread = [e for e in result.ranking if e.source == "spread loop"]
+    assert spread and all(
+        e.plan.devices_of("env") == e.plan.devices_of("rollout") == (0, 1)
+        and e.plan.granularity_of("loop") % 2 == 0
+        for e in spread
+    )
+    quiet = quiet_copy(costs)
+    for placement in ("{env: 0-1, rollout: 0-1, actor: 0}", "{env: 0-1, rollout: 0-1, actor: 1}"):
+        for stages in (2, 4, 8):
+            hand = plan_from_yaml(f"placement: {placement}\ngranularity: {{loop: {stages}}}", 2)
+            assert (
+                result.best.iteration_s
+                <= judge(trace.workflow, trace.cluster, quiet, hand, "hand").iteration_s
+            )
+    hopper = load_trace(ROOT / "traces" / "hopper_ppo_cpu2.json")
+    best = search(hopper.workflow, hopper.cluster, fit(hopper), k=8).best
+    assert best.source == "spread loop", best.plan.describe()
 
 
 def test_state_larger_than_a_device_is_explained():

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 pytest.importorskip("ray")
@@ -20,6 +21,8 @@ from executor import ray_session  # noqa: E402
 from executor.channels import SHM_MIN_BYTES  # noqa: E402
 from executor.ray_backend import RayBackend  # noqa: E402
 from rlinf.errors import ConfigError  # noqa: E402
+from rlinf.jobs import get_job  # noqa: E402
+from rlinf.plan import plan_from_yaml  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 BIG_ROWS = 512
@@ -72,6 +75,23 @@ def test_embodied_ppo_matches_the_local_backend_exactly(two_nodes: str) -> None:
     same losses and returns bit for bit, whichever backend carries the data (two data-parallel actor replicas
     all-reduce across the two nodes)."""
     program, workers = embodied_program(SMALL, 2)
+    with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+        local = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+    with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:
+        remote = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+    assert remote == local
+    assert any("policy_loss" in entry[3] for entry in local[1])
+
+
+def test_a_pinned_loop_matches_the_local_backend_exactly(two_nodes: str) -> None:
+    """Stage ``s`` of a 2-stage loop on node ``s`` (its env and policy replicas there), the actor on node 0: the
+    same losses and returns, bit for bit, as with the local backend's processes."""
+    job = get_job("embodied_ppo")
+    config = attrs.evolve(SMALL, stages=2)
+    plan = plan_from_yaml("placement: {env: 0-1, rollout: 0-1, actor: 0}\ngranularity: {loop: 2}", 2)
+    program = job.lower(plan, config, 2)
+    assert {op.devices for op in program.ops if op.name == "env_step"} == {(0,), (1,)}
+    workers = job.worker_specs(config, plan, program)
     with executor.LocalBackend(executor.cpu_devices(2)) as backend:
         local = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
     with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:

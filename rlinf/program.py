@@ -62,7 +62,8 @@ class Op:
 
 @attrs.frozen(kw_only=True)
 class Lane:
-    """Devices that run exactly the same op sequence (they host the same components)."""
+    """Devices that run exactly the same op sequence (they host the same components; a device that runs the steps
+    of a pinned loop has a lane of its own)."""
 
     devices: tuple[int, ...]
     ops: tuple[int, ...]

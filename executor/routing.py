@@ -49,17 +49,13 @@ class Layout:
 def layout_of(program: Program) -> Layout:
     """One replica per device of each component (model-parallel size 1), components in workflow order.
 
-    A component's devices are those of its compute ops, in the order of its first op that spans them all; a
+    A component's devices, ranked in ascending order as a plan lists them, are those its compute ops run on; a
     pinned loop step (:func:`rlinf.lowering.loop_pinned`) runs on one of them."""
-    spans: dict[str, list[tuple[int, ...]]] = {}
+    used: dict[str, set[int]] = {}
     for op in program.ops:
         if op.kind == "compute":
-            spans.setdefault(op.component, []).append(op.devices)
-    devices: dict[str, tuple[int, ...]] = {}
-    for name, seen in spans.items():
-        union = set().union(*seen)
-        whole = next((d for d in seen if len(d) == len(union)), None)
-        devices[name] = whole if whole is not None else tuple(sorted(union))
+            used.setdefault(op.component, set()).update(op.devices)
+    devices = {name: tuple(sorted(ids)) for name, ids in used.items()}
     order = [name for name, _ in program.state_bytes_per_device if name in devices]
     order += sorted(set(devices) - set(order))
     replicas: list[Replica] = []

@@ -254,8 +254,7 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
         # Pinned (assuming the other loop component has as many devices): each device runs count / devices
         # whole stages on its own; else every stage's ops span all devices.
         pinned = loop_pinned(devices, devices, count)
-        if pinned:
-            placed = (0,)
+        placed = (0,) if pinned else placed
         step_s = costs.compute_seconds(name, op_name, len(placed), envs)
         op = Op(index=0, kind="compute", component=name, name=op_name, devices=placed, samples=envs)
         return Profile(

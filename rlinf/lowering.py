@@ -139,6 +139,10 @@ class _Builder:
             for name in self.loop_names:
                 self.rank[name] = self.loop_rank
         self.micro_batches = {name: self._num_micro_batches(name) for name in self.order}
+        self.pinned = loop is not None and loop_pinned(
+            len(plan.devices_of(loop.env)), len(plan.devices_of(loop.policy)), self.micro_batches[loop.env]
+        )
+        """Whether the loop's stages run on one replica each (:func:`loop_pinned`)."""
 
     # ---------------------------------------------------------------- sizes
     def _num_micro_batches(self, name: str) -> int:
@@ -349,7 +353,7 @@ class _Builder:
         loop = self.workflow.loop
         assert loop is not None
         env, policy = self.plan.devices_of(loop.env), self.plan.devices_of(loop.policy)
-        if loop_pinned(len(env), len(policy), self.micro_batches[loop.env]):
+        if self.pinned:
             return (env[stage % len(env)],), (policy[stage % len(policy)],)
         return env, policy
 
@@ -461,15 +465,9 @@ class _Builder:
         for placement in self.plan.placements:
             for device in placement.devices:
                 hosted.setdefault(device, set()).add(placement.component)
-        loop = self.workflow.loop
-        pinned = loop is not None and loop_pinned(
-            len(self.plan.devices_of(loop.env)),
-            len(self.plan.devices_of(loop.policy)),
-            self.micro_batches[loop.env],
-        )
         groups: dict[tuple[frozenset[str], int], list[int]] = {}
         for device, names in sorted(hosted.items()):
-            alone = pinned and not names.isdisjoint(self.loop_names)
+            alone = self.pinned and not names.isdisjoint(self.loop_names)
             groups.setdefault((frozenset(names), device if alone else -1), []).append(device)
         owners = [(op.index, _owners(op), frozenset(op.devices)) for op in ops if op.devices]
         lanes = []

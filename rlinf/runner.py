@@ -427,6 +427,7 @@ def plan_from_trace(
             seed=seed,
         )
     proposals = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
+    granularities = _granularities(workflow, num_devices)
     for mode in ("collocated", "hybrid", "disaggregated"):
         try:
             plan, logical = job.fixed_plan(mode, num_devices, config)
@@ -435,7 +436,7 @@ def plan_from_trace(
         proposals.append((plan, logical, f"fixed {mode}"))
         # The fixed placement at every granularity the planner considers (e.g. env and rollout apart with the
         # actor on all devices, which the planner's contiguous groups cannot express, with a pipelined loop).
-        for granularity in _granularities(workflow, num_devices):
+        for granularity in granularities:
             variant = attrs.evolve(plan, granularity=dict(granularity))
             proposals.append((variant, logical, f"{mode} placement"))
     probes = job.probes(num_devices, config)
@@ -443,7 +444,7 @@ def plan_from_trace(
     # The probes' placements at every granularity too: probes place components in ways the planner's groups
     # cannot (the loop spread over every device with the actor on one), at only some granularities.
     for plan, logical in probes:
-        for granularity in _granularities(workflow, num_devices):
+        for granularity in granularities:
             proposals.append((attrs.evolve(plan, granularity=dict(granularity)), logical, "probe placement"))
     costs_by_devices = {}
     seen: set[Plan] = set()

@@ -11,7 +11,7 @@ Each table sits in its file between ``<!-- figures:NAME -->`` and ``<!-- /figure
 covers: the 7B trace under the example plans and the planner's plan by cluster size (README, docs/planner.md);
 the planner's own candidates against the baselines on every shipped trace at 8-1024 devices
 (docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the whole plan space at
-8 and 16 devices (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md; with
+8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md; with
 ``--write`` also its two charts). Every figure is a simulation; none is a measured time.
 """
 
@@ -54,6 +54,9 @@ PLANS = {
 }
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 BRUTE_FORCE_SIZES = (8, 16)
+LOOP_BRUTE_FORCE_CASE = ("traces/hopper_ppo_cpu2.json", 2)
+"""The env <-> policy loop against brute force: the Hopper profile on its own 2 CPU cores, where the best plan
+spreads the loop over both cores (outside the space's contiguous groups, in brute force's spread-loop programs)."""
 CAPACITY_STRATEGIES = ("best", "collocated", "disaggregated", "closed-form")
 CAPACITY_WHATIFS = ("trace.response_length_scale=1.5", "trace.device=H200", "trace.batch_scale=2")
 CAPACITY_WHATIF_SIZES = (8, 64, 256, 1024)
@@ -86,7 +89,9 @@ def cases() -> list[Case]:
 
 
 def brute_force_cases() -> list[Case]:
-    return [case(path, n, True) for path in TRACES for n in BRUTE_FORCE_SIZES]
+    return [case(path, n, True) for path in TRACES for n in BRUTE_FORCE_SIZES] + [
+        case(*LOOP_BRUTE_FORCE_CASE, True)
+    ]
 
 
 @functools.cache

@@ -4,8 +4,9 @@
     python -m planner.compare --brute-force --sizes 8 16       # and against brute force over the whole space
 
 Every number is a simulated iteration time (the simulator judges every plan); speedup = baseline / planner. The
-planner's figure is the best of its own candidates (CP-SAT's, refined): the baselines' plans that
-:func:`planner.search` also simulates are left out of it, so a baseline that beats the planner shows as a
+planner's figure is the best of its own candidates (CP-SAT's, refined, and for a loop their variants with the
+loop spread over every device, :func:`is_own`): the baselines' plans that :func:`planner.search` also simulates
+(and their spread variants) are left out of it, so a baseline that beats the planner shows as a
 speedup below 1. The tables in ``docs/planner_table.md`` and ``docs/planner_bruteforce.md`` are these, written
 by ``python benchmarks/doc_figures.py --write``.
 """
@@ -26,6 +27,7 @@ from planner.brute_force import BruteForceResult, brute_force
 from planner.judge import Evaluation
 from planner.search import SearchResult, prepare, search
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
+from planner.spread import SPREAD_SOURCE
 from rlinf.costs import fit
 from rlinf.errors import ExtrapolationWarning
 from rlinf.trace import load_trace
@@ -75,7 +77,7 @@ def compare_case(path: str, num_devices: int, *, seed: int = 0, with_brute_force
             for name, baseline in BASELINES.items()
         }
         brute = brute_force(trace.workflow, cluster, costs, space) if with_brute_force else None
-    own = [e for e in chosen.ranking if e.source.startswith("cp-sat") and e.fits]
+    own = [e for e in chosen.ranking if is_own(e.source) and e.fits]
     return Case(
         trace=Path(path).stem,
         num_devices=num_devices,
@@ -84,6 +86,12 @@ def compare_case(path: str, num_devices: int, *, seed: int = 0, with_brute_force
         baselines_s=baselines,
         brute=brute,
     )
+
+
+def is_own(source: str) -> bool:
+    """Whether a candidate of :func:`planner.search` is the planner's own: a CP-SAT candidate, or one's loop
+    spread over every device (``spread loop of cp-sat#N``); not a baseline's plan nor a spread of one."""
+    return source.startswith(("cp-sat", f"{SPREAD_SOURCE} of cp-sat"))
 
 
 def _describe(evaluation: Evaluation) -> str:
@@ -137,10 +145,15 @@ def brute_force_row(case: Case) -> str:
     brute = case.brute
     gap = _seconds(case.own) / brute.best.iteration_s - 1
     return (
-        f"| {case.trace} | {case.num_devices} | {case.own.iteration_s:.2f} | {brute.best.iteration_s:.2f} | "
+        f"| {case.trace} | {case.num_devices} | {_s(case.own.iteration_s)} | {_s(brute.best.iteration_s)} | "
         f"{100 * gap:.3f}% | {brute.num_points:,} | {brute.num_programs:,} | {brute.num_simulated:,} | "
         f"{brute.best.plan.mode}: {_describe(brute.best)} |"
     )
+
+
+def _s(seconds: float) -> str:
+    """Seconds with two decimals, or four below one second (a CPU profile's iterations)."""
+    return f"{seconds:.2f}" if seconds >= 1 else f"{seconds:.4f}"
 
 
 def brute_force_table(cases: Sequence[Case]) -> str:

@@ -15,7 +15,7 @@ from planner.explain import explain_infeasible
 from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
-from planner.spread import spread_loop_plans
+from planner.spread import SPREAD_SOURCE, spread_loop_plans
 from planner.tables import CostTables, build_tables
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
@@ -156,9 +156,17 @@ def _search(
     closed = closed_form_point(tables)
     if closed is not None:
         evaluations.append(judge(workflow, cluster, quiet, closed.to_plan(), "closed-form"))
-    # The loop spread over every device of each plan above, pinned: outside the space's contiguous groups.
-    for plan in spread_loop_plans(workflow, [e.plan for e in evaluations], space.loop_ladder):
-        evaluations.append(judge(workflow, cluster, quiet, plan, "spread loop"))
+    # The loop spread over every device of each plan above, pinned: outside the space's contiguous groups. Each is
+    # named after the first plan it was derived from ("spread loop of cp-sat#2"), so a comparison can tell the
+    # planner's own candidates from the baselines' plans.
+    seen = {e.plan for e in evaluations}
+    for origin in list(evaluations):
+        for plan in spread_loop_plans(workflow, [origin.plan], space.loop_ladder):
+            if plan not in seen:
+                seen.add(plan)
+                evaluations.append(
+                    judge(workflow, cluster, quiet, plan, f"{SPREAD_SOURCE} of {origin.source}")
+                )
     ranking = rank(evaluations)
     best = ranking[0]
     if not best.fits:

@@ -17,28 +17,26 @@ from rlinf.lowering import loop_pinned
 from rlinf.plan import Placement, Plan
 from rlinf.workflow import Workflow
 
+SPREAD_SOURCE = "spread loop"
+"""How :func:`planner.search` names a spread-loop candidate: ``"spread loop of <the source of the plan it spread>"``."""
+
 
 def spread_loop_plans(workflow: Workflow, plans: Iterable[Plan], loop_ladder: tuple[int, ...]) -> list[Plan]:
     """Each of ``plans`` with the loop's env and policy on every device the plan uses (the other components keep
     theirs), at every stage count of ``loop_ladder`` that pins the loop; distinct, in the order found, none of
     ``plans`` itself. Empty without a loop, or for plans on one device."""
-    loop = workflow.loop
-    if loop is None:
+    if workflow.loop is None:
         return []
-    pair = (loop.env, loop.policy)
     given = list(plans)
     seen = set(given)
     out = []
     for plan in given:
-        devices = tuple(sorted({d for p in plan.placements for d in p.devices}))
-        if len(devices) < 2:
+        placements = spread_placements(workflow, plan)
+        if placements is None:
             continue
-        placements = [
-            Placement(component=p.component, devices=devices if p.component in pair else p.devices)
-            for p in plan.placements
-        ]
+        devices = len(_spread_devices(plan))
         for stages in loop_ladder:
-            if not loop_pinned(len(devices), len(devices), stages):
+            if not loop_pinned(devices, devices, stages):
                 continue
             variant = Plan(
                 placements=placements,
@@ -49,3 +47,24 @@ def spread_loop_plans(workflow: Workflow, plans: Iterable[Plan], loop_ladder: tu
                 seen.add(variant)
                 out.append(variant)
     return out
+
+
+def spread_placements(workflow: Workflow, plan: Plan) -> tuple[Placement, ...] | None:
+    """``plan``'s placements with the loop's env and policy on every device the plan uses (the other components
+    keep theirs), in the plan's order; ``None`` without a loop or on one device."""
+    loop = workflow.loop
+    if loop is None:
+        return None
+    pair = (loop.env, loop.policy)
+    devices = _spread_devices(plan)
+    if len(devices) < 2:
+        return None
+    return tuple(
+        Placement(component=p.component, devices=devices if p.component in pair else p.devices)
+        for p in plan.placements
+    )
+
+
+def _spread_devices(plan: Plan) -> tuple[int, ...]:
+    """Every device ``plan`` uses, sorted."""
+    return tuple(sorted({d for p in plan.placements for d in p.devices}))

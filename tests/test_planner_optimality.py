@@ -121,6 +121,17 @@ def test_random_small_workflows_match_brute_force(trace):
     assert gap <= GAP, f"search is {100 * gap:.2f}% slower than brute force"
 
 
+def _busiest_device_s(program, costs) -> float:
+    """The op seconds of the program's busiest device (its ops run one at a time)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        durations = costs.durations(program)
+    work = np.zeros(program.num_devices)
+    for op, seconds in zip(program.ops, durations, strict=True):
+        work[list(op.devices)] += seconds
+    return float(work.max())
+
+
 @pytest.mark.parametrize(
     ("source", "num_devices"),
     [("grpo_7b_h100.json", 16), ("grpo_1.5b_h100.json", 16), ("embodied", 8)],
@@ -139,19 +150,54 @@ def test_the_pruning_bound_never_exceeds_a_devices_work(source, num_devices):
     for index in rng.sample(range(len(programs.bounds_s)), 600):
         point = programs.point(index)
         try:
-            program = lower(trace.workflow, point.to_plan(), cluster)
+            program = lower(trace.workflow, programs.plan(index), cluster)
         except InfeasiblePlanError:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExtrapolationWarning)
-            durations = costs.durations(program)
-        work = np.zeros(num_devices)
-        for op, seconds in zip(program.ops, durations, strict=True):
-            work[list(op.devices)] += seconds
-        assert programs.bounds_s[index] <= work.max() * (1 + 1e-9), point
+        assert programs.bounds_s[index] <= _busiest_device_s(program, costs) * (1 + 1e-9), point
         checked += 1
         with_offload += bool(point.offload)
     assert checked >= 100 and with_offload >= 10, (checked, with_offload)
+
+
+@pytest.mark.parametrize("num_devices", [2, 4])
+def test_loop_programs_spread_twins_and_their_bound_on_the_hopper_profile(num_devices):
+    """Brute force over a loop workflow also holds every point's spread-loop twin (env and policy on all the
+    point's devices, the actor on its block), each distinct layout once; every program's bound, twins included,
+    is at most the busiest device's op seconds in its lowered program (the shipped Hopper profile prices loop steps
+    whose env and policy share devices lower than the others: a bound priced the other way broke on
+    ``collocated ... | loop=8``); pruning keeps the best; on the profile's own 2 cores a twin is the best plan, and
+    the planner's own candidates (CP-SAT's and their spread variants) reach it."""
+    trace = load_trace(ROOT / "traces" / "hopper_ppo_cpu2.json")
+    cluster = trace.cluster.with_num_devices(num_devices)
+    costs = quiet_copy(fit(trace, cluster))
+    space = build_space(trace.workflow, num_devices)
+    programs = distinct_programs(build_tables(space, cluster, costs))
+    regular = len(programs.bounds_s) - programs.num_spread
+    assert programs.num_spread > 0 and regular == len(programs.bounds_s) - programs.num_spread
+    layouts = set()
+    for index in range(len(programs.bounds_s)):
+        plan = programs.plan(index)
+        if index >= regular:
+            assert (
+                plan.devices_of("env")
+                == plan.devices_of("rollout")
+                == tuple(sorted({d for p in plan.placements for d in p.devices}))
+            )
+            assert plan.devices_of("actor") != plan.devices_of("env"), plan.describe()
+            layouts.add((plan.placements, plan.offload, plan.granularity_of("loop")))
+        program = lower(trace.workflow, plan, cluster)
+        assert programs.bounds_s[index] <= _busiest_device_s(program, costs) * (1 + 1e-9), plan.describe()
+    assert len(layouts) == programs.num_spread, "a spread layout was counted twice"
+    pruned = brute_force(trace.workflow, cluster, costs, space)
+    unpruned = brute_force(trace.workflow, cluster, costs, space, prune=False)
+    assert pruned.best.iteration_s == unpruned.best.iteration_s
+    assert unpruned.num_spread_programs == programs.num_spread
+    if num_devices == 2:
+        best = pruned.best.plan
+        assert best.devices_of("env") == (0, 1) and len(best.devices_of("actor")) == 1, best.describe()
+        case = compare_case(str(ROOT / "traces" / "hopper_ppo_cpu2.json"), 2, with_brute_force=True)
+        assert case.own is not None and case.own.source.startswith("spread loop of cp-sat")
+        assert case.own.iteration_s <= pruned.best.iteration_s * (1 + GAP)
 
 
 def test_brute_force_capacity_and_search_share_one_space(monkeypatch):

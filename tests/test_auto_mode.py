@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import rlinf.profiling
+from planner.compare import is_own
 from rlinf.cli import main
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError
@@ -66,7 +67,7 @@ def test_plan_from_trace_ranks_every_runnable_candidate() -> None:
     # The planner's own proposals, without the fixed modes, their granularity variants and the probes that the
     # ranking also holds, are no slower than the best of those.
     on_two = [c for c in auto.candidates if c.num_devices <= 2]
-    own = min(c.predicted_s for c in on_two if c.source.startswith("cp-sat"))
+    own = min(c.predicted_s for c in on_two if is_own(c.source))
     assert own <= min(
         c.predicted_s for c in on_two if c.source.startswith(("fixed", "probe")) or "placement" in c.source
     )

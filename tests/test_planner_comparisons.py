@@ -1,8 +1,10 @@
 """The planner against plans it did not write, on every shipped trace at 8-64 devices.
 
-Its own candidates (CP-SAT's, refined; the baselines it also simulates left out) must be no slower than the
-fixed-collocated, fixed-disaggregated and closed-form baselines, than every plan in ``examples/plans/`` that
-fits, and than the best of up to 500 random plans of its space that fit (seeded). Every plan is judged by the
+Its own candidates (CP-SAT's, refined, and their loops spread over every device: :func:`planner.compare.is_own`;
+the baselines it also simulates and their spread variants left out) must be no slower than the fixed-collocated,
+fixed-disaggregated and closed-form baselines, than every plan in ``examples/plans/`` that fits, and than the best
+of up to 500 random plans that fit (seeded): points of its space, each drawn for a loop workflow as itself or as its
+spread-loop twin (the wider space brute force searches, :mod:`planner.brute_force`). Every plan is judged by the
 same simulator, so a planner that stopped searching (CP-SAT replaced by a trivial pick, a narrower space, a
 broken refinement) loses to one of them somewhere.
 """
@@ -13,11 +15,14 @@ import random
 import warnings
 from pathlib import Path
 
+import attrs
 import pytest
 
 from planner import search
+from planner.compare import is_own
 from planner.judge import judge, quiet_copy
 from planner.space import build_space
+from planner.spread import spread_placements
 from rlinf.costs import fit
 from rlinf.errors import ExtrapolationWarning, InfeasiblePlanError, RlinfError
 from rlinf.plan import load_plan
@@ -47,12 +52,10 @@ def test_the_planners_own_plans_beat_baselines_examples_and_random_plans(
             result = search(trace.workflow, cluster, costs)
         except InfeasiblePlanError as error:
             pytest.skip(f"no plan of {path.stem} fits {num_devices} devices: {error}")
-    own = [e for e in result.ranking if e.source.startswith("cp-sat") and e.fits]
+    own = [e for e in result.ranking if is_own(e.source) and e.fits]
     assert own, f"the planner's own candidates all fail to fit; the baselines' best is {result.best.source}"
     best = min(e.iteration_s for e in own)
-    rivals = [
-        (e.source, e.iteration_s) for e in result.ranking if e.fits and not e.source.startswith("cp-sat")
-    ]
+    rivals = [(e.source, e.iteration_s) for e in result.ranking if e.fits and not is_own(e.source)]
     quiet = quiet_copy(costs)
     for example in EXAMPLES:
         try:
@@ -69,7 +72,11 @@ def test_the_planners_own_plans_beat_baselines_examples_and_random_plans(
         point = space.sample(rng)
         if point is None:
             continue
-        evaluation = judge(trace.workflow, cluster, quiet, point.to_plan(), "random")
+        plan = point.to_plan()
+        spread = spread_placements(trace.workflow, plan)
+        if spread is not None and rng.random() < 0.5:
+            plan = attrs.evolve(plan, placements=spread)
+        evaluation = judge(trace.workflow, cluster, quiet, plan, "random")
         if evaluation.fits:
             found.append(evaluation)
             if len(found) == NUM_RANDOM:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -358,6 +359,72 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
         fix,
     )
     return tuple(out)
+
+
+SPEED_REFERENCE_MIN_PROBES = 3
+"""Probes that must have measured the reference op (:func:`probe_speed_factors`) before probe speeds are evened."""
+MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
+
+
+def probe_speed_factors(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> tuple[float, ...]:
+    """How fast the machine ran each probe plan of a profile, relative to the typical probe (1.0 = typical, 1.1 =
+    10% slower): the mean of the probe's samples of a *reference op* over the median of that mean across the probes
+    that measured it; 1.0 for a probe that did not, and for every probe when fewer than
+    :data:`SPEED_REFERENCE_MIN_PROBES` did.
+
+    The reference op is the compute op at one size (component, op, devices, samples, shared flag) that the most
+    probes measured, the longest on a tie: on an on-policy workload, the actor's training step on the whole batch,
+    which nearly every probe runs alike. Probes run one after the other for a minute or two, and a shared machine's
+    speed drifts meanwhile (in one Hopper profile every op of one probe measured 13-20% slower than the same ops in
+    the probes around it); a plan whose loop-step size only that probe also measured was then predicted 12.6% slow
+    (docs/data/validate_hopper_quiet_run3.json)."""
+    probes_with: dict[tuple, int] = {}
+    seconds_of: dict[tuple, float] = {}
+    for _, samples in groups:
+        for key in {_compute_key(s) for s in samples if s.op not in MOVEMENT_OPS}:
+            probes_with[key] = probes_with.get(key, 0) + 1
+        for sample in samples:
+            if sample.op not in MOVEMENT_OPS:
+                key = _compute_key(sample)
+                seconds_of[key] = seconds_of.get(key, 0.0) + sample.seconds
+    if not probes_with or max(probes_with.values()) < SPEED_REFERENCE_MIN_PROBES:
+        return (1.0,) * len(groups)
+    reference = max(probes_with, key=lambda k: (probes_with[k], seconds_of[k]))
+    means: list[float | None] = []
+    for _, samples in groups:
+        times = [s.seconds for s in samples if s.op not in MOVEMENT_OPS and _compute_key(s) == reference]
+        means.append(sum(times) / len(times) if times else None)
+    typical = statistics.median(m for m in means if m is not None)
+    return tuple(m / typical if m is not None and typical > 0 else 1.0 for m in means)
+
+
+def even_probe_speeds(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> tuple[CostSample, ...]:
+    """The probes' samples, in order, each compute sample divided by its probe's :func:`probe_speed_factors`: the
+    profile as if every probe had run at the typical probe's speed. Movement samples (transfers, switches, weight
+    syncs) are kept as measured."""
+    factors = probe_speed_factors(groups)
+    return tuple(
+        sample
+        if sample.op in MOVEMENT_OPS or factor == 1.0
+        else attrs.evolve(sample, seconds=sample.seconds / factor)
+        for factor, (_, samples) in zip(factors, groups, strict=True)
+        for sample in samples
+    )
+
+
+def evened(trace: Trace) -> Trace:
+    """``trace`` with its probes' speeds evened out (:func:`even_probe_speeds`) when it records which probe plan
+    measured which samples (:func:`samples_by_plan`; samples merged in after them are kept as they are); else
+    ``trace`` itself. What the auto mode and ``rlinf validate`` fit the cost model to."""
+    by_plan = samples_by_plan(trace)
+    if not by_plan:
+        return trace
+    rest = trace.samples[sum(len(samples) for _, samples in by_plan) :]
+    return attrs.evolve(trace, samples=even_probe_speeds(by_plan) + tuple(rest))
+
+
+def _compute_key(sample: CostSample) -> tuple[str, str, int, int, bool]:
+    return (sample.component, sample.op, sample.devices, sample.samples, sample.shared)
 
 
 def generation_orders(num_plans: int, generations: int) -> list[tuple[int, ...]]:

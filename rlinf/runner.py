@@ -394,8 +394,8 @@ def plan_from_trace(
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
     job's fixed-mode plans and probe plans (both also at each granularity the planner considers), each simulated from
-    the same trace; keep those the job can run (``check_plan``) and take the fastest.
-    Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
+    the same trace (a profile's probes evened out to the typical probe's speed, :func:`rlinf.profiling.evened`);
+    keep those the job can run (``check_plan``) and take the fastest. Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
     profiled for another workflow or no candidate can run."""
     import warnings
 
@@ -403,7 +403,7 @@ def plan_from_trace(
     from planner.judge import quiet_copy
     from rlinf.costs import fit
     from rlinf.errors import ConfigError, ExtrapolationWarning
-    from rlinf.profiling import COST_STATISTIC
+    from rlinf.profiling import COST_STATISTIC, evened
     from simulator import simulate
 
     started = time.perf_counter()
@@ -416,6 +416,7 @@ def plan_from_trace(
             "profile this config (drop --trace) or pass the config the trace was made with",
         )
     cluster = cpu_cluster(num_devices)
+    trace = evened(trace)  # each probe's samples at the typical probe's speed (the machine drifts meanwhile)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
         result = planner.search(

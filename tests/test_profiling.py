@@ -20,6 +20,7 @@ from rlinf.profiling import (
     samples_by_plan,
 )
 from rlinf.timeline import Timeline
+from rlinf.trace import load_trace
 from simulator import replay
 
 CONFIG = "examples/hopper_ppo.yaml"
@@ -196,3 +197,46 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
     assert runs == [(0, 1)] * 3 + [(1, 2)] * 3 + [(2, 2)] * 3 + [(3, 1)] * 3
     # Each turn's workers are a new process (one: the three workers share one core).
     assert not pids[0] & pids[3] and not pids[1] & pids[2] and all(len(p) == 1 for p in pids)
+
+
+def _probe(scale: float, train_s: float = 0.05) -> tuple:
+    """One probe's samples: 3 training steps and 4 env steps, every op ``scale`` times its typical duration."""
+    from rlinf.trace import CostSample
+
+    plan = plan_from_dict({"placement": {"actor": "0", "env": "0", "rollout": "0"}}, 1)
+    train = [CostSample(component="actor", op="train", devices=1, samples=8, seconds=train_s * scale)] * 3
+    step = [CostSample(component="env", op="env_step", devices=1, samples=8, seconds=1e-3 * scale)] * 4
+    moved = [CostSample(component="actor", op="sync_weights", devices=1, samples=0, seconds=2e-3 * scale)]
+    return plan, tuple(train + step + moved)
+
+
+def test_probe_speeds_are_evened_out_against_the_op_every_probe_ran() -> None:
+    """A probe that ran 20% slow (its training step against the other probes') has its compute samples brought to
+    the typical probe's speed; its movement samples and the other probes' stay as measured; with too few probes
+    sharing an op nothing changes."""
+    from rlinf.profiling import even_probe_speeds, evened, probe_speed_factors
+
+    groups = [_probe(1.0), _probe(1.2), _probe(1.0), _probe(0.9)]
+    assert probe_speed_factors(groups) == pytest.approx((1.0, 1.2, 1.0, 0.9))
+    samples = even_probe_speeds(groups)
+    assert len(samples) == sum(len(g[1]) for g in groups)
+    compute = [s for s in samples if s.op != "sync_weights"]
+    assert {round(s.seconds, 12) for s in compute if s.op == "env_step"} == {1e-3}
+    assert {round(s.seconds, 12) for s in compute if s.op == "train"} == {0.05}
+    assert sorted(round(s.seconds, 12) for s in samples if s.op == "sync_weights") == [
+        1.8e-3,
+        2e-3,
+        2e-3,
+        2.4e-3,
+    ]
+    assert probe_speed_factors(groups[:2]) == (1.0, 1.0)  # the reference op in fewer than 3 probes
+    # A trace that does not say which probe measured what is fitted as it is.
+    trace = grpo_trace()
+    assert evened(trace) is trace
+    # The shipped Hopper profile records its probes: evened, it keeps every sample in place, at another speed.
+    shipped = load_trace("traces/hopper_ppo_cpu2.json")
+    even = evened(shipped)
+    assert len(even.samples) == len(shipped.samples) and even.samples != shipped.samples
+    assert [(s.component, s.op, s.samples) for s in even.samples] == [
+        (s.component, s.op, s.samples) for s in shipped.samples
+    ]

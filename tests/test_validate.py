@@ -160,3 +160,29 @@ def test_a_profile_records_which_probe_plan_measured_which_samples() -> None:
     entries[1]["samples"] = 0
     with pytest.raises(RlinfError, match=r"probe_plan_samples\[1\].samples=0: must be an integer >= 1"):
         samples_by_plan(attrs.evolve(trace, provenance={**trace.provenance, "probe_plan_samples": entries}))
+
+
+def test_mirror_images_of_a_plan_are_measured_once() -> None:
+    """Plans that differ only in which device is which (the actor beside a loop spread over both cores on core 0 or
+    on core 1) share a layout and are predicted alike: validate measures one of them, not both, while distinct
+    plans remain (an earlier run measured both twins, and its top-1 check came down to their order)."""
+    from rlinf.commands.validate import _choose, layout
+    from rlinf.plan import plan_from_yaml
+    from rlinf.runner import Candidate
+
+    def plan(text: str):
+        return plan_from_yaml(text, 2)
+
+    spread = "placement: {env: 0-1, rollout: 0-1, actor: %d}\ngranularity: {loop: 2}"
+    apart = "placement: {env: %d, rollout: %d, actor: %d}\ngranularity: {loop: 2}"
+    plans = [plan(spread % 0), plan(spread % 1), plan(apart % (0, 1, 1)), plan(apart % (1, 0, 0))]
+    plans.append(plan("placement: {env: 0, rollout: 0, actor: 0}\ngranularity: {loop: 1}"))
+    assert layout(plans[0]) == layout(plans[1]) and layout(plans[2]) == layout(plans[3])
+    assert layout(plans[0]) != layout(plans[2]) != layout(plans[4])
+    candidates = tuple(
+        Candidate(plan=p, num_devices=2, predicted_s=0.08 + 0.01 * (i // 2), source="test")
+        for i, p in enumerate(plans)
+    )
+    chosen = _choose(candidates, 3, 2)
+    assert {layout(c.plan) for c in chosen} == {layout(p) for p in plans} and len(chosen) == 3
+    assert len(_choose(candidates, 5, 2)) == 5  # mirror images fill in only when distinct plans run out

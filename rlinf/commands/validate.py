@@ -4,7 +4,9 @@ A profile taken as ``rlinf train --mode auto`` takes it (the same settings: 2 wa
 probe plan, within ``--profile-budget``), or ``--trace``, lets the auto mode's planning propose candidates; K of
 them are chosen, spread over their predicted times, every mode represented. Each is predicted *out of sample*, as in
 real use: from the profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the
-samples of the plan itself and of every probe plan with the same compute ops (an offload variant); ``validate.json``
+samples of the plan itself and of every probe plan with the same compute ops (an offload variant), the remaining
+probes' compute samples evened out to the typical probe's speed as the auto mode evens out its profile
+(:func:`rlinf.profiling.even_probe_speeds`: the machine's speed drifts from probe to probe); ``validate.json``
 records which probe plans fed each prediction. The chosen plans are then measured one at a time, each in 4 turns
 with fresh worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all
 plans interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.
     predicted, sources = [], []
     for c in chosen:
-        plan_trace, feeding = out_of_sample(trace, by_plan, c.plan)
+        plan_trace, feeding = prediction_trace(trace, by_plan, c.plan)
         sources.append(feeding if by_plan else [f"--trace {args.trace}"])
         cluster = cpu_cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
@@ -192,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         "warmup_iterations": args.warmup,
         "trace": str(out / "trace.json"),
         "prediction": "out of sample: each plan from profile samples taken before the measurements, excluding "
-        "the plan's own and those of plans with the same compute ops"
+        "the plan's own and those of plans with the same compute ops, the other probes' speeds evened out"
         if by_plan
         else f"from every sample of --trace {args.trace} (it does not record which plans measured them)",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
@@ -216,30 +218,57 @@ def same_compute(a: Plan, b: Plan) -> bool:
 
 
 def out_of_sample(
-    trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan
+    trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan, *, even_speeds: bool = False
 ) -> tuple[Any, list[str]]:
     """The profile ``trace`` without the samples of ``plan`` and of every probe plan with the same compute ops,
     and the probe plans whose samples it keeps (``by_plan`` empty: the trace as it is). ``by_plan`` holds the
-    trace's first samples; any after them (merged in later) are no probe's and are kept."""
+    trace's first samples; any after them (merged in later) are no probe's and are kept. ``even_speeds``: the kept
+    probes' compute samples evened out to the typical probe's speed, among themselves
+    (:func:`rlinf.profiling.even_probe_speeds`)."""
     import attrs
+
+    from rlinf.profiling import even_probe_speeds
 
     if not by_plan:
         return trace, []
     feeding = [(probe, samples) for probe, samples in by_plan if not same_compute(probe, plan)]
     rest = trace.samples[sum(len(samples) for _, samples in by_plan) :]
-    kept = tuple(sample for _, samples in feeding for sample in samples) + tuple(rest)
+    if even_speeds:
+        kept = even_probe_speeds(feeding) + tuple(rest)
+    else:
+        kept = tuple(sample for _, samples in feeding for sample in samples) + tuple(rest)
     return attrs.evolve(trace, samples=kept), [probe.describe() for probe, _ in feeding]
+
+
+def prediction_trace(
+    trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan
+) -> tuple[Any, list[str]]:
+    """What validate predicts ``plan`` from, and which probe plans feed it: the profile out of sample
+    (:func:`out_of_sample`), the feeding probes' speeds evened out, as the auto mode evens out a whole profile's
+    (:func:`rlinf.profiling.evened`)."""
+    return out_of_sample(trace, by_plan, plan, even_speeds=True)
+
+
+def layout(plan: Plan) -> tuple[tuple[str, ...], ...]:
+    """Which components share a device, device by device, in sorted order: two plans with one layout differ only
+    in which device is which (the actor on core 0 or on core 1 beside a loop spread over both), so the simulator
+    predicts them alike and measuring both would only turn the top-1 check into a coin toss."""
+    on: dict[int, list[str]] = {}
+    for placement in plan.placements:
+        for device in placement.devices:
+            on.setdefault(device, []).append(placement.component)
+    return tuple(sorted(tuple(sorted(names)) for names in on.values()))
 
 
 def _choose(candidates: tuple, count: int, num_devices: int) -> list:
     """Up to ``count`` plans on the cores, spread over the candidates' predicted times: one plan per
-    (placement, granularity) (offload variants of it only when those run out), the best of each mode and
-    the chosen plan first, then evenly spaced through the rest; plans that need more logical devices than cores
-    come on top (at most one per mode)."""
+    (layout, granularity) (offload variants of it, and its mirror images, only when those run out), the best of
+    each mode and the chosen plan first, then evenly spaced through the rest; plans that need more logical devices
+    than cores come on top (at most one per mode)."""
     fitting = [c for c in candidates if c.num_devices <= num_devices]
     shapes: dict[tuple, Any] = {}
     for candidate in fitting:
-        shape = (candidate.plan.placements, tuple(sorted(candidate.plan.granularity.items())))
+        shape = (layout(candidate.plan), tuple(sorted(candidate.plan.granularity.items())))
         shapes.setdefault(shape, candidate)
     distinct = list(shapes.values())
     pool = distinct + [c for c in fitting if c not in distinct]

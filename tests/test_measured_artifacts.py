@@ -3,6 +3,7 @@ cores, load average and raw per-iteration values included), so a figure edited b
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import statistics
@@ -99,6 +100,9 @@ VALIDATE_RUNS = (
     "validate_hopper_loaded",
     "validate_hopper_quiet_run2",
     "validate_hopper_loaded_run2",
+    "validate_hopper_quiet_run3",
+    "validate_hopper_quiet_run4",
+    "validate_hopper_loaded_run4",
 )
 """The README's Hopper validate runs, on a quiet and on a loaded machine (``docs/data/NAME.json``)."""
 
@@ -142,6 +146,7 @@ def test_the_readme_validate_figures_equal_their_artifact(name: str) -> None:
             assert row in readme, row
 
 
+@functools.cache
 def _replayed_errors(name: str, *, even_speeds: bool = True) -> dict[str, float]:
     """Per plan on the cores of validate artifact ``docs/data/NAME.json``: today's out-of-sample prediction from
     the profile shipped beside it, as validate predicts (``even_speeds``: the feeding probes' speeds evened out),
@@ -165,6 +170,52 @@ def _replayed_errors(name: str, *, even_speeds: bool = True) -> dict[str, float]
         predicted = simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
         errors[row["name"]] = abs(predicted - row["measured_s"]) / row["measured_s"]
     return errors
+
+
+def replay_table() -> list[str]:
+    """The README's table of today's out-of-sample predictions from each validate run's shipped profile against
+    that run's measured times: median / max error with the probes as measured and with their speeds evened out."""
+    rows = []
+    for name in VALIDATE_RUNS:
+        data = json.loads((ROOT / "docs" / "data" / f"{name}.json").read_text())
+        cells = []
+        for even in (False, True):
+            errors = list(_replayed_errors(name, even_speeds=even).values())
+            cells.append(f"{100 * statistics.median(errors):.1f}% / {100 * max(errors):.1f}%")
+        rows.append(
+            f"| {name.removeprefix('validate_hopper_')} | {data['provenance']['commit']} | {' | '.join(cells)} |"
+        )
+    return rows
+
+
+def own_probe_errors(name: str) -> list[float]:
+    """Signed errors of each measured plan of a validate run that was also a probe plan, predicted from its own
+    probe's samples alone (in sample, the best a single probe can do)."""
+    import attrs
+
+    from rlinf.profiling import samples_by_plan
+
+    data = json.loads((ROOT / "docs" / "data" / f"{name}.json").read_text())
+    trace = load_trace(ROOT / "docs" / "data" / f"{name}_trace.json")
+    measured = {p["name"]: p["measured_s"] for p in data["plans"] if not p["oversubscribed"]}
+    job, config = load_job_config(ROOT / "examples" / "hopper_ppo.yaml")
+    cluster = cpu_cluster(data["num_devices"])
+    errors = []
+    for plan, samples in samples_by_plan(trace):
+        if plan.describe() in measured:
+            costs = quiet_copy(fit(attrs.evolve(trace, samples=samples), cluster, statistic=COST_STATISTIC))
+            predicted = simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
+            errors.append(predicted / measured[plan.describe()] - 1)
+    return errors
+
+
+def test_the_readme_replay_table_equals_todays_replay_of_the_shipped_profiles() -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for row in replay_table():
+        assert row in readme, row
+    own = [e for name in VALIDATE_RUNS[-3:] for e in own_probe_errors(name)]
+    claim = f"within {100 * min(own):+.1f}% to {100 * max(own):+.1f}% in the last three runs"
+    assert claim in readme, claim
 
 
 @pytest.mark.parametrize("name", ["validate_hopper_quiet", "validate_hopper_quiet_run3"])

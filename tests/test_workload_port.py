@@ -33,8 +33,15 @@ def computed(run: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
 
 
+FLOAT_TOLERANCE = 5e-3
+"""Relative tolerance on float metrics. Integers (samples, tokens, episodes, optimizer steps) must match exactly; the
+floats come from float32 kernels that differ from one CPU to another (MKL and oneDNN choose their code by the
+processor): the GRPO baseline, recorded on another machine, reproduces on an AMD EPYC within 0.16% (kl 2.13e-5
+against 2.126e-5; the losses 0.08%), every integer exact. A real change of the maths moves them by far more."""
+
+
 def _close(value: object) -> object:
-    return pytest.approx(value, rel=1e-4, abs=1e-9) if isinstance(value, float) else value
+    return pytest.approx(value, rel=FLOAT_TOLERANCE, abs=1e-9) if isinstance(value, float) else value
 
 
 @pytest.mark.parametrize("mode", ["collocated", "hybrid", "disaggregated"])
@@ -47,8 +54,9 @@ def test_the_port_computes_what_the_hand_written_adapters_computed(
     args = ["train", *base, *cache, "--mode", mode, "--iterations", "2", "--devices", "2", "--no-progress"]
     assert main([*args, "--out", str(out)]) == 0
     want = BASELINE[f"{workload}/{mode}"]
-    # Integers exactly; floats up to rounding: the PPO update has since been made cheaper with the same maths
-    # (fused Adam, the Gaussian's log-probability in closed form), which moves the 6th-7th significant digit.
+    # Integers exactly; floats up to rounding (FLOAT_TOLERANCE): the PPO update has since been made cheaper with
+    # the same maths (fused Adam, the Gaussian's log-probability in closed form), which moves the 6th-7th
+    # significant digit, and float32 kernels differ by processor.
     assert computed(out) == [{k: _close(v) for k, v in row.items()} for row in want]
     assert any(
         m.get("episodes", 0) > 0 or m.get("mean_reward", 0) > 0 for m in want

@@ -18,7 +18,7 @@ from rlinf.jobs import load_job_config
 from rlinf.lowering import lower
 from rlinf.plan import Plan, plan_from_dict
 from rlinf.profiling import COST_STATISTIC
-from rlinf.trace import load_trace
+from rlinf.trace import Trace, load_trace
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +147,12 @@ def test_the_readme_validate_figures_equal_their_artifact(name: str) -> None:
 
 
 @functools.cache
+def _shipped_profile(name: str) -> Trace:
+    """The profile shipped beside validate artifact ``docs/data/NAME.json`` (loaded once per test process)."""
+    return load_trace(ROOT / "docs" / "data" / f"{name}_trace.json")
+
+
+@functools.cache
 def _replayed_errors(name: str, *, even_speeds: bool = True) -> dict[str, float]:
     """Per plan on the cores of validate artifact ``docs/data/NAME.json``: today's out-of-sample prediction from
     the profile shipped beside it, as validate predicts (``even_speeds``: the feeding probes' speeds evened out),
@@ -155,7 +161,7 @@ def _replayed_errors(name: str, *, even_speeds: bool = True) -> dict[str, float]
     from rlinf.profiling import samples_by_plan
 
     data = json.loads((ROOT / "docs" / "data" / f"{name}.json").read_text())
-    trace = load_trace(ROOT / "docs" / "data" / f"{name}_trace.json")
+    trace = _shipped_profile(name)
     by_plan = samples_by_plan(trace)
     assert by_plan, "the shipped profile does not say which probe plan measured which samples"
     job, config = load_job_config(ROOT / "examples" / "hopper_ppo.yaml")
@@ -196,7 +202,7 @@ def own_probe_errors(name: str) -> list[float]:
     from rlinf.profiling import samples_by_plan
 
     data = json.loads((ROOT / "docs" / "data" / f"{name}.json").read_text())
-    trace = load_trace(ROOT / "docs" / "data" / f"{name}_trace.json")
+    trace = _shipped_profile(name)
     measured = {p["name"]: p["measured_s"] for p in data["plans"] if not p["oversubscribed"]}
     job, config = load_job_config(ROOT / "examples" / "hopper_ppo.yaml")
     cluster = cpu_cluster(data["num_devices"])

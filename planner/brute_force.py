@@ -38,11 +38,10 @@ import numpy as np
 from planner.judge import Evaluation, judge, quiet_copy
 from planner.space import Group, PlanPoint, PlanSpace, micro_batch_counts, subsets
 from planner.spread import spread_placements
-from planner.tables import CostTables, build_tables
+from planner.tables import CostTables, build_tables, loop_busy
 from rlinf.cluster import Cluster
 from rlinf.costs import CostModel
 from rlinf.errors import ExtrapolationWarning
-from rlinf.lowering import loop_pinned
 from rlinf.plan import Plan
 from rlinf.workflow import Workflow
 
@@ -229,22 +228,14 @@ def distinct_programs(tables: CostTables) -> Programs:
 def _loop_seconds(
     tables: CostTables, name: str, env_devices: int, policy_devices: int, shared: bool, stages: np.ndarray
 ) -> np.ndarray:
-    """Per stage count in ``stages``: the seconds loop component ``name`` keeps each of its devices busy, with
-    env and policy on ``env_devices`` and ``policy_devices`` devices, priced as the lowering's ops are (``shared``:
-    a step whose env and policy share devices): its own ``stages / devices`` stages when the loop is pinned, else
-    its part of every stage's ops."""
+    """Per stage count in ``stages``: the seconds loop component ``name`` keeps each of its devices busy
+    (:func:`planner.tables.loop_busy`)."""
     workflow = tables.space.workflow
-    loop = workflow.loop
-    assert loop is not None
-    op_name = "env_step" if name == loop.env else "act"
-    devices = env_devices if name == loop.env else policy_devices
-    out = np.zeros(len(stages))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
-        for i, count in enumerate(stages.tolist()):
-            pinned = loop_pinned(env_devices, policy_devices, count)
-            step_s = tables.costs.compute_seconds(
-                name, op_name, 1 if pinned else devices, workflow.batch_size // count, shared
-            )
-            out[i] = loop.num_steps * (count // devices if pinned else count) * step_s
-    return out
+        return np.array(
+            [
+                loop_busy(workflow, tables.costs, name, env_devices, policy_devices, count, shared)[0]
+                for count in stages.tolist()
+            ]
+        )

@@ -161,7 +161,7 @@ def _search(
     # planner's own candidates from the baselines' plans.
     seen = {e.plan for e in evaluations}
     for origin in list(evaluations):
-        for plan in spread_loop_plans(workflow, [origin.plan], space.loop_ladder):
+        for plan in spread_loop_plans(workflow, origin.plan, space.loop_ladder):
             if plan not in seen:
                 seen.add(plan)
                 evaluations.append(

@@ -11,8 +11,6 @@ space that pins the loop; :func:`planner.search` simulates them with the rest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from rlinf.lowering import loop_pinned
 from rlinf.plan import Placement, Plan
 from rlinf.workflow import Workflow
@@ -21,32 +19,18 @@ SPREAD_SOURCE = "spread loop"
 """How :func:`planner.search` names a spread-loop candidate: ``"spread loop of <the source of the plan it spread>"``."""
 
 
-def spread_loop_plans(workflow: Workflow, plans: Iterable[Plan], loop_ladder: tuple[int, ...]) -> list[Plan]:
-    """Each of ``plans`` with the loop's env and policy on every device the plan uses (the other components keep
-    theirs), at every stage count of ``loop_ladder`` that pins the loop; distinct, in the order found, none of
-    ``plans`` itself. Empty without a loop, or for plans on one device."""
-    if workflow.loop is None:
+def spread_loop_plans(workflow: Workflow, plan: Plan, loop_ladder: tuple[int, ...]) -> list[Plan]:
+    """``plan`` with the loop's env and policy on every device it uses (the other components keep theirs), at every
+    stage count of ``loop_ladder`` that pins the loop. Empty without a loop, or for a plan on one device."""
+    placements = spread_placements(workflow, plan)
+    if placements is None:
         return []
-    given = list(plans)
-    seen = set(given)
-    out = []
-    for plan in given:
-        placements = spread_placements(workflow, plan)
-        if placements is None:
-            continue
-        devices = len(_spread_devices(plan))
-        for stages in loop_ladder:
-            if not loop_pinned(devices, devices, stages):
-                continue
-            variant = Plan(
-                placements=placements,
-                granularity={**plan.granularity, "loop": stages},
-                offload=plan.offload,
-            )
-            if variant not in seen:
-                seen.add(variant)
-                out.append(variant)
-    return out
+    devices = len(_spread_devices(plan))
+    return [
+        Plan(placements=placements, granularity={**plan.granularity, "loop": stages}, offload=plan.offload)
+        for stages in loop_ladder
+        if loop_pinned(devices, devices, stages)
+    ]
 
 
 def spread_placements(workflow: Workflow, plan: Plan) -> tuple[Placement, ...] | None:

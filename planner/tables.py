@@ -249,19 +249,17 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
     loop = workflow.loop
     placed = tuple(range(devices))
     if loop is not None and name in (loop.env, loop.policy):
-        envs = workflow.batch_size // count
-        op_name = "env_step" if name == loop.env else "act"
-        # Pinned (assuming the other loop component has as many devices): each device runs count / devices
-        # whole stages on its own; else every stage's ops span all devices.
-        pinned = loop_pinned(devices, devices, count)
-        placed = (0,) if pinned else placed
-        step_s = costs.compute_seconds(name, op_name, len(placed), envs)
-        op = Op(index=0, kind="compute", component=name, name=op_name, devices=placed, samples=envs)
-        return Profile(
-            busy_s=loop.num_steps * (count // devices if pinned else count) * step_s,
-            first_s=step_s,
-            activation_bytes=costs.activation_bytes(op),
+        # Assuming the other loop component has as many devices (and pricing steps as not shared).
+        busy_s, step_s, span = loop_busy(workflow, costs, name, devices, devices, count)
+        op = Op(
+            index=0,
+            kind="compute",
+            component=name,
+            name=_op_name(workflow, name),
+            devices=placed[:span],
+            samples=workflow.batch_size // count,
         )
+        return Profile(busy_s=busy_s, first_s=step_s, activation_bytes=costs.activation_bytes(op))
     op_name = COMPUTE_NAMES[component.role]
     num_groups = workflow.batch_size // workflow.group_size
     sizes = [(hi - lo) * workflow.group_size for lo, hi in micro_batch_ranges(num_groups, count)]
@@ -285,6 +283,29 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
         first_s=float(seconds[sizes[0]]),
         activation_bytes=activation,
     )
+
+
+def loop_busy(
+    workflow: Workflow,
+    costs: CostModel,
+    name: str,
+    env_devices: int,
+    policy_devices: int,
+    count: int,
+    shared: bool = False,
+) -> tuple[float, float, int]:
+    """Loop component ``name`` at ``count`` stages with env and policy on ``env_devices`` and ``policy_devices``
+    devices, priced as the lowering's ops are (``shared``: steps whose env and policy share devices): (seconds it
+    keeps each of its devices busy, seconds of one step, devices one step spans). Pinned
+    (:func:`rlinf.lowering.loop_pinned`), each device runs ``count / devices`` whole stages on its own; else every
+    stage's ops span all of the component's devices."""
+    loop = workflow.loop
+    assert loop is not None and name in (loop.env, loop.policy)
+    devices = env_devices if name == loop.env else policy_devices
+    pinned = loop_pinned(env_devices, policy_devices, count)
+    span = 1 if pinned else devices
+    step_s = costs.compute_seconds(name, _op_name(workflow, name), span, workflow.batch_size // count, shared)
+    return loop.num_steps * (count // devices if pinned else count) * step_s, step_s, span
 
 
 def tick_for(tables: CostTables, resolution: float = 1e7) -> float:

@@ -378,22 +378,23 @@ def probe_speed_factors(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> 
     speed drifts meanwhile (in one Hopper profile every op of one probe measured 13-20% slower than the same ops in
     the probes around it); a plan whose loop-step size only that probe also measured was then predicted 12.6% slow
     (docs/data/validate_hopper_quiet_run3.json)."""
-    probes_with: dict[tuple, int] = {}
-    seconds_of: dict[tuple, float] = {}
+    timed: list[dict[tuple, list[float]]] = []  # per probe: its compute samples' seconds by op and size
     for _, samples in groups:
-        for key in {_compute_key(s) for s in samples if s.op not in MOVEMENT_OPS}:
-            probes_with[key] = probes_with.get(key, 0) + 1
+        by_key: dict[tuple, list[float]] = {}
         for sample in samples:
             if sample.op not in MOVEMENT_OPS:
-                key = _compute_key(sample)
-                seconds_of[key] = seconds_of.get(key, 0.0) + sample.seconds
+                by_key.setdefault(_compute_key(sample), []).append(sample.seconds)
+        timed.append(by_key)
+    probes_with: dict[tuple, int] = {}
+    seconds_of: dict[tuple, float] = {}
+    for by_key in timed:
+        for key, times in by_key.items():
+            probes_with[key] = probes_with.get(key, 0) + 1
+            seconds_of[key] = seconds_of.get(key, 0.0) + sum(times)
     if not probes_with or max(probes_with.values()) < SPEED_REFERENCE_MIN_PROBES:
         return (1.0,) * len(groups)
     reference = max(probes_with, key=lambda k: (probes_with[k], seconds_of[k]))
-    means: list[float | None] = []
-    for _, samples in groups:
-        times = [s.seconds for s in samples if s.op not in MOVEMENT_OPS and _compute_key(s) == reference]
-        means.append(sum(times) / len(times) if times else None)
+    means = [statistics.fmean(by_key[reference]) if reference in by_key else None for by_key in timed]
     typical = statistics.median(m for m in means if m is not None)
     return tuple(m / typical if m is not None and typical > 0 else 1.0 for m in means)
 

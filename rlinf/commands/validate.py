@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.
     predicted, sources = [], []
     for c in chosen:
-        plan_trace, feeding = prediction_trace(trace, by_plan, c.plan)
+        plan_trace, feeding = out_of_sample(trace, by_plan, c.plan, even_speeds=True)
         sources.append(feeding if by_plan else [f"--trace {args.trace}"])
         cluster = cpu_cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
@@ -238,15 +238,6 @@ def out_of_sample(
     else:
         kept = tuple(sample for _, samples in feeding for sample in samples) + tuple(rest)
     return attrs.evolve(trace, samples=kept), [probe.describe() for probe, _ in feeding]
-
-
-def prediction_trace(
-    trace: Any, by_plan: Sequence[tuple[Plan, Sequence[Any]]], plan: Plan
-) -> tuple[Any, list[str]]:
-    """What validate predicts ``plan`` from, and which probe plans feed it: the profile out of sample
-    (:func:`out_of_sample`), the feeding probes' speeds evened out, as the auto mode evens out a whole profile's
-    (:func:`rlinf.profiling.evened`)."""
-    return out_of_sample(trace, by_plan, plan, even_speeds=True)
 
 
 def layout(plan: Plan) -> tuple[tuple[str, ...], ...]:

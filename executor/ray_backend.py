@@ -143,7 +143,7 @@ class RayBackend(ControlDriver):
         node_of = {r.worker: self.nodes[r.device] for r in layout.replicas}
         same = {w: [p for p in node_of if p != w and node_of[p] == node_of[w]] for w in node_of}
         listening = [self._actors[w].listen.remote(len(same[w])) for w in node_of]
-        paths = [self._placed(ref, w) for w, ref in enumerate(listening)]
+        paths = self._placed(listening, node_of)
         pending = []
         for worker in node_of:
             peers = {p: paths[p] for p in same[worker]}
@@ -260,19 +260,24 @@ class RayBackend(ControlDriver):
             return _explain(error)
         return "actor stopped serving (its control connection closed)"
 
-    def _placed(self, ref: Any, worker: int) -> Any:
-        """The result of an actor's first call, which returns once Ray has placed and started the actor."""
-        ready, _ = ray.wait([ref], timeout=self._start_timeout_s)
-        if not ready:
-            node = self.nodes[self._layout.replicas[worker].device] if self._layout else 0
+    def _placed(self, refs: Sequence[Any], node_of: Mapping[int, int]) -> list[Any]:
+        """The results of every actor's first call, each of which returns once Ray has placed and started that
+        actor: all within one start timeout (the actors start together), else a failure naming every late
+        actor and its plan node (a node without a free CPU or GPU, or a start slower than the timeout)."""
+        _, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=self._start_timeout_s)
+        pending = {ref.hex() for ref in waiting}
+        late = [w for w, ref in enumerate(refs) if ref.hex() in pending]
+        if late:
+            where = ", ".join(f"{self._name(w)} (plan node {node_of[w]})" for w in late)
             self.fail(
-                worker,
+                late[0],
                 "start",
-                f"Ray did not place and start it within {self._start_timeout_s:.0f} s: plan node {node} has no "
-                "free CPU (or GPU) for it (fix: see `ray status`; free the node's resources or use fewer devices)",
+                f"Ray did not place and start {where} within {self._start_timeout_s:g} s: its node has no free "
+                "CPU (or GPU) for it, or it starts slower than that (fix: see `ray status`; free the node's "
+                "resources, use fewer devices, or allow a longer start)",
                 "",
             )
-        return self._get(ref, worker)
+        return [self._get(ref, w) for w, ref in enumerate(refs)]
 
     def _get(self, ref: Any, worker: int, op_label: str = "setup") -> Any:
         try:

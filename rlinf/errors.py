@@ -42,11 +42,16 @@ class ExtrapolationWarning(RlinfWarning):
 
 
 def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` on one line, at most ``limit`` characters: a longer one keeps its start and its end (a
+    path's file name, a location's line number), joined by ``...``."""
     try:
         text = repr(value)
     except (ValueError, RecursionError):  # an integer of thousands of digits, a structure nested too deeply
         text = f"<{type(value).__name__} too large to show>"
-    return _one_line(text if len(text) <= limit else text[: limit - 3] + "...")
+    if len(text) > limit:
+        tail = (limit - 3) // 2
+        text = text[: limit - 3 - tail] + "..." + text[-tail:]
+    return _one_line(text)
 
 
 def _one_line(text: str) -> str:

@@ -18,6 +18,15 @@ def test_config_error_message_has_field_value_and_fix() -> None:
     assert str(error) == "plan.placement.actor=99: device out of range; fix: use ids below 8"
 
 
+def test_a_long_value_keeps_its_start_and_its_end() -> None:
+    """A long path is cut in the middle: the file name (and a JSON error's line number) at its end stays."""
+    path = "/tmp/" + "deep/" * 30 + "broken.json:2:12"
+    message = str(ConfigError("trace", path, "is not valid JSON", "fix the JSON syntax"))
+    shown = message.removeprefix("trace=").split(": is not valid JSON")[0]
+    assert len(shown) == 80 and shown.startswith("'/tmp/deep/") and shown.endswith("/broken.json:2:12'")
+    assert "..." in shown and message.endswith("; fix: fix the JSON syntax")
+
+
 @pytest.mark.parametrize(
     ("spec", "match"),
     [

@@ -72,7 +72,7 @@ def measure(cores: list[int], seconds: float) -> dict[int, list[float]]:
     for child in children:
         child.join()
     bins: dict[int, list[float]] = {}
-    for core, timed in results.items():
+    for core, timed in sorted(results.items()):
         grouped: dict[int, list[float]] = {}
         for at_s, chunk_s in timed:
             grouped.setdefault(int(at_s / BIN_S), []).append(chunk_s)

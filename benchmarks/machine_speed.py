@@ -1,6 +1,6 @@
 """The machine's own speed: does the same work take the same time on each core, from one second to the next?
 
-    python benchmarks/machine_speed.py [--seconds 30] [--out docs/data/machine_speed.json]
+    python benchmarks/machine_speed.py [--seconds 30] [--out docs/data/machine_speed.json] [--png docs/machine_speed.png]
 
 One process per core, each pinned to its core and started at the same instant, runs the same fixed pure-Python
 work (a chunk of :data:`CHUNK_ADDS` additions, about 3 ms) back to back and records each chunk's wall time. Run it
@@ -113,10 +113,45 @@ def summarise(bins_ms: dict[str, list[float]]) -> dict[str, Any]:
     return {"cores": cores, "both_slow_fraction": both / length}
 
 
+def plot(artifact: dict[str, Any], path: Path) -> None:
+    """Each core's bin times over the run, with its fast level and the slow threshold, as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 3.2))
+    for core, values in artifact["bins_ms"].items():
+        seconds = [artifact["bin_s"] * (i + 0.5) for i in range(len(values))]
+        summary = artifact["cores"][core]
+        axes.plot(
+            seconds,
+            values,
+            lw=1,
+            label=f"core {core}: slow {100 * summary['slow_fraction']:.0f}% of the time",
+        )
+    fast = min(summary["p10_ms"] for summary in artifact["cores"].values())
+    axes.axhline(
+        fast * artifact["slow_over_fast_threshold"], color="grey", ls="--", lw=0.8, label="slow threshold"
+    )
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("ms per chunk of fixed work")
+    axes.set_ylim(bottom=0)
+    p = artifact["provenance"]
+    axes.set_title(
+        f"Same work, same core: {p['date'][:10]}, commit {p['commit']}, nothing else running", fontsize=10
+    )
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="how long each core works (default 30)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON artifact here")
+    parser.add_argument("--png", type=Path, default=None, help="also plot each core's bins over time here")
     args = parser.parse_args(argv)
     if args.seconds <= 1:
         print(
@@ -138,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     written = (
         provenance.write_artifact(args.out, body, started) if args.out else provenance.document(body, started)
     )
+    if args.png:
+        plot(written, args.png)
     print(json.dumps({k: v for k, v in written.items() if k != "bins_ms"}, indent=1))
     return 0
 

@@ -217,6 +217,19 @@ def order_bias() -> list[str]:
     ]
 
 
+def machine_speed() -> list[str]:
+    """The README's paragraph on the machine's own speed (``benchmarks/machine_speed.py``)."""
+    a = artifact("docs/data/machine_speed.json")
+    c0, c1 = a["cores"]["0"], a["cores"]["1"]
+    return [
+        f"nothing else running; commit {a['provenance']['commit']}, {load(a)})",
+        f"core 0 was slow (over {a['slow_over_fast_threshold']}x its fast level) {100 * c0['slow_fraction']:.0f}% of "
+        f"the time and core 1 {100 * c1['slow_fraction']:.0f}%, both at once {100 * a['both_slow_fraction']:.1f}%",
+        f"a slow bin took {c0['slow_over_fast']:.2f}x and {c1['slow_over_fast']:.2f}x a fast one",
+        f"the longest slow phase lasted {c0['longest_slow_s']:g} s and {c1['longest_slow_s']:g} s",
+    ]
+
+
 def readme_paragraphs() -> list[str]:
     """The README's prose outside the table: the main job, auto mode against the fixed modes, Ray against local."""
     auto = artifact("docs/auto_mode_hopper.json")
@@ -226,6 +239,7 @@ def readme_paragraphs() -> list[str]:
     return [
         *main_job(),
         *order_bias(),
+        *machine_speed(),
         f"see below (median error {100 * first_validate['median_error']:.1f}% in the first run",
         f"{auto['provenance']['wall_s']:.0f} s, {load(auto)}): the chosen plan",
         f"**{auto['auto_over_collocated']:.2f}x** the env steps/s of the best collocated plan "
@@ -454,3 +468,27 @@ def test_the_planner_benchmark_carries_its_rounds_and_conditions() -> None:
         rounds = b["stats"]["data"]
         assert len(rounds) == b["stats"]["rounds"] == 3
         assert b["stats"]["mean"] == statistics.mean(rounds)
+
+
+def test_the_machine_speed_figures_follow_from_its_bins(monkeypatch: Any) -> None:
+    """The machine-speed artifact's figures are what ``benchmarks/machine_speed.py`` computes from its raw bins."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # it imports its sibling provenance.py
+    spec = importlib.util.spec_from_file_location("machine_speed", ROOT / "benchmarks" / "machine_speed.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    a = provenance_of("docs/data/machine_speed.json")
+    assert not a["provenance"]["uncommitted_code_changes"]
+    assert a["bin_s"] == bench.BIN_S and a["slow_over_fast_threshold"] == bench.SLOW_OVER_FAST
+    summary = bench.summarise(a["bins_ms"])
+    assert summary == {"cores": a["cores"], "both_slow_fraction": a["both_slow_fraction"]}
+    assert all(len(bins) >= a["seconds"] / a["bin_s"] - 1 for bins in a["bins_ms"].values())
+    # and the summary measures what it says on bins made up here: core 1 slow (2x) in 3 bins, 2 of them in a row
+    made_up = {"0": [1.0] * 10, "1": [1.0, 2.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0]}
+    figures = bench.summarise(made_up)
+    assert figures["cores"]["0"]["slow_fraction"] == 0 and figures["cores"]["0"]["slow_over_fast"] == 1.0
+    one = figures["cores"]["1"]
+    assert (one["slow_fraction"], one["slow_over_fast"], one["longest_slow_s"]) == (0.3, 2.0, 2 * bench.BIN_S)
+    assert figures["both_slow_fraction"] == 0

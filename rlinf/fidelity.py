@@ -6,7 +6,11 @@
 * Kendall's tau-b between the two rankings (ties in either counted as in the usual tau-b);
 * when the plans' per-iteration times are given, whether a top-1 miss is more than noise: a one-sided
   permutation test of "the predicted-best plan's iterations are slower than the measured best's" on the
-  difference of medians (:func:`slower_p_value`).
+  difference of medians (:func:`slower_p_value`);
+* when a plan was measured in turns (each with fresh worker processes), whether its prediction lies within the
+  range of its turns' medians: with ``n`` turns, a range that holds the plan's typical turn time with probability
+  ``1 - 2 / 2**n`` (87.5% for 4 turns: the sign test's interval for a median), so a prediction outside it is off
+  by more than the measurement's own spread (:attr:`PlanFidelity.within_turn_range`).
 """
 
 from __future__ import annotations
@@ -40,12 +44,42 @@ class PlanFidelity:
     """The plan was also profiled: its own measured samples are in the trace its prediction comes from."""
     measured_each_s: tuple[float, ...] = ()
     """Every measured iteration (warm-up excluded), in the order run; empty when not kept."""
+    turn_sizes: tuple[int, ...] = ()
+    """Measured iterations per turn, in the order run (``measured_each_s`` is the turns' iterations one turn
+    after the other); empty when the turns are not known."""
 
     def __attrs_post_init__(self) -> None:
         require(self.measured_s > 0, f"{self.name}.measured_s", self.measured_s, "must be > 0", "measure it")
         require(
             self.predicted_s >= 0, f"{self.name}.predicted_s", self.predicted_s, "must be >= 0", "predict it"
         )
+        if self.turn_sizes:
+            require(
+                sum(self.turn_sizes) == len(self.measured_each_s) and min(self.turn_sizes) >= 1,
+                f"{self.name}.turn_sizes",
+                self.turn_sizes,
+                f"must be positive and add up to the {len(self.measured_each_s)} measured iterations",
+                "give each turn's count of measured iterations",
+            )
+
+    @property
+    def turn_medians_s(self) -> tuple[float, ...]:
+        """Each turn's median iteration time, in the order run (empty without :attr:`turn_sizes`)."""
+        medians, start = [], 0
+        for size in self.turn_sizes:
+            medians.append(statistics.median(self.measured_each_s[start : start + size]))
+            start += size
+        return tuple(medians)
+
+    @property
+    def within_turn_range(self) -> bool | None:
+        """Whether the prediction lies between the smallest and the largest of :attr:`turn_medians_s` (``None``
+        with fewer than 2 turns): outside it, the prediction is off by more than the plan's own spread from one
+        set of worker processes to the next."""
+        medians = self.turn_medians_s
+        if len(medians) < 2:
+            return None
+        return min(medians) <= self.predicted_s <= max(medians)
 
     @property
     def error(self) -> float:
@@ -68,10 +102,14 @@ class FidelityReport:
     """On a top-1 miss, the permutation test's p-value that the predicted best is measured slower than the
     measured best (small: a real miss; large: the two are within noise); ``None`` on a match or without
     per-iteration times."""
+    within_turn_range: tuple[int, int] | None = None
+    """How many predictions lie within the range of their plan's turn medians, out of how many plans were
+    measured in at least 2 turns (:attr:`PlanFidelity.within_turn_range`); ``None`` when none was."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``plans`` (``name``, ``source``, ``predicted_s``, ``measured_s``, ``error``),
-        ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``top1_p_value``, ``kendall_tau``."""
+        ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``top1_p_value``, ``kendall_tau``,
+        ``within_turn_range`` (``[inside, of]``); each plan also ``turn_medians_s`` and ``within_turn_range``."""
         return {
             "plans": [
                 {
@@ -83,6 +121,8 @@ class FidelityReport:
                     "oversubscribed": p.oversubscribed,
                     "in_profile": p.in_profile,
                     "measured_each_s": list(p.measured_each_s),
+                    "turn_medians_s": list(p.turn_medians_s),
+                    "within_turn_range": p.within_turn_range,
                 }
                 for p in self.plans
             ],
@@ -92,6 +132,7 @@ class FidelityReport:
             "top1_regret": self.top1_regret,
             "top1_p_value": self.top1_p_value,
             "kendall_tau": self.kendall_tau,
+            "within_turn_range": list(self.within_turn_range) if self.within_turn_range else None,
         }
 
 
@@ -157,6 +198,7 @@ def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
     p_value = None
     if predicted_best != measured_best and slower and faster:
         p_value = slower_p_value(slower, faster)
+    verdicts = [p.within_turn_range for p in plans if p.within_turn_range is not None]
     return FidelityReport(
         plans=tuple(plans),
         median_error=float(statistics.median(errors)),
@@ -165,4 +207,5 @@ def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
         top1_regret=measured[predicted_best] / measured[measured_best] - 1.0,
         kendall_tau=kendall_tau(predicted, measured) if len(plans) >= 2 else math.nan,
         top1_p_value=p_value,
+        within_turn_range=(sum(verdicts), len(verdicts)) if verdicts else None,
     )

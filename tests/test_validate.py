@@ -72,6 +72,40 @@ def test_a_top1_miss_is_tested_against_noise() -> None:
     assert slower_p_value([3.0, 4.0], [1.0, 2.0]) == pytest.approx(1 / 6)
 
 
+def test_a_prediction_is_checked_against_the_range_of_its_plans_turn_medians() -> None:
+    """A plan measured in turns (fresh worker processes each): its prediction lies within or outside the range of
+    the turns' medians, an interval that holds the plan's typical turn time with probability 1 - 2 / 2**turns."""
+    each = (1.0, 1.2, 1.1, 1.3, 1.4, 0.9, 1.0)  # three turns: 3, 2 and 2 iterations
+    plan = PlanFidelity(
+        name="a",
+        predicted_s=1.2,
+        measured_s=statistics.median(each),
+        measured_each_s=each,
+        turn_sizes=(3, 2, 2),
+    )
+    assert plan.turn_medians_s == pytest.approx((1.1, 1.35, 0.95))
+    assert plan.within_turn_range
+    assert attrs.evolve(plan, predicted_s=1.36).within_turn_range is False  # above the slowest turn
+    assert attrs.evolve(plan, predicted_s=0.94).within_turn_range is False  # below the fastest
+    assert attrs.evolve(plan, turn_sizes=(7,)).within_turn_range is None  # one turn: no range
+    assert attrs.evolve(plan, turn_sizes=()).turn_medians_s == ()
+    outside = attrs.evolve(plan, name="b", predicted_s=2.0)
+    result = report([plan, outside, PlanFidelity(name="c", predicted_s=1.0, measured_s=1.0)])
+    assert result.within_turn_range == (1, 2)  # c has no turns and is not counted
+    as_json = result.to_dict()
+    assert as_json["within_turn_range"] == [1, 2]
+    assert (
+        as_json["plans"][1]["within_turn_range"] is False and as_json["plans"][2]["within_turn_range"] is None
+    )
+    assert as_json["plans"][0]["turn_medians_s"] == pytest.approx([1.1, 1.35, 0.95])
+    with pytest.raises(
+        ConfigError, match=r"a.turn_sizes=\(3, 2\): must be positive and add up to the 7 measured"
+    ):
+        attrs.evolve(plan, turn_sizes=(3, 2))
+    with pytest.raises(ConfigError, match=r"a.turn_sizes=\(7, 0\)"):
+        attrs.evolve(plan, turn_sizes=(7, 0))
+
+
 def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "trace.json"
     synthetic_trace().save(trace)
@@ -94,6 +128,10 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert result["max_error"] == pytest.approx(max(on_cores))
     assert isinstance(result["top1_match"], bool)
     assert all(len(plan["measured_each_s"]) == 1 for plan in result["plans"])  # raw per-iteration times
+    assert all(plan["turn_medians_s"] == plan["measured_each_s"] for plan in result["plans"])  # one turn each
+    assert result["within_turn_range"] is None and all(
+        p["within_turn_range"] is None for p in result["plans"]
+    )
     assert result["measurement"].startswith("one plan at a time, in 1 turns per plan, each with fresh worker")
     for plan in result["plans"]:
         assert plan["measured_s"] == pytest.approx(statistics.median(plan["measured_each_s"]))

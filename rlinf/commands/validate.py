@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         measure_plans,
         profile,
         samples_by_plan,
+        split_iterations,
     )
     from rlinf.runner import plan_from_trace
     from rlinf.trace import load_trace
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     probes = [(plan, num_devices) for plan, _ in by_plan]
+    turn_sizes = tuple(split_iterations(args.iterations, generations))
     rows = [
         fidelity.PlanFidelity(
             name=c.plan.describe(),
@@ -167,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             predicted_s=p.iteration_s,
             measured_s=statistics.median(m.iteration_s),
             measured_each_s=tuple(m.iteration_s),
+            turn_sizes=turn_sizes,
             oversubscribed=c.num_devices > num_devices,
             in_profile=(c.plan, c.num_devices) in probes,
         )
@@ -295,13 +298,22 @@ def _miss(report: Any) -> str:
     return text + ")"
 
 
+def _turn_range(row: Any) -> str:
+    """The plan's turn medians as ``min-max`` milliseconds, ``!`` when the prediction lies outside them."""
+    medians = row.turn_medians_s
+    if len(medians) < 2:
+        return ""
+    outside = "" if row.within_turn_range else " !"
+    return f"{1e3 * min(medians):.1f}-{1e3 * max(medians):.1f}{outside}"
+
+
 def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> None:
-    print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'error':>7}")
+    print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'error':>7}  turns (ms)")
     for row in rows:
         mark = (" *" if row.oversubscribed else "") + (" p" if row.in_profile else "")
         print(
             f"{row.name + mark:<64} {row.source:<15} {row.predicted_s:>8.4f}s {row.measured_s:>8.4f}s "
-            f"{100 * row.error:>6.1f}%"
+            f"{100 * row.error:>6.1f}%  {_turn_range(row)}"
         )
     print(
         f"plans on {result['num_devices']} cores: median error {100 * on_cores.median_error:.1f}%, "
@@ -313,6 +325,14 @@ def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> Non
         print(
             f"* more logical devices than cores (not in the summary); with them: median error "
             f"{100 * every.median_error:.1f}%, max {100 * every.max_error:.1f}%, tau {every.kendall_tau:.2f}"
+        )
+    if on_cores.within_turn_range:
+        inside, of = on_cores.within_turn_range
+        turns = len(rows[0].turn_medians_s)
+        print(
+            f"{inside} of {of} predictions on the cores lie within the range of their plan's {turns} turn medians "
+            f"(ms; ! outside), a range that holds a plan's typical turn time with probability "
+            f"{100 * (1 - 2 / 2**turns):.1f}%"
         )
     print("p: also a probe plan of the profile (its own samples were left out of its prediction)")
     print(f"wrote {result['timeline_pair_png']} ({result['timeline_pair_plan']})")

@@ -1,5 +1,5 @@
 """Provenance of a measured figure: every benchmark that writes a JSON artifact records the command that measured
-it, the commit, the date, the machine's cores and its load average before and after, next to the raw
+it, the commit, the date, the machine's cores, processor model and load average before and after, next to the raw
 per-iteration values, and writes the file atomically (readers see the old artifact or the whole new one).
 
     started = provenance.begin("python benchmarks/bench_ray.py", argv)
@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from executor.devices import processor_name
 from rlinf.files import write_text_atomic
 
 FIELDS = (
@@ -33,6 +34,7 @@ FIELDS = (
     "uncommitted_code_changes",
     "date",
     "cores",
+    "processor",
     "load_average_before",
     "load_average_after",
 )
@@ -54,6 +56,9 @@ class Started:
     """UTC start time, ISO 8601."""
     cores: int
     """``os.cpu_count()``."""
+    processor: str
+    """The processor model (:func:`executor.devices.processor_name`): figures measured on one model need not hold
+    on another."""
     load_average_before: tuple[float, float, float]
     """1-, 5- and 15-minute load averages at the start."""
     started_s: float
@@ -72,6 +77,7 @@ def begin(script: str, argv: Sequence[str] | None = None) -> Started:
         ),
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         cores=os.cpu_count() or 0,
+        processor=processor_name(),
         load_average_before=_load_average(),
         started_s=time.perf_counter(),
     )

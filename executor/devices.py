@@ -8,7 +8,10 @@ core, or the CUDA current device. Collocated workers time-share a device under i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -76,6 +79,18 @@ class Device:
         else:
             torch.cuda.set_device(self.core)
             torch.set_num_threads(1)
+
+
+def processor_name() -> str:
+    """This machine's processor model (``/proc/cpuinfo``'s ``model name`` on Linux, e.g. ``AMD EPYC 9B14``), else
+    what :func:`platform.processor` says, else the architecture. Profiles and measured artifacts record it: op
+    costs measured on one processor do not predict another."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return " ".join(value.split())
+    return platform.processor() or platform.machine()
 
 
 def available_cores() -> tuple[int, ...]:

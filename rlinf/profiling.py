@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 import executor
-from executor.devices import logical_devices, physical_units
+from executor.devices import logical_devices, physical_units, processor_name
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
@@ -150,7 +150,7 @@ def provenance(command: str, **extra: Any) -> dict[str, Any]:
     return {
         "kind": "profiled",
         "machine": platform.node(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": processor_name(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "packages": versions,
@@ -158,6 +158,30 @@ def provenance(command: str, **extra: Any) -> dict[str, Any]:
         "command": command,
         **extra,
     }
+
+
+ARCHITECTURES = frozenset({"x86_64", "AMD64", "aarch64", "arm64", "i386", "i686", "ppc64le", "s390x"})
+"""What profiles written before rlinf recorded the processor model hold in ``processor``: no model to compare."""
+
+
+def other_processor(trace: Trace) -> str | None:
+    """A one-line warning when ``trace`` is a profile taken on another processor model than this machine's (its
+    op costs then need not predict this machine's); ``None`` when the models match or the trace names none (a
+    synthesized or imported trace, or a profile that records only the architecture)."""
+    recorded = trace.provenance.get("processor")
+    if (
+        trace.provenance.get("kind") != "profiled"
+        or not isinstance(recorded, str)
+        or recorded in ARCHITECTURES
+    ):
+        return None
+    here = processor_name()
+    if recorded == here:
+        return None
+    return (
+        f"the trace was profiled on {recorded!r}, this machine is {here!r}: its op costs may not predict this "
+        "machine (profile here for predictions that hold: leave out --trace)"
+    )
 
 
 def merge_traces(base: Trace, *others: Trace) -> Trace:

@@ -313,7 +313,7 @@ def _write_outputs(
         provenance = {
             "kind": "profiled",
             "machine": platform.node(),
-            "processor": platform.processor() or platform.machine(),
+            "processor": executor.devices.processor_name(),
             "devices": [f"{d.kind}:{d.core}" for d in devices],
             "torch": torch.__version__,
             "source": f"rlinf train ({job.name}, {plan.describe()}, {num_iterations} iterations)",

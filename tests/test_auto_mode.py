@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 import rlinf.profiling
@@ -87,7 +88,9 @@ def test_reused_trace_skips_profiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trace_path = tmp_path / "trace.json"
-    synthetic_trace().save(trace_path)
+    # a profile from another processor model: planned from all the same, with a warning that says so
+    profiled_elsewhere = {"kind": "profiled", "processor": "Another Processor 9000"}
+    attrs.evolve(synthetic_trace(), provenance=profiled_elsewhere).save(trace_path)
 
     def no_profiling(*args: object, **kwargs: object) -> None:
         raise AssertionError("profiling ran although --trace was given")
@@ -98,9 +101,14 @@ def test_reused_trace_skips_profiling(
         ["train", CONFIG, "--mode", "auto", "--trace", str(trace_path), "--iterations", "3", "--devices", "2"]
         + ["--out", str(out), "--no-progress", *_set(SMALL)]
     )
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert code == 0, printed
     assert "profiling skipped" in printed and "auto: chose " in printed and "runner-up" in printed
+    assert (
+        f"rlinf: warning: --trace {trace_path}: the trace was profiled on 'Another Processor 9000'"
+        in captured.err
+    )
     assert [line for line in printed.splitlines() if line.startswith("iteration ")][-1].startswith(
         "iteration 3: measured "
     )

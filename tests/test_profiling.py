@@ -3,6 +3,9 @@ budget and covers what the planner considers; traces merge."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from factories import grpo_trace
 
@@ -240,3 +243,35 @@ def test_probe_speeds_are_evened_out_against_the_op_every_probe_ran() -> None:
     assert [(s.component, s.op, s.samples) for s in even.samples] == [
         (s.component, s.op, s.samples) for s in shipped.samples
     ]
+
+
+def test_a_profile_from_another_processor_model_is_named() -> None:
+    """A profile records this machine's processor model; planning from a profile of another model warns, naming
+    both; a trace that names no model (synthesized, imported, or an older profile that recorded only the
+    architecture) does not."""
+    import platform
+
+    import attrs
+
+    from executor.devices import processor_name
+    from rlinf.profiling import other_processor, provenance
+    from rlinf.trace import load_trace
+
+    here = processor_name()
+    assert here and provenance("test")["processor"] == here
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists() and "model name" in cpuinfo.read_text():
+        assert here != platform.machine()  # the model, not the architecture platform.processor() gives
+    shipped = load_trace("traces/hopper_ppo_cpu2.json")
+    assert (
+        shipped.provenance["processor"] == "x86_64" and other_processor(shipped) is None
+    )  # no model recorded
+
+    def profiled_on(processor: str, kind: str = "profiled") -> Any:
+        return attrs.evolve(shipped, provenance={**shipped.provenance, "kind": kind, "processor": processor})
+
+    assert other_processor(profiled_on(here)) is None
+    warning = other_processor(profiled_on("Another Processor 9000"))
+    assert warning is not None and "'Another Processor 9000'" in warning and repr(here) in warning
+    assert "leave out --trace" in warning
+    assert other_processor(profiled_on("Another Processor 9000", kind="synthesized")) is None

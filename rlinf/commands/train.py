@@ -15,12 +15,13 @@ import argparse
 import contextlib
 import functools
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.errors import ConfigError, require
+from rlinf.errors import ConfigError, RlinfWarning, require
 from rlinf.outputs import check_output_dir
 from rlinf.plan import load_plan
 
@@ -319,13 +320,15 @@ def _backends(args: argparse.Namespace, num_devices: int) -> Any:
 
 def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
     """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
-    from rlinf.profiling import ProfileSettings, merge_traces, profile
+    from rlinf.profiling import ProfileSettings, merge_traces, other_processor, profile
     from rlinf.runner import Candidate, plan_from_trace
     from rlinf.trace import load_trace
 
     if args.trace:
         trace = load_trace(args.trace)
         print(f"auto: planning from {args.trace} ({len(trace.samples)} samples; profiling skipped)")
+        if mismatch := other_processor(trace):
+            warnings.warn(RlinfWarning(f"--trace {args.trace}: {mismatch}"), stacklevel=2)
     else:
         settings = ProfileSettings(budget_s=args.profile_budget)
         profiled = profile(

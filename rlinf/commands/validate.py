@@ -25,12 +25,13 @@ import argparse
 import json
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.errors import require
+from rlinf.errors import RlinfWarning, require
 from rlinf.files import write_text_atomic
 from rlinf.outputs import check_output_dir
 from rlinf.plan import Plan
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         ProfileSettings,
         local_backends,
         measure_plans,
+        other_processor,
         profile,
         samples_by_plan,
         split_iterations,
@@ -125,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         trace = load_trace(args.trace, "--trace")
         by_plan: tuple = samples_by_plan(trace, "--trace")
+        if mismatch := other_processor(trace):
+            warnings.warn(RlinfWarning(f"--trace {args.trace}: {mismatch}"), stacklevel=2)
     else:
         settings = ProfileSettings(budget_s=args.profile_budget)  # as `rlinf train --mode auto` profiles
         profiled = profile(

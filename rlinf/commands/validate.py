@@ -11,7 +11,9 @@ records which probe plans fed each prediction. The chosen plans are then measure
 with fresh worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all
 plans interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process
 keeps its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's
-error), and each plan's measured time is the median of its measured iterations. With ``--trace`` the predictions
+error), and each plan's measured time is the median of its measured iterations; each prediction is also checked
+against the range of its plan's turn medians (:attr:`rlinf.fidelity.PlanFidelity.within_turn_range`: outside it,
+the error exceeds the measurement's own spread from one set of processes to the next). With ``--trace`` the predictions
 come from that file: out of sample as well when it is a profile written by rlinf (its provenance records which
 samples each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A
 plan that needs more logical devices than there are cores (disaggregated env, rollout and actor on 2 cores) is run

@@ -105,6 +105,7 @@ VALIDATE_RUNS = (
     "validate_hopper_loaded_run4",
     "validate_hopper_quiet_run5",
     "validate_hopper_quiet_run6",
+    "validate_hopper_loaded_run6",
 )
 """The README's Hopper validate runs, on a quiet and on a loaded machine (``docs/data/NAME.json``)."""
 

@@ -374,3 +374,27 @@ def test_the_readme_tallies_over_the_validate_runs_equal_their_artifacts() -> No
         "within their plan's range",
     ):
         assert claim in readme, claim
+
+
+def _training_step_spread_ms(name: str) -> tuple[float, float]:
+    """The fastest and the slowest probe's median training step (one actor replica, the whole batch) in the
+    profile shipped beside validate artifact ``name``: the same maths in every probe."""
+    from rlinf.profiling import samples_by_plan
+
+    medians = []
+    for _, samples in samples_by_plan(_shipped_profile(name)):
+        steps = [s.seconds for s in samples if s.component == "actor" and s.op == "train" and s.devices == 1]
+        if steps:
+            medians.append(1e3 * statistics.median(steps))
+    return min(medians), max(medians)
+
+
+def test_the_readme_training_step_spread_equals_the_shipped_profiles() -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    fast, slow = _training_step_spread_ms("validate_hopper_quiet_run6")
+    earlier = _training_step_spread_ms("validate_hopper_quiet_run5")
+    claim = (
+        f"took {fast:.1f} ms in the fastest probe and {slow:.1f} ms in the slowest (medians of each probe's 6; the "
+        f"eighth run's profile: {earlier[0]:.1f} to {earlier[1]:.1f} ms)"
+    )
+    assert claim in readme, claim

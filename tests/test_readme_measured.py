@@ -202,6 +202,23 @@ def main_job() -> list[str]:
     ]
 
 
+def main_job_elsewhere() -> list[str]:
+    """The README's sentence on the main job measured on another machine (``docs/data/main_job_hopper_xeon.json``)."""
+    a = artifact("docs/data/main_job_hopper_xeon.json")
+    its = [i["iteration_s"] for i in a["iterations"]]
+    assert a["median_measured_iteration_s"] == statistics.median(its)
+    assert (
+        a["chosen_plan"] == artifact("docs/data/main_job_hopper.json")["chosen_plan"]
+    )  # "the same plan chosen"
+    return [
+        f"({a['provenance']['processor']}; `python benchmarks/main_job.py --artifact docs/data/main_job_hopper_xeon.json`, "
+        f"commit {a['provenance']['commit']}, {load(a)}): {a['command_s']:.0f} s, the same plan chosen, {len(its)} "
+        f"iterations at a median {a['median_measured_iteration_s']:.4f} s against "
+        f"{a['median_predicted_iteration_s']:.4f} s predicted, single iterations from {1e3 * min(its):.1f} to "
+        f"{1e3 * max(its):.1f} ms",
+    ]
+
+
 def order_bias() -> list[str]:
     """The A/A test of side-by-side measurement (README, validate section)."""
     a = artifact("docs/data/order_bias.json")
@@ -238,6 +255,7 @@ def readme_paragraphs() -> list[str]:
     first_validate = artifact("docs/data/validate_hopper_quiet.json")
     return [
         *main_job(),
+        *main_job_elsewhere(),
         *order_bias(),
         *machine_speed(),
         f"see below (median error {100 * first_validate['median_error']:.1f}% in the first run",

@@ -18,16 +18,32 @@ from test_grpo_job import CONFIG as GRPO_CONFIG  # noqa: E402
 from test_grpo_job import grpo_computed, tiny_sets  # noqa: E402
 
 
-def ray_worker_pids() -> list[int]:
-    """Processes of rlinf's Ray actors (Ray titles them ``ray::RayWorker.<method>``)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` in the process tree (children of any of its threads, theirs, and so on)."""
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
             try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::RayWorker"):
-                    pids.append(int(entry.name))
+                children = [int(pid) for pid in (task / "children").read_text().split()]
             except OSError:
                 continue
+            found += children
+            frontier += children
+    return found
+
+
+def ray_worker_pids(root: int) -> list[int]:
+    """Processes of rlinf's Ray actors (Ray titles them ``ray::RayWorker.<method>``) below ``root``, the run whose
+    private Ray started them: not those of another test's Ray running beside it (``pytest -n 2``)."""
+    pids = []
+    for pid in descendants(root):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::RayWorker"):
+                pids.append(pid)
+        except OSError:
+            continue
     return pids
 
 
@@ -45,7 +61,7 @@ def test_cli_on_ray_survives_a_killed_actor_and_matches_an_uninterrupted_local_r
         stderr=subprocess.PIPE,
         text=True,
     )
-    out, err = kill_when(run, has_checkpoint(survived), ray_worker_pids)
+    out, err = kill_when(run, has_checkpoint(survived), lambda: ray_worker_pids(run.pid))
     assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in out
     assert run.returncode == 0, err[-3000:]
     assert re.search(

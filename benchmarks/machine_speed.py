@@ -15,9 +15,10 @@ times the fast level. Prints one JSON object (and writes it with its provenance 
 * ``both_slow_fraction``: the fraction of bins slow on every core at once;
 * ``bins_ms``: per core, every bin's time (the raw values the figures above follow from; :func:`summarise`).
 
-On a virtual machine whose cores share physical cores with other tenants, the same work runs at two speeds, and
-the phases last seconds: as long as a profile probe or a plan's measured turn. That is the noise floor under any
-comparison of a prediction with a measurement on such a machine (README, "Validate the simulator against reality").
+On this project's virtual machines the same work runs at two speeds (likely other tenants on the same physical
+cores: nothing of this machine's runs meanwhile), in phases that last seconds, as long as a profile probe or a plan's
+measured turn. That is a noise floor under any comparison of a prediction with a measurement on such a machine
+(README, "Validate the simulator against reality").
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def summarise(bins_ms: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def plot(artifact: dict[str, Any], path: Path) -> None:
-    """Each core's bin times over the run, with its fast level and the slow threshold, as a PNG at ``path``."""
+    """Each core's bin times over the run and the slow threshold (of the faster core's fast level), as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -216,6 +216,22 @@ def kill_when(
             run.kill()
 
 
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` in the process tree (children of any of its threads, theirs, and so on)."""
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(pid) for pid in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            frontier += children
+    return found
+
+
 def local_workers(pid: int) -> list[int]:
     """Live child processes of ``pid`` (a local-backend run's workers)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")

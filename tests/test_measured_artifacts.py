@@ -8,6 +8,7 @@ import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,7 +227,7 @@ def test_the_readme_replay_table_equals_todays_replay_of_the_shipped_profiles() 
     data = json.loads((ROOT / "docs" / "data" / "validate_hopper_quiet_run5.json").read_text())
 
     def turns(plan: dict) -> list[float]:
-        return [1e3 * statistics.median(plan["measured_each_s"][i * 5 : i * 5 + 5]) for i in range(4)]
+        return [1e3 * median for median in _as_measured(plan, data["iterations"]).turn_medians_s]
 
     swing = max((turns(p) for p in data["plans"]), key=lambda t: max(t) / min(t))
     assert f"measured {swing[0]:.1f}, {swing[1]:.1f}, {swing[2]:.1f} and {swing[3]:.1f} ms" in readme, swing
@@ -333,6 +334,18 @@ def test_the_auto_mode_tables_in_the_docs_equal_their_artifacts(
     assert f"commit {provenance['commit']}, one run,\n{provenance['wall_s']:.0f} s" in doc
 
 
+def _as_measured(plan: dict, iterations: int) -> Any:
+    """A plan row of a validate artifact as :class:`rlinf.fidelity.PlanFidelity`, its iterations split into the
+    4 turns validate measures them in (:func:`rlinf.profiling.split_iterations`)."""
+    from rlinf.fidelity import PlanFidelity
+    from rlinf.profiling import split_iterations
+
+    return PlanFidelity(
+        name=plan["name"], predicted_s=plan["predicted_s"], measured_s=plan["measured_s"],
+        measured_each_s=tuple(plan["measured_each_s"]), turn_sizes=tuple(split_iterations(iterations, 4)),
+    )  # fmt: skip
+
+
 def _within_bounds(errors: list[float]) -> bool:
     """The issue's bounds on a validate run: median error <= 5%, max <= 10%."""
     return statistics.median(errors) <= 0.05 and max(errors) <= 0.10
@@ -343,9 +356,6 @@ def test_the_readme_tallies_over_the_validate_runs_equal_their_artifacts() -> No
     bounds with and without evening, and how many predictions lie within their plan's turn range: the README's
     counts are recomputed from the artifacts (the turn ranges of runs written before validate stored them, from
     each plan's stored iterations, 4 turns of equal share)."""
-    from rlinf.fidelity import PlanFidelity
-    from rlinf.profiling import split_iterations
-
     runs = [json.loads((ROOT / "docs" / "data" / f"{name}.json").read_text()) for name in VALIDATE_RUNS]
     met = sum(_within_bounds([p["error"] for p in r["plans"] if not p["oversubscribed"]]) for r in runs)
     picks = sum(r["top1_match"] for r in runs)
@@ -353,12 +363,8 @@ def test_the_readme_tallies_over_the_validate_runs_equal_their_artifacts() -> No
                for even in (True, False)}  # fmt: skip
     inside = total = 0
     for r in runs:
-        sizes = tuple(split_iterations(r["iterations"], 4))
         for p in (p for p in r["plans"] if not p["oversubscribed"]):
-            plan = PlanFidelity(
-                name=p["name"], predicted_s=p["predicted_s"], measured_s=p["measured_s"],
-                measured_each_s=tuple(p["measured_each_s"]), turn_sizes=sizes,
-            )  # fmt: skip
+            plan = _as_measured(p, r["iterations"])
             if "within_turn_range" in p:  # written by validate itself: the same verdict
                 assert p["within_turn_range"] == plan.within_turn_range
                 assert p["turn_medians_s"] == pytest.approx(list(plan.turn_medians_s))

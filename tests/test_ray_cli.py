@@ -13,25 +13,9 @@ import pytest
 
 pytest.importorskip("ray")
 
-from test_fault_injection import SMALL_TRAIN, computed, has_checkpoint, kill_when  # noqa: E402
+from test_fault_injection import SMALL_TRAIN, computed, descendants, has_checkpoint, kill_when  # noqa: E402
 from test_grpo_job import CONFIG as GRPO_CONFIG  # noqa: E402
 from test_grpo_job import grpo_computed, tiny_sets  # noqa: E402
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` in the process tree (children of any of its threads, theirs, and so on)."""
-    found: list[int] = []
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(pid) for pid in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            frontier += children
-    return found
 
 
 def ray_worker_pids(root: int) -> list[int]:

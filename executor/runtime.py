@@ -51,7 +51,7 @@ from executor.messages import (
     data_key,
     done_key,
 )
-from executor.offload import HostStore, tensor_bytes
+from executor.offload import HostStore, owning_copy, tensor_bytes
 from executor.protocol import num_rows, share_slice, slice_rows
 from executor.routing import Layout, Replica
 
@@ -204,8 +204,17 @@ class CommandRunner:
         self.outputs.clear()
 
     def call(self, method: str, args: tuple = ()) -> Any:
-        """Call a worker method between runs (``checkpoint``, ``restore``)."""
-        return getattr(self.worker, method)(*args)
+        """Call a worker method between runs (``checkpoint``, ``restore``). A worker whose state is offloaded
+        is onloaded for the call and offloaded again after it (its state tensors are empty while offloaded, and
+        a restore may replace them, e.g. an optimizer's state); what the call returns keeps host copies of the
+        state it views (a checkpoint's optimizer ``state_dict`` holds the live tensors)."""
+        if not self.store.holds_state:
+            return getattr(self.worker, method)(*args)
+        self._onload()
+        try:
+            return owning_copy(getattr(self.worker, method)(*args), self.worker.state_tensors())
+        finally:
+            self.store.offload(self.worker.state_tensors())
 
     def close(self) -> None:
         """Free offloaded state."""

@@ -35,14 +35,27 @@ def train(cache: Path, out: Path, *args: str, skip: bool = False) -> int:
     return main(["train", CONFIG, *args, "--out", str(out), *sets, "--no-progress"])
 
 
-@pytest.mark.parametrize("skip", [False, True], ids=["every-response", "skip-zero-advantages"])
-def test_collocated_runs_and_resume_continues_exactly(cache: Path, tmp_path: Path, skip: bool) -> None:
+@pytest.mark.parametrize(
+    ("skip", "offload"),
+    [(False, False), (True, False), (False, True)],
+    ids=["every-response", "skip-zero-advantages", "offload"],
+)
+def test_collocated_runs_and_resume_continues_exactly(
+    cache: Path, tmp_path: Path, skip: bool, offload: bool
+) -> None:
+    """2 + 2 iterations compute what 4 straight do; with ``offload`` the 2 + 2 run context-switches the rollout
+    and the actor (their state leaves and re-enters the device every iteration, and the checkpoint is taken while
+    it is offloaded) and still computes exactly what the straight run without offload does."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     base = ["--mode", "collocated", "--devices", "1"]
     sets = tiny_sets(cache, **{"grpo.skip_zero_advantages": skip})
+    switched = ["--set", "execution.offload=[rollout, actor]"] if offload else []
     assert train(cache, straight, *base, "--iterations", "4", skip=skip) == 0
-    assert train(cache, resumed, *base, "--iterations", "2", skip=skip) == 0
-    assert main(["train", CONFIG, *base, "--iterations", "4", "--resume", str(resumed), *sets, "--no-progress"]) == 0  # fmt: skip
+    assert train(cache, resumed, *base, *switched, "--iterations", "2", skip=skip) == 0
+    assert main(["train", CONFIG, *base, *switched, "--iterations", "4", "--resume", str(resumed), *sets, "--no-progress"]) == 0  # fmt: skip
+    if offload:
+        kinds = {e.get("cat") for e in json.loads((resumed / "timeline.json").read_text())["traceEvents"]}
+        assert {"onload", "offload"} <= kinds
     metrics = computed(straight)
     assert [m["iteration"] for m in metrics] == [1, 2, 3, 4]
     assert computed(resumed) == metrics

@@ -175,8 +175,11 @@ def _train_loop(
                     driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
                 except executor.WorkerError as error:
+                    kept = _keep_failure(run_dir, error)
                     if restarts_left == 0:
-                        raise
+                        raise executor.WorkerError(
+                            f"{error}; traceback: {kept}", error.remote_traceback
+                        ) from None
                     restarts_left -= 1
                     restarted = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
                     first = iteration = 1 if restarted is None else restarted.iteration + 1
@@ -231,6 +234,16 @@ def _train_loop(
     finally:
         writer.close()
     return measured
+
+
+def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:
+    """Write the failed worker's error and its full traceback to ``RUN_DIR/failure.txt`` (the newest failure; the
+    command line shows one line)."""
+    path = run_dir / "failure.txt"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    body = error.remote_traceback or "(the worker left no traceback: its process ended without one)\n"
+    write_text_atomic(path, f"{stamp} {error}\n\n{body}")
+    return path
 
 
 def _measured_state(measured: Sequence[MeasuredIteration]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ def cost_samples(program: Program, records: Sequence[OpRecord]) -> tuple[CostSam
                 seconds=max(0.0, record.end_s - record.start_s),
                 num_bytes=record.num_bytes if op.kind != "compute" else 0,
                 shared=op.shared,
+                pool=op.pool,
             )
         )
     return tuple(out)

@@ -81,14 +81,20 @@ def judge(
         activation = [costs.activation_bytes(op) for op in program.ops]
     timeline = replay(program, durations, activation)
     peak = max(timeline.peak_memory_bytes, default=0)
-    capacity = cluster.device.memory_bytes
     problem = ""
-    if peak > capacity:
-        device = timeline.peak_memory_bytes.index(peak)
-        problem = (
-            f"simulated peak memory {peak / GIB:.1f} GiB on device {device} exceeds a {cluster.device.name}'s "
-            f"{capacity / GIB:.1f} GiB (states plus activations)"
-        )
+    for device, used in enumerate(timeline.peak_memory_bytes):
+        spec = cluster.spec_of(device)
+        if used > spec.memory_bytes:
+            where = (
+                f"device {device}"
+                if cluster.pool_of(device) == "device"
+                else f"core cpu:{device - cluster.num_devices}"
+            )
+            problem = (
+                f"simulated peak memory {used / GIB:.1f} GiB on {where} exceeds a {spec.name}'s "
+                f"{spec.memory_bytes / GIB:.1f} GiB (states plus activations)"
+            )
+            break
     return Evaluation(
         plan=plan,
         source=source,

@@ -1,7 +1,15 @@
-"""Clusters: nodes x devices per node, a device spec and the links between devices.
+"""Clusters: nodes x devices per node, a device spec and the links between devices, plus the CPU cores beside them.
 
-A cluster is parsed from a short spec (``4x8xH100``: 4 nodes of 8 H100s; ``8xH100``: one node; ``2xCPU``) or from
-a YAML mapping with the fields of :class:`Cluster`. On this project's CPU machines a device is one CPU core.
+A cluster has two pools of devices. The **device pool** holds what the heavy components run on: GPUs, or CPU
+cores on a machine without GPUs (then a device is one core and there is no second pool). The **core pool** holds
+the CPU cores beside the GPUs (``cores_per_node`` on each node), where components that need no GPU (environments,
+a rule-based reward) can run while the policy and training use the GPUs. Plans name devices within their pool
+(``env: cpu:0-13``); programs number them globally: the devices ``0 .. num_devices - 1`` node-major, then the cores
+``num_devices .. num_devices + num_cores - 1`` node-major (:meth:`Cluster.global_id`).
+
+A cluster is parsed from a short spec (``4x8xH100``: 4 nodes of 8 H100s; ``8xH100``: one node; ``2xCPU``;
+``1xH100+15cores``: one H100 and 15 CPU cores beside it) or from a YAML mapping with the fields of
+:class:`Cluster`.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from rlinf.errors import ConfigError, integer, positive, reject_unknown_keys, re
 from rlinf.inputs import load_yaml
 
 GIB = 1024**3
+POOLS = ("device", "cpu")
+"""The pools a placement names: ``device`` (GPUs, or cores without GPUs) and ``cpu`` (cores beside GPUs)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -91,14 +101,24 @@ DEVICE_PRESETS: dict[str, tuple[DeviceSpec, Links]] = {
 }
 
 
+def _cpu_core() -> DeviceSpec:
+    return DEVICE_PRESETS["CPU"][0]
+
+
 @attrs.frozen(kw_only=True)
 class Cluster:
-    """``num_nodes`` nodes of ``devices_per_node`` identical devices. Devices are numbered node-major."""
+    """``num_nodes`` nodes of ``devices_per_node`` identical devices, and ``cores_per_node`` CPU cores beside them
+    (the core pool; 0 when there is none). Devices are numbered node-major, then the cores."""
 
     num_nodes: int
     devices_per_node: int
     device: DeviceSpec
     links: Links
+    cores_per_node: int = 0
+    """CPU cores beside the devices on each node, where components that need no GPU may run (0: no core pool;
+    on a machine without GPUs the cores are the devices)."""
+    core: DeviceSpec = attrs.field(factory=_cpu_core)
+    """What one core of the core pool can do."""
 
     def __attrs_post_init__(self) -> None:
         integer("cluster.num_nodes", self.num_nodes, minimum=1, fix="use e.g. 4x8xH100 for 4 nodes")
@@ -108,12 +128,21 @@ class Cluster:
             minimum=1,
             fix="use e.g. 4x8xH100 for 8 devices per node",
         )
+        integer(
+            "cluster.cores_per_node",
+            self.cores_per_node,
+            minimum=0,
+            fix="give the CPU cores beside the devices of each node (0 for none)",
+        )
         require(
             isinstance(self.device, DeviceSpec),
             "cluster.device",
             self.device,
             "is not a device",
             "use a preset",
+        )
+        require(
+            isinstance(self.core, DeviceSpec), "cluster.core", self.core, "is not a device", "use a preset"
         )
         require(isinstance(self.links, Links), "cluster.links", self.links, "are not links", "use a preset")
         bound = limits.current().max_devices
@@ -124,26 +153,60 @@ class Cluster:
             raise limits.exceeded(
                 field, self.num_nodes * self.devices_per_node, "devices in all", "max_devices", bound
             )
+        if self.num_nodes * self.cores_per_node > bound:
+            raise limits.exceeded(
+                "cluster.cores_per_node", self.num_nodes * self.cores_per_node, "cores", "max_devices", bound
+            )
 
     @property
     def num_devices(self) -> int:
-        """Total number of devices."""
+        """Devices of the device pool."""
         return self.num_nodes * self.devices_per_node
 
+    @property
+    def num_cores(self) -> int:
+        """Cores of the core pool (0 without one)."""
+        return self.num_nodes * self.cores_per_node
+
+    @property
+    def num_ids(self) -> int:
+        """Global ids of both pools: what a program's devices are numbered within."""
+        return self.num_devices + self.num_cores
+
+    def pool_size(self, pool: str) -> int:
+        """Devices of ``pool`` (``device`` or ``cpu``)."""
+        return self.num_cores if pool == "cpu" else self.num_devices
+
+    def global_id(self, pool: str, index: int) -> int:
+        """The global id of device ``index`` of ``pool``."""
+        return self.num_devices + index if pool == "cpu" else index
+
+    def pool_of(self, device: int) -> str:
+        """The pool of a global id."""
+        return "cpu" if device >= self.num_devices else "device"
+
+    def spec_of(self, device: int) -> DeviceSpec:
+        """What the device with this global id can do."""
+        return self.core if device >= self.num_devices else self.device
+
     def node_of(self, device: int) -> int:
-        """Node index of a device id."""
+        """Node index of a global id."""
+        if device >= self.num_devices:
+            return (device - self.num_devices) // max(1, self.cores_per_node)
         return device // self.devices_per_node
 
     def nodes_of(self, devices: tuple[int, ...]) -> frozenset[int]:
-        """Set of nodes that a device set touches."""
-        return frozenset(d // self.devices_per_node for d in devices)
+        """Set of nodes that a set of global ids touches."""
+        return frozenset(self.node_of(d) for d in devices)
 
     def spec(self) -> str:
         """The short spec this cluster parses from, when it is a preset."""
-        return f"{self.num_nodes}x{self.devices_per_node}x{self.device.name}"
+        cores = f"+{self.cores_per_node}cores" if self.cores_per_node else ""
+        return f"{self.num_nodes}x{self.devices_per_node}x{self.device.name}{cores}"
 
     def with_num_devices(self, num_devices: int) -> Cluster:
-        """The same kind of cluster with ``num_devices`` devices (whole nodes when larger than one node)."""
+        """The same kind of cluster with ``num_devices`` devices (whole nodes when larger than one node); each
+        node keeps its cores."""
         integer("num_devices", num_devices, minimum=1)
         per_node = min(self.devices_per_node, num_devices)
         require(
@@ -156,16 +219,20 @@ class Cluster:
         return attrs.evolve(self, num_nodes=num_devices // per_node, devices_per_node=per_node)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON/YAML-ready form; :func:`cluster_from_dict` reads it back."""
-        return {
+        """JSON/YAML-ready form; :func:`cluster_from_dict` reads it back (the core pool only when it has cores)."""
+        out = {
             "num_nodes": self.num_nodes,
             "devices_per_node": self.devices_per_node,
             "device": attrs.asdict(self.device),
             "links": attrs.asdict(self.links),
         }
+        if self.cores_per_node:
+            out["cores_per_node"] = self.cores_per_node
+            out["core"] = attrs.asdict(self.core)
+        return out
 
 
-_SPEC = re.compile(r"^(?:(\d+)x)?(\d+)x([A-Za-z0-9_-]+)$")
+_SPEC = re.compile(r"^(?:(\d+)x)?(\d+)x([A-Za-z0-9_-]+?)(?:\+(\d+)cores)?$")
 
 
 def cpu_cluster(num_devices: int) -> Cluster:
@@ -187,9 +254,10 @@ def parse_cluster(spec: str) -> Cluster:
             "cluster",
             spec,
             "is not a cluster spec",
-            "write NODESxDEVICESxTYPE (e.g. 4x8xH100), DEVICESxTYPE (8xH100) or a YAML file path",
+            "write NODESxDEVICESxTYPE (e.g. 4x8xH100), DEVICESxTYPE (8xH100), either with +Ncores (CPU cores "
+            "beside the devices of each node, e.g. 1xH100+15cores) or a YAML file path",
         )
-    nodes_text, devices_text, device_name = match.groups()
+    nodes_text, devices_text, device_name, cores_text = match.groups()
     preset = DEVICE_PRESETS.get(device_name.upper())
     if preset is None:
         raise ConfigError(
@@ -204,6 +272,7 @@ def parse_cluster(spec: str) -> Cluster:
         devices_per_node=_spec_count(devices_text, "cluster.devices_per_node"),
         device=device,
         links=links,
+        cores_per_node=_spec_count(cores_text or "0", "cluster.cores_per_node"),
     )
 
 
@@ -224,7 +293,7 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
         raise ConfigError(
             source, data, "must be a mapping", "write num_nodes, devices_per_node, device, links"
         )
-    known = {"num_nodes", "devices_per_node", "device", "links"}
+    known = {"num_nodes", "devices_per_node", "device", "links", "cores_per_node", "core"}
     reject_unknown_keys(data, known, source)
     for key in ("num_nodes", "devices_per_node", "device"):
         require(key in data, f"{source}.{key}", None, "is missing", f"add {key}")
@@ -254,9 +323,17 @@ def cluster_from_dict(data: Any, source: str = "cluster") -> Cluster:
         "add links with the three bandwidths",
     )
     assert links is not None
+    core = _cpu_core()
+    if data.get("core") is not None:
+        core = structure_config(DeviceSpec, data["core"], source, f"{source}.core.")
     try:
         return Cluster(
-            num_nodes=data["num_nodes"], devices_per_node=data["devices_per_node"], device=device, links=links
+            num_nodes=data["num_nodes"],
+            devices_per_node=data["devices_per_node"],
+            device=device,
+            links=links,
+            cores_per_node=data.get("cores_per_node", 0),
+            core=core,
         )
     except ConfigError as error:
         leaf = error.field.rsplit(".", 1)[-1]

@@ -76,7 +76,7 @@ class CostModel:
     workflow: Workflow
     cluster: Cluster
     curves: Mapping[tuple[str, str], tuple[Curve, ...]]
-    """(component, op) -> curves sorted by device count."""
+    """(component, op) -> curves sorted by device count, of the ops measured on the device pool."""
     bandwidths: Mapping[tuple[str, str], float]
     """(component, op kind) -> measured bytes/s for movement ops."""
     movement_curves: Mapping[tuple[str, str], Curve] = attrs.field(factory=dict)
@@ -86,6 +86,9 @@ class CostModel:
     flagged_curves: Mapping[tuple[str, str, bool], Mapping[int, Curve]] = attrs.field(factory=dict)
     """(component, op, shared) -> device count -> curve of only the samples with that ``shared`` flag, for the
     (component, op) pairs whose samples have both flags (:attr:`rlinf.program.Op.shared`)."""
+    core_curves: Mapping[tuple[str, str], tuple[Curve, ...]] = attrs.field(factory=dict)
+    """(component, op) -> curves of the ops measured on the core pool (CPU cores beside GPUs). An op on one pool
+    that was measured only on the other is priced from the other's samples, with a warning."""
     _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
     _expected_fractions: dict[int, np.ndarray] = attrs.field(
         factory=dict, eq=False, repr=False, alias="_expected_fractions"
@@ -95,23 +98,24 @@ class CostModel:
 
     # ------------------------------------------------------------------ compute
     def compute_seconds(
-        self, component: str, op_name: str, num_devices: int, samples: float, shared: bool = False
+        self,
+        component: str,
+        op_name: str,
+        num_devices: int,
+        samples: float,
+        shared: bool = False,
+        pool: str = "device",
     ) -> float:
-        """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component``; ``shared``: a loop
-        step whose env and policy share devices, priced from such samples where they were measured at this
-        device count and within their range of sizes (else from all samples)."""
+        """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component`` in ``pool``;
+        ``shared``: a loop step whose env and policy share devices, priced from such samples where they were
+        measured at this device count and within their range of sizes (else from all samples)."""
         flagged = self.flagged_curves.get((component, op_name, shared), {}).get(num_devices)
-        if flagged is not None:
+        if flagged is not None and pool == "device":
             model_parallel = self.workflow.component(component).model_parallel_size
             x = busiest_share(samples, max(1, num_devices // model_parallel))
             if flagged.xs[0] <= x <= flagged.xs[-1]:
                 return flagged(x)[0]
-        curves = self.curves.get((component, op_name))
-        if not curves:
-            raise RlinfError(
-                f"trace has no samples for {component}.{op_name}; fix: profile that component "
-                f"or synthesize a trace that includes it (known: {sorted('.'.join(k) for k in self.curves)})"
-            )
+        curves = self._pool_curves(component, op_name, pool)
         model_parallel = self.workflow.component(component).model_parallel_size
         curve = min(curves, key=lambda c: abs(math.log(c.devices / num_devices)))
         replicas = max(1, num_devices // model_parallel)
@@ -145,6 +149,28 @@ class CostModel:
                 f"{min(devices)}-{max(devices)} devices (assumes data-parallel scaling)",
             )
         return seconds
+
+    def _pool_curves(self, component: str, op_name: str, pool: str) -> tuple[Curve, ...]:
+        """The curves of ``component.op_name`` measured on ``pool``, else (with a warning) on the other pool."""
+        key = (component, op_name)
+        own, other = (self.core_curves, self.curves) if pool == "cpu" else (self.curves, self.core_curves)
+        curves = own.get(key)
+        if curves:
+            return curves
+        curves = other.get(key)
+        if curves:
+            where = "CPU cores beside the GPUs" if pool == "cpu" else "devices"
+            self._warn(
+                f"{component}.{op_name}.pool",
+                f"cost model prices {component}.{op_name} on {where} from samples measured on the other pool "
+                "(profile it there for a measured cost)",
+            )
+            return curves
+        known = sorted({".".join(k) for k in (*self.curves, *self.core_curves)})
+        raise RlinfError(
+            f"trace has no samples for {component}.{op_name}; fix: profile that component "
+            f"or synthesize a trace that includes it (known: {known})"
+        )
 
     def generation_fractions(
         self, num_micro_batches: int, rng: np.random.Generator | None = None
@@ -211,6 +237,8 @@ class CostModel:
             bandwidth = links.host_device_bytes_per_s
         elif op.link == "local":
             bandwidth = self.cluster.device.memory_bandwidth_bytes_per_s
+        elif op.link == "host":  # between the devices and the cores of a node
+            bandwidth = links.host_device_bytes_per_s
         elif op.link == "intra_node":
             bandwidth = links.intra_node_bytes_per_s
         else:
@@ -244,7 +272,7 @@ class CostModel:
                 whole_key = (op.component, len(op.devices))
                 if whole_key not in whole:
                     whole[whole_key] = self.compute_seconds(
-                        op.component, "generate", len(op.devices), self.workflow.batch_size
+                        op.component, "generate", len(op.devices), self.workflow.batch_size, pool=op.pool
                     )
                 m = op.num_micro_batches
                 if (op.component, m) not in fractions:
@@ -253,10 +281,10 @@ class CostModel:
                 previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
                 out[position] = whole[whole_key] * (cumulative[op.micro_batch] - previous)
             else:
-                key = (op.component, op.name, len(op.devices), op.samples, op.shared)
+                key = (op.component, op.name, len(op.devices), op.samples, op.shared, op.pool)
                 if key not in known:
                     known[key] = self.compute_seconds(
-                        op.component, op.name, len(op.devices), op.samples, op.shared
+                        op.component, op.name, len(op.devices), op.samples, op.shared, op.pool
                     )
                 out[position] = known[key]
         return out
@@ -323,18 +351,27 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
             f"use a {trace.cluster.device.name} cluster or synthesize a trace for {target.device.name}",
         )
     grouped: dict[tuple[str, str], dict[int, list[CostSample]]] = {}
+    on_cores: dict[tuple[str, str], dict[int, list[CostSample]]] = {}
     moves: dict[tuple[str, str], list[CostSample]] = {}
     for sample in trace.samples:
         if sample.op in ("transfer", "onload", "offload", "sync_weights"):
             moves.setdefault((sample.component, sample.op), []).append(sample)
             continue
-        grouped.setdefault((sample.component, sample.op), {}).setdefault(sample.devices, []).append(sample)
+        into = on_cores if sample.pool == "cpu" else grouped
+        into.setdefault((sample.component, sample.op), {}).setdefault(sample.devices, []).append(sample)
     curves = {
         key: tuple(
             _curve(trace.workflow, key[0], devices, group, summarise)
             for devices, group in sorted(by_devices.items())
         )
         for key, by_devices in grouped.items()
+    }
+    core_curves = {
+        key: tuple(
+            _curve(trace.workflow, key[0], devices, group, summarise)
+            for devices, group in sorted(by_devices.items())
+        )
+        for key, by_devices in on_cores.items()
     }
     flagged: dict[tuple[str, str, bool], dict[int, Curve]] = {}
     for key, by_devices in grouped.items():
@@ -364,6 +401,7 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
         response_lengths=trace.response_lengths,
         activation_bytes_per_sample=dict(trace.activation_bytes_per_sample),
         flagged_curves=flagged,
+        core_curves=core_curves,
     )
 
 

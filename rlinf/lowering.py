@@ -44,29 +44,35 @@ def lower(workflow: Workflow, plan: Plan, cluster: Cluster) -> Program:
 
     Raises :class:`ConfigError` when the plan does not match the workflow or cluster, and
     :class:`InfeasiblePlanError` when resident states do not fit in device memory without offload."""
-    plan = plan.validate_for(workflow, cluster.num_devices)
+    plan = plan.validate_for(workflow, cluster.num_devices, cluster.num_cores)
     check_memory(workflow, plan, cluster)
     builder = _Builder(workflow, plan, cluster)
     return builder.build()
+
+
+def global_devices(plan: Plan, cluster: Cluster) -> dict[str, tuple[int, ...]]:
+    """Each component's devices as global ids of ``cluster`` (devices, then the cores of the core pool)."""
+    return {p.component: tuple(cluster.global_id(p.pool, d) for d in p.devices) for p in plan.placements}
 
 
 def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
     """Raise :class:`InfeasiblePlanError` if some device cannot hold its components' states.
 
     Components that are not offloaded stay resident; offloaded ones are onloaded one at a time."""
-    capacity = cluster.device.memory_bytes
+    placed = global_devices(plan, cluster)
     for component in workflow.components:
         need = component.state_bytes_per_device()
-        if need > capacity:
+        spec = cluster.spec_of(placed[component.name][0]) if component.name in placed else cluster.device
+        if need > spec.memory_bytes:
             raise InfeasiblePlanError(
                 f"component {component.name} needs {need / GIB:.1f} GiB per device for its state, more than a "
-                f"{cluster.device.name} holds ({capacity / GIB:.1f} GiB); fix: raise its model_parallel_size "
+                f"{spec.name} holds ({spec.memory_bytes / GIB:.1f} GiB); fix: raise its model_parallel_size "
                 f"(now {component.model_parallel_size}) or use devices with more memory"
             )
     order = workflow.component_names
     holders: dict[int, list[str]] = {}
     for placement in sorted(plan.placements, key=lambda p: order.index(p.component)):
-        for device in placement.devices:
+        for device in placed[placement.component]:
             holders.setdefault(device, []).append(placement.component)
     # Devices hosting the same components need the same memory: check the first device of each such set.
     first_of: dict[tuple[str, ...], int] = {}
@@ -82,6 +88,8 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
             # env and policy alternate every step, so both are onloaded for the whole loop.
             sizes[loop.env] = sizes[loop.policy] = sizes[loop.env] + sizes[loop.policy]
         peak = sum(sizes[n] for n in resident) + max((sizes[n] for n in offloaded), default=0)
+        spec = cluster.spec_of(device)
+        capacity = spec.memory_bytes
         if peak <= capacity:
             continue
         held = [n for n in resident if sizes[n] > 0] + sorted(
@@ -89,9 +97,16 @@ def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
         )[:1]
         parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in held)
         raise InfeasiblePlanError(
-            f"plan does not fit: device {device} ({cluster.device.name}, {capacity / GIB:.1f} GiB) must hold "
+            f"plan does not fit: {_device_name(cluster, device)} ({spec.name}, {capacity / GIB:.1f} GiB) must hold "
             f"{parts} = {peak / GIB:.1f} GiB at once; fix: {_offload_fix(sizes, resident, offloaded, capacity)}"
         )
+
+
+def _device_name(cluster: Cluster, device: int) -> str:
+    """``device 3`` or ``core cpu:2``, as a plan names it."""
+    if cluster.pool_of(device) == "cpu":
+        return f"core cpu:{device - cluster.num_devices}"
+    return f"device {device}"
 
 
 def _offload_fix(sizes: dict[str, int], resident: list[str], offloaded: list[str], capacity: int) -> str:
@@ -122,6 +137,8 @@ class _Builder:
         self.workflow = workflow
         self.plan = plan
         self.cluster = cluster
+        self.placed = global_devices(plan, cluster)
+        """Each component's devices as global ids."""
         self.order = workflow.topological_order()
         self.rank = {name: i for i, name in enumerate(self.order)}
         self.num_groups = workflow.batch_size // workflow.group_size
@@ -140,7 +157,7 @@ class _Builder:
                 self.rank[name] = self.loop_rank
         self.micro_batches = {name: self._num_micro_batches(name) for name in self.order}
         self.pinned = loop is not None and loop_pinned(
-            len(plan.devices_of(loop.env)), len(plan.devices_of(loop.policy)), self.micro_batches[loop.env]
+            len(self.placed[loop.env]), len(self.placed[loop.policy]), self.micro_batches[loop.env]
         )
         """Whether the loop's stages run on one replica each (:func:`loop_pinned`)."""
 
@@ -174,15 +191,19 @@ class _Builder:
         return (hi - lo) * self.workflow.group_size
 
     def _link(self, a: tuple[int, ...], b: tuple[int, ...]) -> str:
-        """Where data between two device sets moves: ``local``, ``intra_node`` or ``inter_node``."""
+        """Where data between two device sets moves: ``local``, ``intra_node``, ``host`` (between the devices and
+        the cores of one node) or ``inter_node``."""
         key = (a, b)
         if key not in self._link_cache:
+            cluster = self.cluster
             if a == b:
                 self._link_cache[key] = "local"
-            elif len(self.cluster.nodes_of(a) | self.cluster.nodes_of(b)) == 1:
-                self._link_cache[key] = "intra_node"
-            else:
+            elif len(cluster.nodes_of(a) | cluster.nodes_of(b)) > 1:
                 self._link_cache[key] = "inter_node"
+            elif cluster.pool_of(a[0]) != cluster.pool_of(b[0]):
+                self._link_cache[key] = "host"
+            else:
+                self._link_cache[key] = "intra_node"
         return self._link_cache[key]
 
     def _ranges(self, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
@@ -239,7 +260,7 @@ class _Builder:
     def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
         """Key that makes producer output ``micro_batch`` available to ``dst`` (a transfer op if needed)."""
         produced = self.output[(src, micro_batch)]
-        src_devices, dst_devices = self.plan.devices_of(src), self.plan.devices_of(dst)
+        src_devices, dst_devices = self.placed[src], self.placed[dst]
         if src_devices == dst_devices:
             return produced
         key = produced[:4] + (produced[4] + 0.25, f"{src}->{dst}")
@@ -263,7 +284,7 @@ class _Builder:
     def _lower_component(self, name: str) -> None:
         component = self.workflow.component(name)
         m = self.micro_batches[name]
-        devices = self.plan.devices_of(name)
+        devices = self.placed[name]
         inputs = [self._inputs(name, j) for j in range(m)]
         if name in self.plan.offload and self._shares_device(name):
             # Switched: one onload per iteration, so its ops stay together at the latest fraction any needs.
@@ -281,6 +302,7 @@ class _Builder:
                 devices=devices,
                 samples=samples,
                 tokens=int(round(samples * self.workflow.tokens_per_sample)),
+                pool=self.plan.pool_of(name),
             )
             key = self._add(self._key(name, needed, 0, j, 0.0), op, dep_keys, needed)
             self.output[(name, j)] = key
@@ -320,6 +342,7 @@ class _Builder:
                     devices=policy_devices,
                     samples=envs,
                     shared=link == "local",
+                    pool=self.plan.pool_of(loop.policy),
                 )
                 act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
                 to_env = self._loop_transfer(
@@ -336,6 +359,7 @@ class _Builder:
                     devices=env_devices,
                     samples=envs,
                     shared=link == "local",
+                    pool=self.plan.pool_of(loop.env),
                 )
                 previous_env[stage] = self._add(
                     self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0
@@ -352,7 +376,7 @@ class _Builder:
         else every device of each component."""
         loop = self.workflow.loop
         assert loop is not None
-        env, policy = self.plan.devices_of(loop.env), self.plan.devices_of(loop.policy)
+        env, policy = self.placed[loop.env], self.placed[loop.policy]
         if self.pinned:
             return (env[stage % len(env)],), (policy[stage % len(policy)],)
         return env, policy
@@ -382,7 +406,7 @@ class _Builder:
             last = max(
                 k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute"
             )
-            devices = tuple(sorted(set(self.plan.devices_of(sync.src)) | set(self.plan.devices_of(sync.dst))))
+            devices = tuple(sorted(set(self.placed[sync.src]) | set(self.placed[sync.dst])))
             op = Op(
                 index=-1,
                 kind="sync_weights",
@@ -391,7 +415,7 @@ class _Builder:
                 name="sync_weights",
                 devices=devices,
                 num_bytes=sync.num_bytes,
-                link=self._link(self.plan.devices_of(sync.src), self.plan.devices_of(sync.dst)),
+                link=self._link(self.placed[sync.src], self.placed[sync.dst]),
             )
             key = last[:4] + (last[4] + 0.5, f"sync:{sync.src}->{sync.dst}")
             self._add(key, op, (last,), self.fraction[last])
@@ -399,11 +423,8 @@ class _Builder:
     def _insert_context_switches(self) -> None:
         """Onload before and offload after each offloaded component's ops, where it shares a device."""
         for name in sorted(self.plan.offload):
-            devices = self.plan.devices_of(name)
-            others = [
-                p for p in self.plan.placements if p.component != name and set(p.devices) & set(devices)
-            ]
-            if not others:
+            devices = self.placed[name]
+            if not self._shares_device(name):
                 continue
             mine = sorted(
                 key
@@ -444,7 +465,8 @@ class _Builder:
         tokens = int(round(self.workflow.batch_size * self.workflow.tokens_per_sample))
         return Program(
             ops=ops,
-            num_devices=self.cluster.num_devices,
+            num_devices=self.cluster.num_ids,
+            component_devices=tuple(sorted(self.placed.items())),
             lanes=lanes,
             state_bytes_per_device=tuple(
                 (c.name, c.state_bytes_per_device()) for c in self.workflow.components
@@ -462,9 +484,9 @@ class _Builder:
         every op spans whole component device sets - except the steps of a pinned loop
         (:func:`loop_pinned`), which split such a group into one lane per device."""
         hosted: dict[int, set[str]] = {}
-        for placement in self.plan.placements:
-            for device in placement.devices:
-                hosted.setdefault(device, set()).add(placement.component)
+        for name, devices in self.placed.items():
+            for device in devices:
+                hosted.setdefault(device, set()).add(name)
         groups: dict[tuple[frozenset[str], int], list[int]] = {}
         for device, names in sorted(hosted.items()):
             alone = self.pinned and not names.isdisjoint(self.loop_names)
@@ -486,8 +508,8 @@ class _Builder:
         return tuple(sorted(lanes, key=lambda lane: lane.devices[0]))
 
     def _shares_device(self, name: str) -> bool:
-        mine = set(self.plan.devices_of(name))
-        return any(mine & set(p.devices) for p in self.plan.placements if p.component != name)
+        mine = set(self.placed[name])
+        return any(mine & set(devices) for other, devices in self.placed.items() if other != name)
 
 
 def loop_pinned(env_devices: int, policy_devices: int, stages: int) -> bool:

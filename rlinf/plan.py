@@ -6,12 +6,14 @@ A plan is written in YAML with RLinf-style device ranges::
       rollout: 0-7
       reward: 0-7
       actor: all          # every device of the cluster
+      env: cpu:0-13       # CPU cores beside the GPUs (the cluster's core pool)
     granularity:          # micro-batches per stream edge, pipeline stages of the embodied loop
       rollout->reward: 8
     offload: [rollout, actor]   # components that move their state to host memory when they yield a device
 
 The mode is derived from the placement, never declared: every component on the same devices is ``collocated``,
-pairwise disjoint device sets are ``disaggregated``, anything else is ``hybrid``.
+pairwise disjoint device sets are ``disaggregated``, anything else is ``hybrid``. Device ids count within their
+pool (:mod:`rlinf.cluster`): ``0-7`` are devices (GPUs, or cores without GPUs), ``cpu:0-13`` the cores beside them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import attrs
 import yaml
 
 from rlinf import limits
+from rlinf.cluster import POOLS
 from rlinf.errors import ConfigError, RlinfWarning, integer, reject_unknown_keys, require
 from rlinf.inputs import parse_yaml, read_text
 from rlinf.workflow import Workflow
@@ -43,8 +46,17 @@ class Placement:
     """Sorted device ids."""
     data_parallel_size: int = 0
     """Replicas; 0 means len(devices) // model_parallel_size (resolved by :meth:`Plan.validate_for`)."""
+    pool: str = "device"
+    """``device`` (GPUs, or cores without GPUs) or ``cpu`` (the cores beside GPUs): the pool ``devices`` count in."""
 
     def __attrs_post_init__(self) -> None:
+        require(
+            self.pool in POOLS,
+            f"placement.{self.component}",
+            self.pool,
+            "unknown pool",
+            f"use one of {POOLS}",
+        )
         require(
             isinstance(self.component, str) and bool(self.component),
             "placement",
@@ -80,6 +92,17 @@ class Placement:
     def num_devices(self) -> int:
         """How many devices the component spans."""
         return len(self.devices)
+
+    @property
+    def keyed(self) -> frozenset[tuple[str, int]]:
+        """``(pool, id)`` of every device: what comparing placements across pools needs."""
+        return frozenset((self.pool, d) for d in self.devices)
+
+    @property
+    def text(self) -> str:
+        """The devices as a plan writes them: ``0-7`` or ``cpu:0-13``."""
+        ranges = format_devices(self.devices)
+        return f"cpu:{ranges}" if self.pool == "cpu" else ranges
 
 
 def _names(values: Iterable[str]) -> frozenset[str]:
@@ -137,6 +160,14 @@ class Plan:
     def __hash__(self) -> int:
         return hash((self.placements, tuple(self.granularity.items()), self.offload))
 
+    def pool_of(self, component: str) -> str:
+        """The pool ``component`` is placed in."""
+        return self.placement(component).pool
+
+    def shares_device(self, a: str, b: str) -> bool:
+        """Whether components ``a`` and ``b`` have a device in common (in the same pool)."""
+        return not self.placement(a).keyed.isdisjoint(self.placement(b).keyed)
+
     def placement(self, component: str) -> Placement:
         """The placement of ``component``; raises listing the placed components."""
         for placement in self.placements:
@@ -157,7 +188,7 @@ class Plan:
     @property
     def mode(self) -> str:
         """``collocated``, ``disaggregated`` or ``hybrid``, derived from the placement."""
-        sets = [set(p.devices) for p in self.placements]
+        sets = [p.keyed for p in self.placements]
         if all(s == sets[0] for s in sets):
             return "collocated"
         if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]):
@@ -166,11 +197,23 @@ class Plan:
 
     @property
     def devices_used(self) -> tuple[int, ...]:
-        """Every device any component uses."""
-        return tuple(sorted({d for p in self.placements for d in p.devices}))
+        """Every device of the device pool any component uses."""
+        return tuple(sorted({d for p in self.placements if p.pool == "device" for d in p.devices}))
 
-    def validate_for(self, workflow: Workflow, num_devices: int) -> Plan:
-        """Check the plan against a workflow and a device count; returns the plan with data-parallel sizes resolved.
+    @property
+    def cores_used(self) -> tuple[int, ...]:
+        """Every core of the core pool any component uses."""
+        return tuple(sorted({d for p in self.placements if p.pool == "cpu" for d in p.devices}))
+
+    @property
+    def num_logical(self) -> tuple[int, int]:
+        """(devices, cores) a run of this plan needs: one past the highest id used in each pool."""
+        devices, cores = self.devices_used, self.cores_used
+        return (devices[-1] + 1 if devices else 0, cores[-1] + 1 if cores else 0)
+
+    def validate_for(self, workflow: Workflow, num_devices: int, num_cores: int = 0) -> Plan:
+        """Check the plan against a workflow and a cluster's device and core counts; returns the plan with
+        data-parallel sizes resolved.
 
         Raises :class:`ConfigError` naming the field for unknown or missing components, devices out of range,
         device counts that are not a multiple of the model-parallel size and unknown granularity keys. Warns when
@@ -192,13 +235,25 @@ class Plan:
         for placement in self.placements:
             component = workflow.component(placement.component)
             top = max(placement.devices)
-            require(
-                top < num_devices,
-                f"placement.{placement.component}",
-                top,
-                f"device out of range (the cluster has devices 0-{num_devices - 1})",
-                f"use ids below {num_devices} or a larger cluster",
-            )
+            if placement.pool == "cpu":
+                require(
+                    top < num_cores,
+                    f"placement.{placement.component}",
+                    f"cpu:{top}",
+                    "core out of range ("
+                    + (f"the cluster has cores cpu:0-{num_cores - 1}" if num_cores else "the cluster has no CPU "
+                       "cores beside its devices") + ")",
+                    f"use cores below cpu:{num_cores}" if num_cores else
+                    "place it on devices, or give the cluster cores (--cpu-devices N on a GPU machine)",
+                )  # fmt: skip
+            else:
+                require(
+                    top < num_devices,
+                    f"placement.{placement.component}",
+                    top,
+                    f"device out of range (the cluster has devices 0-{num_devices - 1})",
+                    f"use ids below {num_devices} or a larger cluster",
+                )
             mp = component.model_parallel_size
             require(
                 placement.num_devices % mp == 0,
@@ -246,8 +301,9 @@ class Plan:
             require(
                 name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}"
             )
-            mine = set(self.devices_of(name))
-            shared = any(mine & set(p.devices) for p in self.placements if p.component != name)
+            shared = any(
+                self.shares_device(name, p.component) for p in self.placements if p.component != name
+            )
             if not shared:
                 warnings.warn(
                     f"offload.{name}: {name} shares no device, so offloading it has no effect",
@@ -260,7 +316,7 @@ class Plan:
         """YAML/JSON-ready form with compact ranges."""
         out: dict[str, Any] = {
             "mode": self.mode,
-            "placement": {p.component: format_devices(p.devices) for p in self.placements},
+            "placement": {p.component: p.text for p in self.placements},
         }
         data_parallel = {p.component: p.data_parallel_size for p in self.placements if p.data_parallel_size}
         if data_parallel:
@@ -277,7 +333,7 @@ class Plan:
 
     def describe(self) -> str:
         """One line: mode, placement, granularity, offload."""
-        parts = [f"{p.component}@{format_devices(p.devices)}" for p in self.placements]
+        parts = [f"{p.component}@{p.text}" for p in self.placements]
         text = f"{self.mode}: " + " ".join(parts)
         if self.granularity:
             text += " | " + " ".join(f"{k}={v}" for k, v in self.granularity.items())
@@ -289,6 +345,16 @@ class Plan:
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
+def parse_placement(
+    value: Any, num_devices: int, field: str, num_cores: int = 0
+) -> tuple[str, tuple[int, ...]]:
+    """``(pool, ids)`` of a placement: ``cpu:0-13`` (or ``cpu:all``) names cores of the core pool, anything else
+    devices (:func:`parse_devices`)."""
+    if isinstance(value, str) and value.strip().lower().startswith("cpu:"):
+        return "cpu", parse_devices(value.strip()[4:], num_cores, field)
+    return "device", parse_devices(value, num_devices, field)
+
+
 def parse_devices(value: Any, num_devices: int, field: str) -> tuple[int, ...]:
     """Parse ``all``, ``3``, ``0-7``, ``0-3,8-11`` or a list of those into sorted device ids."""
     if isinstance(value, bool):
@@ -297,6 +363,7 @@ def parse_devices(value: Any, num_devices: int, field: str) -> tuple[int, ...]:
         items: list[Any] = [value]
     elif isinstance(value, str):
         if value.strip().lower() == "all":
+            require(num_devices >= 1, field, value, "names no device (the pool is empty)", "give ids")
             return tuple(range(num_devices))
         items = [part.strip() for part in value.split(",")]
     elif isinstance(value, list):
@@ -344,8 +411,9 @@ def format_devices(devices: tuple[int, ...]) -> str:
 PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload")
 
 
-def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
-    """Build a plan from its mapping form. ``mode``, if present, must match the derived mode."""
+def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:
+    """Build a plan from its mapping form (``all`` means every device, ``cpu:all`` every one of ``num_cores``
+    cores). ``mode``, if present, must match the derived mode."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, data, "must be a mapping", "write placement, granularity and offload keys")
     reject_unknown_keys(data, PLAN_KEYS, source)
@@ -374,14 +442,12 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan") -> Plan:
         integer(
             f"{source}.data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it"
         )
-    placements = [
-        Placement(
-            component=name,
-            devices=parse_devices(devices, num_devices, f"{source}.placement.{name}"),
-            data_parallel_size=data_parallel.get(name, 0),
+    placements = []
+    for name, devices in placement.items():
+        pool, ids = parse_placement(devices, num_devices, f"{source}.placement.{name}", num_cores)
+        placements.append(
+            Placement(component=name, devices=ids, data_parallel_size=data_parallel.get(name, 0), pool=pool)
         )
-        for name, devices in placement.items()
-    ]
     granularity = _optional(
         data, "granularity", Mapping, {}, source, "a mapping", "write edge: micro-batches"
     )
@@ -422,13 +488,13 @@ def _optional(
     return value
 
 
-def plan_from_yaml(text: str, num_devices: int, source: str = "plan") -> Plan:
+def plan_from_yaml(text: str, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:
     """Parse plan YAML text (aliases, nesting and sizes within :mod:`rlinf.limits`)."""
-    return plan_from_dict(parse_yaml(text, source, source), num_devices, source)
+    return plan_from_dict(parse_yaml(text, source, source), num_devices, source, num_cores)
 
 
-def load_plan(path: str | Path, num_devices: int, field: str = "plan") -> Plan:
+def load_plan(path: str | Path, num_devices: int, field: str = "plan", num_cores: int = 0) -> Plan:
     """Read a plan YAML file (bytes, UTF-8, YAML within :mod:`rlinf.limits`); errors name the file (``field``: the
     flag it came from) or the field in it."""
     text = read_text(path, field, what="plan YAML file (see examples/plans/)")
-    return plan_from_yaml(text, num_devices, source=os.path.basename(str(path)))
+    return plan_from_yaml(text, num_devices, source=os.path.basename(str(path)), num_cores=num_cores)

@@ -136,6 +136,7 @@ def dispatch_inclusive_samples(timeline: Timeline) -> tuple[CostSample, ...]:
                 seconds=max(0.0, timeline.end_s[op.index] - ready),
                 num_bytes=op.num_bytes if op.kind != "compute" else 0,
                 shared=op.shared,
+                pool=op.pool,
             )
         )
     return tuple(out)

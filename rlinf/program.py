@@ -46,6 +46,9 @@ class Op:
     peer: str = ""
     """Consumer of a transfer or destination of a weight sync."""
     deps: tuple[int, ...] = ()
+    pool: str = "device"
+    """The pool of a compute op's devices (:mod:`rlinf.cluster`): ``device``, or ``cpu`` for the cores beside
+    GPUs. Costs are measured and priced per pool."""
     shared: bool = False
     """A compute op of the env <-> policy loop whose two components run on the same devices: every step hands
     off between two processes that share those devices, which costs a context switch that a hand-off to another
@@ -91,6 +94,15 @@ class Program:
     """Samples or env steps one iteration produces (for throughput)."""
     tokens_per_iteration: int = 0
     samples_per_iteration: int = 1
+    component_devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Each component's devices (global ids), sorted by component."""
+
+    def devices_of(self, component: str) -> tuple[int, ...]:
+        """The devices (global ids) of ``component``."""
+        for name, devices in self.component_devices:
+            if name == component:
+                return devices
+        raise KeyError(f"{component} is not placed in this program")
 
     def __attrs_post_init__(self) -> None:
         for position, op in enumerate(self.ops):

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.cluster import Cluster, cluster_from_dict
+from rlinf.cluster import POOLS, Cluster, cluster_from_dict
 from rlinf.config_structure import structure_config
 from rlinf.errors import MAX_INTEGER, ConfigError, integer, is_number, reject_unknown_keys, require, to_tuple
 from rlinf.files import write_text_atomic
@@ -55,6 +55,9 @@ class CostSample:
     """Measured as a step of the env <-> policy loop with both components on the same devices
     (:attr:`rlinf.program.Op.shared`): the cost model prices such ops from such samples where it has them. Written
     to JSON only when true."""
+    pool: str = "device"
+    """Where the op ran (:mod:`rlinf.cluster`): ``device`` (GPUs, or cores without GPUs) or ``cpu`` (the cores
+    beside GPUs). Written to JSON only when ``cpu``."""
 
     def __attrs_post_init__(self) -> None:
         if (  # the common case at once (a profiled trace holds tens of thousands of samples); else each check
@@ -68,6 +71,7 @@ class CostSample:
             and type(self.seconds) is float
             and 0.0 <= self.seconds < math.inf
             and type(self.shared) is bool
+            and self.pool == "device"
         ):
             return
         where = f"samples[{self.component}.{self.op}]"
@@ -96,6 +100,7 @@ class CostSample:
             "must be true or false",
             "write true for a loop step measured with env and policy on the same devices, else leave it out",
         )
+        require(self.pool in POOLS, f"{where}.pool", self.pool, "unknown pool", f"use one of {list(POOLS)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -265,6 +270,8 @@ def _sample_dict(sample: CostSample) -> dict[str, Any]:
     out = attrs.asdict(sample)
     if not sample.shared:
         del out["shared"]
+    if sample.pool == "device":
+        del out["pool"]
     return out
 
 

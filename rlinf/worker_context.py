@@ -127,7 +127,9 @@ def component_facts(
             loop_stages=stages,
             offload=name in plan.offload,
             seed=seed,
-            micro_batch_ranks=_micro_batch_ranks(program, name, plan.devices_of(name), counts.get(name, 1)),
+            micro_batch_ranks=_micro_batch_ranks(
+                program, name, program.devices_of(name), counts.get(name, 1)
+            ),
         )
         for name in workflow.component_names
     }

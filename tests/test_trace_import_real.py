@@ -104,6 +104,9 @@ def test_replaying_each_log_on_the_plan_it_ran_lands_within_10_percent_of_its_st
     median = float(np.median(steps))
     assert load_trace(run["trace"]).provenance["imported_from"]["step_seconds"]["median"] == median
     assert abs(simulated / median - 1) <= 0.10, (simulated, median)
+    # docs/trace_import.md's table states these figures; a hand edit fails.
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "trace_import.md").read_text()
+    assert f"| {median:.2f} s" in doc and f"| {simulated:.2f} s ({simulated / median - 1:+.1%}) |" in doc
     # Nothing is counted twice: the replay is the sum of the imported phases' medians, the plan's onloads,
     # offloads and weight sync add nothing (veRL's phases contain them).
     trace = load_trace(run["trace"])
@@ -127,3 +130,26 @@ def test_ppo_calibration_fits_actor_and_critic_training_apart(imported, tmp_path
         median = float(np.median([t[timer] for t in logged.values() if timer in t]))
         predicted = costs.compute_seconds(component, "train", 4, 1024)
         assert predicted == pytest.approx(median, rel=0.05), component
+
+
+def test_the_ppo_table_in_the_calibration_docs_is_what_calibration_computes(imported, tmp_path):
+    """docs/calibration.md's "PPO: actor and critic" rows (logged medians and the calibrated actor and critic
+    training seconds), recomputed from the fixtures; a hand edit fails."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "calibration.md").read_text()
+    for name, run in imported.items():
+        trace = load_trace(run["trace"])
+        if "critic" not in trace.workflow.component_names:
+            continue
+        calibrated = tmp_path / f"{name}.json"
+        assert main(["trace", "calibrate", "--measured", str(run["trace"]), "--out", str(calibrated)]) == 0
+        costs = fit(load_trace(calibrated))
+        devices, batch = trace.cluster.num_devices, trace.workflow.batch_size
+        cells = []
+        for component in ("actor", "critic"):
+            seconds = [s.seconds for s in trace.samples if s.component == component and s.op == "train"]
+            cells.append(f"{np.median(seconds):.2f} s")
+        logged = " | ".join(cells)
+        now = " | ".join(
+            f"{costs.compute_seconds(c, 'train', devices, batch):.2f} s" for c in ("actor", "critic")
+        )
+        assert f"| {logged} |" in doc and f"| {now} |" in doc, (name, logged, now)

@@ -230,9 +230,17 @@ def _workload(
         return workload_from_args(args, defaults)
     # A provisional median of one token gives the response sigma (flag or recipe) without tripping the limit.
     probe, _ = workload_from_args(args, {**defaults, "response_median": 1.0})
+    limit_tokens = probe.response.max_tokens
+    require(
+        response_mean <= limit_tokens,
+        "--response-max",
+        limit_tokens,
+        f"is below the mean response length the log records ({response_mean:.1f} tokens)",
+        "pass the run's generation limit (veRL: data.max_response_length)",
+    )
     # A lognormal's mean is its median times exp(sigma^2 / 2).
     median = response_mean / math.exp(probe.response.sigma**2 / 2)
-    defaults["response_median"] = min(max(1.0, median), float(probe.response.max_tokens))
+    defaults["response_median"] = max(1.0, median)
     return workload_from_args(args, defaults)
 
 

@@ -31,11 +31,14 @@ import numpy as np
 
 from rlinf.analytic import Physics, synthesize
 from rlinf.calibration_fit import (
-    PARAMETERS,
+    CRITIC_LABEL,
+    CRITIC_PARAMETERS,
     PRIOR_SHARE_WEAK,
     WEAK_RELATIVE_ERROR,
     TimeModel,
+    fitted_values,
     log_bounds,
+    parameter_names,
     parameter_values,
     parameter_vector,
     std_errors,
@@ -45,7 +48,7 @@ from rlinf.calibration_samples import observations_of, split_observations
 from rlinf.cluster import Cluster
 from rlinf.errors import require
 from rlinf.llm_workload import OPS, LLMWorkload
-from rlinf.trace import Trace
+from rlinf.trace import CostSample, Trace
 
 MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
 
@@ -89,6 +92,9 @@ class Calibration:
 
     prior: LLMWorkload
     fitted: LLMWorkload
+    """The prior with the fitted values; for PPO, its one training efficiency is the actor's."""
+    critic: Mapping[str, float]
+    """For PPO, the critic's own fitted ``critic_train_mfu`` and ``overhead_s.critic_train``; empty for GRPO."""
     parameters: tuple[FittedParameter, ...]
     fit_errors: tuple[ErrorRow, ...]
     heldout_errors: tuple[ErrorRow, ...]
@@ -172,21 +178,24 @@ def calibrate(
         "too few samples the analytic model describes (generate, reward, infer, train)",
         "measure an LLM workflow with rollout/reward/inference/actor components",
     )
-    fit_index, heldout_index = split_observations([o.op for o in observations], holdout_fraction, split_seed)
     physics = Physics.of(prior, cluster, seed)
-    model = TimeModel(physics, observations)
-    x_prior = parameter_vector(prior)
+    names = parameter_names(prior)
+    model = TimeModel(physics, observations, names)
+    fit_index, heldout_index = split_observations(model.labels.tolist(), holdout_fraction, split_seed)
+    x_prior = parameter_vector(prior, names)
     free = model.sensitive(x_prior, fit_index)
     x_fitted = x_prior.copy()
     if free.any():
         x_fitted = model.fit(x_prior, free, fit_index)
-    fitted = workload_with(prior, x_fitted, free)
-    parameters = _parameters(prior, fitted, model, x_fitted, free, fit_index)
+    fitted = workload_with(prior, x_fitted, free, names)
+    values = fitted_values(prior, x_fitted, free, names)
+    parameters = _parameters(prior, values, model, x_fitted, free, fit_index)
     residuals = model.log_residuals(x_fitted)[fit_index]
     lookup = model.lookup_errors(fit_index)
     return Calibration(
         prior=prior,
         fitted=fitted,
+        critic={name: values[name] for name in names if name in CRITIC_PARAMETERS},
         parameters=parameters,
         fit_errors=_error_rows(model, x_prior, x_fitted, fit_index, lookup),
         heldout_errors=_error_rows(model, x_prior, x_fitted, heldout_index, lookup)
@@ -203,17 +212,17 @@ def calibrate(
 
 def _parameters(
     prior: LLMWorkload,
-    fitted: LLMWorkload,
+    after: Mapping[str, float],
     model: TimeModel,
     x: np.ndarray,
     free: np.ndarray,
     rows: np.ndarray,
 ) -> tuple[FittedParameter, ...]:
     errors, prior_shares = std_errors(model, x, free, rows)
-    low, high = log_bounds()
-    before, after = parameter_values(prior), parameter_values(fitted)
+    low, high = log_bounds(model.names)
+    before = parameter_values(prior)
     out = []
-    for i, name in enumerate(PARAMETERS):
+    for i, name in enumerate(model.names):
         if not free[i]:
             status = "unconstrained"
         elif x[i] >= high[i] - 1e-6:
@@ -239,8 +248,8 @@ def _error_rows(
     before = model.relative_errors(x_prior)[rows]
     after = model.relative_errors(x_fitted)[rows]
     reference = lookup[rows]
-    ops = model.ops[rows]
-    groups = [(op, ops == op) for op in OPS if op in set(ops.tolist())]
+    labels = model.labels[rows]
+    groups = [(label, labels == label) for label in (*OPS, CRITIC_LABEL) if label in set(labels.tolist())]
     groups.append(("all", np.ones(rows.size, dtype=bool)))
     out = []
     for op, mask in groups:
@@ -270,10 +279,20 @@ def calibrated_trace(
 
     The measured trace's movement samples (transfer, onload, offload, sync_weights) of components the analytic
     workflow also has are kept: the analytic model does not price data movement, and :func:`rlinf.costs.fit`
-    prefers measured bandwidths to the cluster's nominal links."""
+    prefers measured bandwidths to the cluster's nominal links. Movement an imported log counted inside its phases
+    (zero-second samples, ``imported_from.switches_inside_phases``) is not carried: at other scales and placements
+    it is the cluster's links that move those bytes. For PPO, the critic's train samples are priced with the
+    critic's own fitted efficiency and fixed cost."""
     trace = synthesize(calibration.fitted, cluster, seed=seed, date=date)
+    if calibration.critic:
+        trace = attrs.evolve(trace, samples=_critic_repriced(trace, calibration, cluster, seed))
     names = set(trace.workflow.component_names)
-    carried = [s for s in measured.samples if s.op in MOVEMENT_OPS and s.component in names]
+    inside = measured.provenance.get("imported_from", {}).get("switches_inside_phases") is True
+    carried = [
+        s
+        for s in measured.samples
+        if s.op in MOVEMENT_OPS and s.component in names and not (inside and s.seconds == 0.0)
+    ]
     record = calibration.provenance(measured_source=measured_source, measured_provenance=measured.provenance)
     record["samples"]["movement_carried"] = len(carried)
     provenance = {
@@ -282,3 +301,26 @@ def calibrated_trace(
         "calibration": record,
     }
     return attrs.evolve(trace, provenance=provenance, samples=(*trace.samples, *carried))
+
+
+def _critic_repriced(trace: Trace, calibration: Calibration, cluster: Cluster, seed: int) -> list[CostSample]:
+    """``trace``'s samples with each critic train sample priced by the critic's own fitted parameters."""
+    physics = Physics.of(calibration.fitted, cluster, seed)
+    workflow = trace.workflow
+    mfu, overhead = calibration.critic["critic_train_mfu"], calibration.critic["overhead_s.critic_train"]
+    fitted = calibration.fitted
+    out = []
+    for sample in trace.samples:
+        component = workflow.component(sample.component)
+        if component.role != "critic" or sample.op != "train":
+            out.append(sample)
+            continue
+        replicas = sample.devices // component.model_parallel_size
+        seconds = overhead + physics.op_time("critic", sample.samples, replicas).seconds(
+            prefill_mfu=fitted.prefill_mfu,
+            train_mfu=mfu,
+            decode_mbu=fitted.decode_mbu,
+            reward_seconds_per_sample=fitted.reward_seconds_per_sample,
+        )
+        out.append(attrs.evolve(sample, seconds=float(seconds)))
+    return out

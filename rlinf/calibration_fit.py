@@ -18,9 +18,15 @@ from rlinf.calibration_samples import Observation
 from rlinf.llm_workload import OPS, LLMWorkload
 from rlinf.roofline import OpTime
 
-EFFICIENCIES = ("prefill_mfu", "decode_mbu", "train_mfu")
-PARAMETERS = (*EFFICIENCIES, "reward_seconds_per_sample", *(f"overhead_s.{op}" for op in OPS))
-"""Free parameters, in the order of the fit vector. ``overhead_s.<op>`` is the fixed cost of that op."""
+EFFICIENCIES = ("prefill_mfu", "decode_mbu", "train_mfu", "critic_train_mfu")
+PARAMETERS = (*EFFICIENCIES[:3], "reward_seconds_per_sample", *(f"overhead_s.{op}" for op in OPS))
+"""Free parameters of every workload, in the order of the fit vector. ``overhead_s.<op>`` is the fixed cost of
+that op."""
+CRITIC_PARAMETERS = ("critic_train_mfu", "overhead_s.critic_train")
+"""Added for PPO: the critic's training gets its own efficiency and fixed cost (a critic trains another model,
+often with other micro-batches and a value head, so its time is not the actor's). Their prior is the actor's."""
+CRITIC_LABEL = "train (critic)"
+"""How the critic's train observations are reported, apart from the actor's."""
 BOUNDS = {"efficiency": (1e-4, 1.0), "seconds": (1e-9, 1e5)}
 """Search range of each kind of parameter; seconds at the lower bound are reported as zero."""
 FLAT_SENSITIVITY = 1e-9
@@ -37,35 +43,51 @@ WEAK_RELATIVE_ERROR = 0.5
 """... and so is one whose relative standard error exceeds this (the samples are too noisy to pin it down)."""
 
 
+def parameter_names(workload: LLMWorkload) -> tuple[str, ...]:
+    """The free parameters of ``workload``'s fit: :data:`PARAMETERS`, and :data:`CRITIC_PARAMETERS` for PPO."""
+    return (*PARAMETERS, *CRITIC_PARAMETERS) if workload.algorithm == "ppo" else PARAMETERS
+
+
 class TimeModel:
     """Predicted seconds of every observation as a function of the log-parameter vector.
 
     Each distinct (role, samples, replicas) is priced once as an :class:`OpTime`, so an evaluation only divides
-    precomputed parts by the efficiencies: a least-squares run costs milliseconds per evaluation."""
+    precomputed parts by the efficiencies: a least-squares run costs milliseconds per evaluation. ``names`` are
+    the parameters of the vector (:func:`parameter_names`); with the critic's own, critic observations use them."""
 
-    def __init__(self, physics: Physics, observations: Sequence[Observation]) -> None:
+    def __init__(
+        self, physics: Physics, observations: Sequence[Observation], names: tuple[str, ...] = PARAMETERS
+    ) -> None:
         keys = sorted({(o.role, o.samples, o.replicas) for o in observations})
         position = {key: i for i, key in enumerate(keys)}
+        self.names = names
         self.times: list[OpTime] = [physics.op_time(*key) for key in keys]
-        self.key_ops = [OP_OF_ROLE[role] for role, _, _ in keys]
+        own_critic = "critic_train_mfu" in names
+        self.key_parts = [
+            ("overhead_s.critic_train", "critic_train_mfu")
+            if role == "critic" and own_critic
+            else (f"overhead_s.{OP_OF_ROLE[role]}", "train_mfu")
+            for role, _, _ in keys
+        ]
         self.index = np.array([position[(o.role, o.samples, o.replicas)] for o in observations], dtype=int)
         self.measured = np.array([o.seconds for o in observations])
         self.ops = np.array([o.op for o in observations])
-        self.configurations = [(o.op, o.devices, o.samples) for o in observations]
+        self.labels = np.array([CRITIC_LABEL if o.role == "critic" else o.op for o in observations])
+        self.configurations = [(o.op, o.role, o.devices, o.samples) for o in observations]
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Predicted seconds of every observation at log-parameters ``x``."""
-        values = dict(zip(PARAMETERS, np.exp(x), strict=True))
+        values = dict(zip(self.names, np.exp(x), strict=True))
         per_key = np.array(
             [
-                values[f"overhead_s.{op}"]
+                values[overhead]
                 + time.seconds(
                     prefill_mfu=values["prefill_mfu"],
-                    train_mfu=values["train_mfu"],
+                    train_mfu=values[train_mfu],
                     decode_mbu=values["decode_mbu"],
                     reward_seconds_per_sample=values["reward_seconds_per_sample"],
                 )
-                for op, time in zip(self.key_ops, self.times, strict=True)
+                for (overhead, train_mfu), time in zip(self.key_parts, self.times, strict=True)
             ]
         )
         return per_key[self.index]
@@ -80,7 +102,7 @@ class TimeModel:
 
     def lookup_errors(self, fit_rows: np.ndarray) -> np.ndarray:
         """Relative error of the median of the fitted samples of each observation's configuration (nan if none)."""
-        by_configuration: dict[tuple[str, int, int], list[float]] = {}
+        by_configuration: dict[tuple[str, str, int, int], list[float]] = {}
         for row in fit_rows:
             by_configuration.setdefault(self.configurations[row], []).append(float(self.measured[row]))
         medians = {key: float(np.median(values)) for key, values in by_configuration.items()}
@@ -102,7 +124,7 @@ class TimeModel:
 
     def fit(self, x0: np.ndarray, free: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Least squares over the observations ``rows``, moving the ``free`` parameters from ``x0``."""
-        low, high = log_bounds()
+        low, high = log_bounds(self.names)
         margin = 1e-9
         start = np.clip(x0[free], low[free] + margin, high[free] - margin)
 
@@ -122,43 +144,60 @@ def kind_of(name: str) -> str:
     return "efficiency" if name in EFFICIENCIES else "seconds"
 
 
-def log_bounds() -> tuple[np.ndarray, np.ndarray]:
+def log_bounds(names: tuple[str, ...] = PARAMETERS) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper bounds of the log-parameter vector."""
-    low = np.log([BOUNDS[kind_of(name)][0] for name in PARAMETERS])
-    high = np.log([BOUNDS[kind_of(name)][1] for name in PARAMETERS])
+    low = np.log([BOUNDS[kind_of(name)][0] for name in names])
+    high = np.log([BOUNDS[kind_of(name)][1] for name in names])
     return low, high
 
 
 def parameter_values(workload: LLMWorkload) -> dict[str, float]:
-    """The values of :data:`PARAMETERS` in ``workload``."""
-    values = {name: float(getattr(workload, name)) for name in (*EFFICIENCIES, "reward_seconds_per_sample")}
+    """The values of :func:`parameter_names` in ``workload`` (the critic's are the actor's: a workload holds one
+    training efficiency)."""
+    values = {
+        name: float(getattr(workload, name)) for name in (*EFFICIENCIES[:3], "reward_seconds_per_sample")
+    }
     values.update({f"overhead_s.{op}": workload.overhead_s(op) for op in OPS})
+    values.update(
+        {"critic_train_mfu": values["train_mfu"], "overhead_s.critic_train": values["overhead_s.train"]}
+    )
     return values
 
 
-def parameter_vector(workload: LLMWorkload) -> np.ndarray:
+def parameter_vector(workload: LLMWorkload, names: tuple[str, ...] = PARAMETERS) -> np.ndarray:
     """``workload``'s parameters as a log vector, clipped into the bounds."""
-    low, high = log_bounds()
+    low, high = log_bounds(names)
     values = parameter_values(workload)
-    return np.clip(np.log([max(values[name], 1e-300) for name in PARAMETERS]), low, high)
+    return np.clip(np.log([max(values[name], 1e-300) for name in names]), low, high)
 
 
-def workload_with(prior: LLMWorkload, x: np.ndarray, free: np.ndarray) -> LLMWorkload:
-    """``prior`` with the ``free`` parameters of ``x`` (the others keep their prior values exactly); seconds at
-    their lower bound become zero."""
+def fitted_values(
+    prior: LLMWorkload, x: np.ndarray, free: np.ndarray, names: tuple[str, ...] = PARAMETERS
+) -> dict[str, float]:
+    """Every parameter's value: the ``free`` ones from ``x``, the others at the prior's exactly; seconds at their
+    lower bound become zero, efficiencies are at most 1."""
     values = parameter_values(prior)
-    values.update({name: float(np.exp(x[i])) for i, name in enumerate(PARAMETERS) if free[i]})
+    values.update({name: float(np.exp(x[i])) for i, name in enumerate(names) if free[i]})
     floor = BOUNDS["seconds"][0] * 1.000001
-    seconds = {
-        name: 0.0 if v <= floor else float(v) for name, v in values.items() if kind_of(name) == "seconds"
+    return {
+        name: (0.0 if v <= floor else float(v)) if kind_of(name) == "seconds" else min(1.0, float(v))
+        for name, v in values.items()
     }
+
+
+def workload_with(
+    prior: LLMWorkload, x: np.ndarray, free: np.ndarray, names: tuple[str, ...] = PARAMETERS
+) -> LLMWorkload:
+    """``prior`` with the ``free`` parameters of ``x`` (the others keep their prior values exactly); the critic's
+    own parameters are not part of a workload (see :func:`fitted_values`)."""
+    values = fitted_values(prior, x, free, names)
     return attrs.evolve(
         prior,
-        prefill_mfu=min(1.0, float(values["prefill_mfu"])),
-        decode_mbu=min(1.0, float(values["decode_mbu"])),
-        train_mfu=min(1.0, float(values["train_mfu"])),
-        reward_seconds_per_sample=seconds["reward_seconds_per_sample"],
-        op_overheads_s={op: seconds[f"overhead_s.{op}"] for op in OPS},
+        prefill_mfu=values["prefill_mfu"],
+        decode_mbu=values["decode_mbu"],
+        train_mfu=values["train_mfu"],
+        reward_seconds_per_sample=values["reward_seconds_per_sample"],
+        op_overheads_s={op: values[f"overhead_s.{op}"] for op in OPS},
     )
 
 

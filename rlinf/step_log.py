@@ -1,6 +1,12 @@
-"""Per-step metric logs of other RL systems (veRL, RLinf), read from JSONL or CSV text.
+"""Per-step metric logs of other RL systems (veRL, RLinf), read from console, JSONL or CSV text.
 
 A :class:`StepLog` maps each logged step to its numeric metrics. Accepted layouts:
+
+* console output as veRL's ``console`` logger prints it, one line per step
+  ``step:3 - timing_s/gen:41.2 - response_length/mean:812.5 - ...``, with or without Ray's process prefix
+  (``(TaskRunner pid=12) ``, ``(main_task pid=12) ``) and colour codes; every other line is ignored, and
+  ``np.float64(41.2)`` (numpy 2's repr) counts as ``41.2``. A step printed on two lines (validation before
+  training, then the training step) is one step;
 
 * JSONL, one object per line: ``{"step": 3, "data": {"timing_s/gen": 41.2, ...}}`` (veRL's ``file`` logger) or
   flat ``{"step": 3, "timing_s/gen": 41.2, ...}``; ``_step`` (Weights & Biases) also names the step;
@@ -10,8 +16,9 @@ A :class:`StepLog` maps each logged step to its numeric metrics. Accepted layout
   column per metric, named by the metric or ``<run> - <metric>`` (a Weights & Biases panel export, whose
   ``__MIN`` / ``__MAX`` columns are ignored). Empty cells are values not logged at that step.
 
-Only the metrics ``keep`` selects are read; each must be a number (``null`` or an empty cell counts as not
-logged). A metric logged twice for one step with different values is an error. Pure: text in, values out.
+Only the metrics ``keep`` selects are read, under the name ``rename`` gives them; each must be a number (``null`` or
+an empty cell counts as not logged). A metric logged twice for one step with different values is an error. Pure:
+text in, values out.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +35,7 @@ import attrs
 
 from rlinf.errors import ConfigError, require
 
-FORMATS = ("jsonl", "csv")
+FORMATS = ("console", "jsonl", "csv")
 STEP_KEYS = ("step", "_step", "global_step")
 METRIC_COLUMNS = ("metric", "tag", "name", "key")
 
@@ -56,8 +64,11 @@ class StepLog:
 
 
 def format_of(path: str) -> str:
-    """The layout a file name implies: ``.jsonl`` / ``.json`` -> jsonl, ``.csv`` -> csv."""
+    """The layout a file name implies: ``.log`` / ``.txt`` / ``.out`` -> console, ``.jsonl`` / ``.json`` -> jsonl,
+    ``.csv`` -> csv."""
     lower = path.lower()
+    if lower.endswith((".log", ".txt", ".out")):
+        return "console"
     if lower.endswith((".jsonl", ".json")):
         return "jsonl"
     if lower.endswith(".csv"):
@@ -67,28 +78,36 @@ def format_of(path: str) -> str:
     )
 
 
-def read_step_log(text: str, *, source: str, file_format: str, keep: Callable[[str], bool]) -> StepLog:
-    """Parse ``text`` (the file's contents) into a :class:`StepLog` of the metrics ``keep`` selects."""
+def read_step_log(
+    text: str,
+    *,
+    source: str,
+    file_format: str,
+    keep: Callable[[str], bool],
+    rename: Callable[[str], str] = str,
+) -> StepLog:
+    """Parse ``text`` (the file's contents) into a :class:`StepLog` of the metrics ``keep`` selects, each stored
+    under ``rename(metric)`` (``keep`` sees the renamed metric)."""
     require(
         file_format in FORMATS, "--input-format", file_format, "unknown format", f"use one of {list(FORMATS)}"
     )
-    collected = _Steps(source)
-    if file_format == "jsonl":
-        _read_jsonl(text, collected, keep)
-    else:
-        _read_csv(text, collected, keep)
+    collected = _Steps(source, rename)
+    readers = {"console": _read_console, "jsonl": _read_jsonl, "csv": _read_csv}
+    readers[file_format](text, collected, keep)
     return StepLog(source=source, file_format=file_format, values=collected.values)
 
 
 class _Steps:
     """Accumulates values by step, refusing conflicting duplicates."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, rename: Callable[[str], str]) -> None:
         self.source = source
+        self.rename = rename
         self.values: dict[int, dict[str, float]] = {}
 
-    def add(self, step: int, metric: str, raw: Any, where: str) -> None:
-        if raw is None or (isinstance(raw, str) and not raw.strip()):
+    def add(self, step: int, metric: str, raw: Any, where: str, keep: Callable[[str], bool]) -> None:
+        metric = self.rename(metric)
+        if not keep(metric) or raw is None or (isinstance(raw, str) and not raw.strip()):
             return
         value = _number(raw, f"{where} {metric}")
         known = self.values.setdefault(step, {})
@@ -126,6 +145,39 @@ def _step(raw: Any, where: str) -> int:
     return int(value)
 
 
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d{1,12}) - (.*)$")
+_PROCESS_PREFIX = re.compile(r"^\s*\([^()]*\)\s?")
+_CONTINUATION = re.compile(r"^\S*( - [^\s:]+:\S+)+\s*$")
+_NUMPY_SCALAR = re.compile(r"^(?:np|numpy)\.[a-z]+[0-9]*\((.*)\)$")
+
+
+def _read_console(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
+    """veRL's console lines ``step:N - name:value - ...``; Ray splits a long line it reads while it is being
+    written, so a line that only continues ``name:value`` items (after the process prefix) joins the step line
+    before it."""
+    lines = [_COLOUR.sub("", line) for line in text.splitlines()]
+    number = 0
+    while number < len(lines):
+        match = _STEP_LINE.search(lines[number])
+        number += 1
+        if match is None:
+            continue
+        where = f"{steps.source}:{number}"
+        items = match.group(2)
+        while number < len(lines):
+            rest = _PROCESS_PREFIX.sub("", lines[number])
+            if _STEP_LINE.search(lines[number]) or not _CONTINUATION.match(rest):
+                break
+            items, number = items + rest, number + 1
+        step = _step(match.group(1), f"{where} step")
+        for item in items.split(" - "):
+            name, separator, raw = item.partition(":")
+            if separator:
+                scalar = _NUMPY_SCALAR.match(raw.strip())
+                steps.add(step, name.strip(), scalar.group(1) if scalar else raw, where, keep)
+
+
 def _read_jsonl(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -156,8 +208,7 @@ def _read_jsonl(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
             "map metric -> value",
         )
         for metric, raw in metrics.items():
-            if keep(metric):
-                steps.add(step, metric, raw, where)
+            steps.add(step, metric, raw, where, keep)
 
 
 def _read_csv(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
@@ -194,13 +245,11 @@ def _read_csv(text: str, steps: _Steps, keep: Callable[[str], bool]) -> None:
         step = _step(row[step_column], f"{where} {header[step_column]}")
         if long_form:
             assert metric_column is not None
-            name = row[metric_column].strip()
-            if keep(name):
-                steps.add(step, name, row[value_column], where)
+            steps.add(step, row[metric_column].strip(), row[value_column], where, keep)
             continue
         for index, column_metric in wide.items():
-            if column_metric is not None and keep(column_metric):
-                steps.add(step, column_metric, row[index], where)
+            if column_metric is not None:
+                steps.add(step, column_metric, row[index], where, keep)
 
 
 def _metric_of_column(name: str) -> str | None:

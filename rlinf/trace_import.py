@@ -1,11 +1,16 @@
 """Trace import: per-step timings of a veRL or RLinf run as cost samples of an rlinf workflow.
 
 Each system logs, per training step, the seconds of its phases under documented metric names
-(:data:`SYSTEMS`). :func:`imported_samples` turns every logged step into one sample per phase: ``generate``
-(rollout), ``reward``, ``infer`` (the inference component: old-policy and reference log-probs, and values for
-PPO, summed), ``train`` (actor; critic for PPO) and ``sync_weights`` (actor -> rollout). A sample spans the
-whole batch on the devices its component ran on, so the trace replays the run (``rlinf simulate``) and a
-calibration (:mod:`rlinf.calibration`) can fit the analytic model to it for what-if questions elsewhere.
+(:mod:`rlinf.trace_import_names`). :func:`imported_samples` turns every logged step into one sample per phase:
+``generate`` (rollout), ``reward`` (veRL: reward and advantage computation on the driver), ``infer`` (the inference
+component: old-policy and reference log-probs, and values for PPO, summed), ``train`` (actor; critic for PPO) and
+``sync_weights`` (actor -> rollout). A sample spans the whole batch on the devices its component ran on, so the
+trace replays the run (``rlinf simulate``) and a calibration (:mod:`rlinf.calibration`) can fit the analytic
+model to it for what-if questions elsewhere.
+
+Where the logged phases already contain the run's context switches (veRL), the trace says so with onload,
+offload and weight-sync samples of zero seconds (:func:`switch_samples`): a replay on the collocated plan the
+run used then adds nothing on top of the logged phases.
 """
 
 from __future__ import annotations
@@ -18,90 +23,10 @@ import numpy as np
 from rlinf.errors import ConfigError, require
 from rlinf.step_log import StepLog
 from rlinf.trace import CostSample
+from rlinf.trace_import_names import SYSTEMS, MetricNames, OpMetrics, metric_names
 from rlinf.workflow import Workflow
 
-
-@attrs.frozen(kw_only=True)
-class OpMetrics:
-    """The metrics whose sum is the seconds of one op of one component role."""
-
-    role: str
-    op: str
-    metrics: tuple[str, ...]
-
-
-@attrs.frozen(kw_only=True)
-class MetricNames:
-    """What one system calls its per-step timings and lengths."""
-
-    system: str
-    timing_prefix: str
-    """Every timing metric starts with it; those no :class:`OpMetrics` maps are reported, not imported."""
-    ops: tuple[OpMetrics, ...]
-    step_seconds: str
-    prompt_length: str
-    response_length: str
-    reference: str
-    """The source files that define the names."""
-
-    def mapped(self) -> frozenset[str]:
-        """Every metric an op reads."""
-        return frozenset(m for op in self.ops for m in op.metrics)
-
-    def keep(self, metric: str) -> bool:
-        """Whether a log reader should keep ``metric``."""
-        return metric.startswith(self.timing_prefix) or metric in (self.prompt_length, self.response_length)
-
-
-SYSTEMS: dict[str, MetricNames] = {
-    "verl": MetricNames(
-        system="verl",
-        timing_prefix="timing_s/",
-        ops=(
-            OpMetrics(role="rollout", op="generate", metrics=("timing_s/gen",)),
-            OpMetrics(role="reward", op="reward", metrics=("timing_s/reward",)),
-            OpMetrics(
-                role="inference",
-                op="infer",
-                metrics=("timing_s/old_log_prob", "timing_s/ref", "timing_s/values"),
-            ),
-            OpMetrics(role="actor", op="train", metrics=("timing_s/update_actor",)),
-            OpMetrics(role="critic", op="train", metrics=("timing_s/update_critic",)),
-            OpMetrics(role="actor", op="sync_weights", metrics=("timing_s/update_weights",)),
-        ),
-        step_seconds="timing_s/step",
-        prompt_length="prompt_length/mean",
-        response_length="response_length/mean",
-        reference="volcengine/verl verl/trainer/ppo/ray_trainer.py (marked_timer names), "
-        "verl/trainer/ppo/metric_utils.py (compute_timing_metrics, compute_data_metrics)",
-    ),
-    "rlinf": MetricNames(
-        system="rlinf",
-        timing_prefix="time/",
-        ops=(
-            OpMetrics(role="rollout", op="generate", metrics=("time/rollout",)),
-            OpMetrics(role="reward", op="reward", metrics=("time/reward",)),
-            OpMetrics(
-                role="inference", op="infer", metrics=("time/actor/inference", "time/critic/inference")
-            ),
-            OpMetrics(role="actor", op="train", metrics=("time/actor/training",)),
-            OpMetrics(role="critic", op="train", metrics=("time/critic/training",)),
-            OpMetrics(role="actor", op="sync_weights", metrics=("time/sync_weights",)),
-        ),
-        step_seconds="time/step",
-        prompt_length="rollout/prompt_length",
-        response_length="rollout/response_length",
-        reference="RLinf/RLinf rlinf/runners/reasoning_runner.py (time/ metrics), "
-        "rlinf/utils/distributed.py (rollout/ length metrics)",
-    ),
-}
-
-
-def metric_names(system: str) -> MetricNames:
-    """The names of ``system``; raises listing the known systems."""
-    if system not in SYSTEMS:
-        raise ConfigError("--format", system, "unknown system", f"use one of {sorted(SYSTEMS)}")
-    return SYSTEMS[system]
+__all__ = ["SYSTEMS", "ImportSummary", "MetricNames", "OpMetrics", "imported_samples", "metric_names"]
 
 
 @attrs.frozen(kw_only=True)
@@ -113,10 +38,25 @@ class ImportSummary:
     num_skipped: int
     metrics: Mapping[str, tuple[str, ...]]
     """``component.op`` -> the metrics found and summed for it."""
+    step_seconds_by_step: Mapping[int, float]
+    """Each imported step's whole-step seconds as logged (the step timer, else the sum of its timers)."""
+    step_seconds_source: str
+    """The step timer's name, or a sentence saying the seconds are the sum of the step's timers."""
+    validation_steps: tuple[int, ...]
+    """Imported steps that also ran a validation (their step time includes it)."""
+    checkpoint_steps: tuple[int, ...]
+    """Imported steps that also saved a checkpoint."""
     step_seconds: Mapping[str, float]
-    """Statistics of the logged whole-step time (``median``, ``mean``, ``min``, ``max``); empty if not logged."""
+    """Statistics (``median``, ``mean``, ``min``, ``max``, ``count``) of the step seconds of the training steps:
+    imported steps that neither validate nor save a checkpoint."""
     not_imported: Mapping[str, float]
-    """Timing metrics no op maps (e.g. advantage computation, checkpoints) -> their median seconds."""
+    """Timing metrics no op maps (e.g. checkpoints, validation) -> their median seconds."""
+
+    @property
+    def training_steps(self) -> tuple[int, ...]:
+        """Imported steps without validation or checkpoint."""
+        other = set(self.validation_steps) | set(self.checkpoint_steps)
+        return tuple(step for step in self.steps if step not in other)
 
 
 def mean_lengths(log: StepLog, names: MetricNames) -> tuple[float | None, float | None]:
@@ -184,15 +124,59 @@ def imported_samples(
                 )
             )
             found.setdefault(f"{component}.{op.op}", set()).update(present)
+    by_step, source = _step_seconds(log, names, steps)
+    validation = _steps_with(log, steps, names.validation_timers)
+    checkpoint = _steps_with(log, steps, names.checkpoint_timers)
+    training = [s for s in steps if s not in set(validation) | set(checkpoint)]
     return tuple(samples), ImportSummary(
         steps=tuple(steps),
         num_skipped=skip_steps,
         metrics={key: tuple(sorted(value)) for key, value in sorted(found.items())},
-        step_seconds=_statistics(
-            [log.values[s][names.step_seconds] for s in steps if names.step_seconds in log.values[s]]
-        ),
+        step_seconds_by_step=by_step,
+        step_seconds_source=source,
+        validation_steps=validation,
+        checkpoint_steps=checkpoint,
+        step_seconds=_statistics([by_step[s] for s in training]),
         not_imported=_unmapped(log, names, steps),
     )
+
+
+def switch_samples(workflow: Workflow, devices: Mapping[str, int], *, sync_logged: bool) -> list[CostSample]:
+    """Zero-second onload and offload samples of every component with a state, and of the actor's weight sync
+    unless the log times it: the logged phases already contain them. Each comes at two sizes, nothing and the
+    component's state per device (weights for the sync), so that :func:`rlinf.costs.fit` prices that movement
+    of the component at zero seconds by its per-size curve instead of from the cluster's links."""
+    out = []
+    for component in workflow.components:
+        per_device = component.state_bytes_per_device()
+        if per_device == 0:
+            continue
+        for op in ("onload", "offload"):
+            for num_bytes in (0, per_device):
+                out.append(
+                    CostSample(
+                        component=component.name,
+                        op=op,
+                        devices=component.model_parallel_size,
+                        samples=0,
+                        seconds=0.0,
+                        num_bytes=num_bytes,
+                    )
+                )
+    for sync in () if sync_logged else workflow.weight_sync:
+        span = max(devices[sync.src], devices[sync.dst])
+        for num_bytes in (0, sync.num_bytes):
+            out.append(
+                CostSample(
+                    component=sync.src,
+                    op="sync_weights",
+                    devices=span,
+                    samples=0,
+                    seconds=0.0,
+                    num_bytes=num_bytes,
+                )
+            )
+    return out
 
 
 def _component(components: Mapping[str, str], op: OpMetrics, metric: str) -> str:
@@ -224,6 +208,28 @@ def _tokens_per_sample(metrics: Mapping[str, float], names: MetricNames, default
     return default
 
 
+def _step_seconds(log: StepLog, names: MetricNames, steps: list[int]) -> tuple[dict[int, float], str]:
+    """Each step's logged whole-step seconds; a log without the step timer (veRL before 2025-01-17) gives the sum
+    of every timer of the step instead, and says so."""
+    if all(names.step_seconds in log.values[s] for s in steps):
+        return {s: log.values[s][names.step_seconds] for s in steps}, names.step_seconds
+    require(
+        not any(names.step_seconds in log.values[s] for s in steps),
+        log.source,
+        names.step_seconds,
+        "is logged at some imported steps only",
+        "export every step's timings (or --skip-steps the steps without it)",
+    )
+    sums = {
+        s: float(sum(v for m, v in log.values[s].items() if m.startswith(names.timing_prefix))) for s in steps
+    }
+    return sums, f"sum of each step's {names.timing_prefix}* timers (the log has no {names.step_seconds})"
+
+
+def _steps_with(log: StepLog, steps: list[int], timers: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(s for s in steps if any(t in log.values[s] for t in timers))
+
+
 def _statistics(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
@@ -233,6 +239,7 @@ def _statistics(values: list[float]) -> dict[str, float]:
         "mean": float(array.mean()),
         "min": float(array.min()),
         "max": float(array.max()),
+        "count": float(array.size),
     }
 
 

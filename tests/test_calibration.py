@@ -123,6 +123,36 @@ def test_recovers_known_parameters_from_a_noisy_trace_and_beats_the_prior_on_hel
     assert set(heldout) == {*OP_OF_ROLE.values(), "all"}
 
 
+def test_ppo_recovers_the_critics_training_apart_from_the_actors(prior, cluster):
+    # A critic that trains 2.5 times slower than the actor at every size: its own efficiency and fixed cost are
+    # fitted, the actor's stay at the truth, and the calibrated trace prices the critic with its own.
+    ppo = attrs.evolve(prior, algorithm="ppo")
+    truth = synthesize(with_truth(ppo), cluster, seed=0)
+    slower = [
+        attrs.evolve(s, seconds=2.5 * s.seconds) if s.component == "critic" and s.op == "train" else s
+        for s in truth.samples
+    ]
+    measured = attrs.evolve(truth, samples=slower)
+    result = calibrate(ppo, cluster, measured, seed=0, holdout_fraction=0.0)
+    values = fitted(result)
+    assert values["train_mfu"] == pytest.approx(TRUTH["train_mfu"], rel=0.01)
+    assert values["critic_train_mfu"] == pytest.approx(TRUTH["train_mfu"] / 2.5, rel=0.01)
+    assert values["overhead_s.critic_train"] == pytest.approx(2.5 * TRUTH["overhead_s.train"], rel=0.01)
+    assert result.critic == {
+        "critic_train_mfu": values["critic_train_mfu"],
+        "overhead_s.critic_train": values["overhead_s.critic_train"],
+    }
+    assert {row.op for row in result.fit_errors} >= {"train", "train (critic)"}
+    costs = fit(calibrated_trace(result, cluster, measured, seed=0, date="2026-01-01", measured_source="m"))
+    actor, critic = (costs.compute_seconds(name, "train", 8, 128) for name in ("actor", "critic"))
+    assert critic == pytest.approx(2.5 * actor, rel=0.01)
+
+
+def test_grpo_has_no_critic_parameters(prior, cluster):
+    result = calibrate(prior, cluster, synthesize(with_truth(prior), cluster, seed=0), seed=0)
+    assert result.critic == {} and "critic_train_mfu" not in fitted(result)
+
+
 def test_recovers_known_parameters_with_the_fixed_terms_on(prior, cluster):
     # Tensor-parallel all-reduces and an engine overhead per decode step are seconds no efficiency scales: the fit
     # holds them at the prior's values and still recovers the efficiencies and overheads.

@@ -165,7 +165,7 @@ def _error_lines(label: str, rows: tuple[Any, ...]) -> list[str]:
     for row in rows:
         lookup = f"{row.median_lookup:.1%}" if row.median_lookup is not None else "-"
         out.append(
-            f"{label:<9} {row.op:<9} n={row.num_samples:<5d} {row.median_before:>9.1%} -> "
+            f"{label:<9} {row.op:<14} n={row.num_samples:<5d} {row.median_before:>9.1%} -> "
             f"{row.median_after:>7.1%}   lookup {lookup}"
         )
     return out

@@ -1,14 +1,16 @@
-"""``rlinf trace import``: a veRL or RLinf per-step timing log (JSONL or CSV) as a trace of measured samples.
+"""``rlinf trace import``: a veRL or RLinf per-step timing log (console output, JSONL or CSV) as a trace of
+measured samples.
 
 The model flags (as for ``rlinf trace synth``) describe the run: model, device, number of devices, prompts and
 group size per step, parallel sizes. They give the workflow its state sizes and weight-sync bytes; the samples'
-seconds come from the log. Mean prompt and response lengths logged by the run set --prompt-tokens and
---response-median when those flags are left out. docs/trace_import.md lists the metric names read.
+seconds come from the log. The log also sets --prompt-tokens and --response-median (its mean lengths) and
+--response-max (the limit its config, launch command or clipped responses state) when those flags are left out.
+A veRL actor is FSDP-sharded unless --actor-sharding none. docs/trace_import.md lists the metric names read.
 
 Example:
-  rlinf trace import --format verl run.jsonl --model 7b --device H100 --num-devices 8 --prompts 128 \\
-      --group-size 8 --actor-mp 2 --out run_trace.json
-  rlinf simulate --trace run_trace.json --plan my_plan.yaml       # replay
+  rlinf trace import --format verl run.log --model 7b --device H100 --num-devices 8 --prompts 1024 \\
+      --group-size 5 --rollout-mp 2 --actor-mp 1 --inference-mp 1 --out run_trace.json --plan-out run_plan.yaml
+  rlinf simulate --trace run_trace.json --plan run_plan.yaml            # replay the run
   rlinf trace calibrate --measured run_trace.json --out calibrated.json   # then what-if at other scales
 """
 
@@ -35,33 +37,30 @@ from rlinf.commands.llm_args import (
     workload_flags,
     workload_from_args,
 )
+from rlinf.commands.trace_import_record import ASSUMPTIONS, imported_from, replay_plan, report
 from rlinf.errors import ConfigError, require
 from rlinf.inputs import read_text
 from rlinf.llm_workload import LLMWorkload
+from rlinf.logged_settings import LoggedLimit, response_limit
 from rlinf.outputs import check_output_file, writing
-from rlinf.step_log import FORMATS, format_of, read_step_log
-from rlinf.trace import Trace
-from rlinf.trace_import import SYSTEMS, ImportSummary, imported_samples, mean_lengths, metric_names
+from rlinf.step_log import FORMATS, StepLog, format_of, read_step_log
+from rlinf.trace_import import imported_samples, mean_lengths, switch_samples
+from rlinf.trace_import_names import SYSTEMS, MetricNames, metric_names
 from rlinf.workflow import Workflow
 
-ASSUMPTIONS = [
-    "each sample is one logged step's phase over the whole batch (prompts x group size) on its component's "
-    "devices (all devices unless --component-devices says otherwise, as in a collocated run)",
-    "infer sums the inference phases of the step (veRL: old_log_prob + ref + values; RLinf: actor and critic "
-    "inference)",
-    "component state bytes, weight-sync bytes and the response-length distribution come from the model flags, "
-    "not from the log",
-    "phases that overlap in a pipelined run (RLinf) are recorded with their own durations; rlinf simulate "
-    "decides the overlap from the plan",
-]
+SHARDING = ("fsdp", "none")
+DEFAULT_SHARDING = {"verl": "fsdp", "rlinf": "none"}
+"""veRL's actor (and critic) strategy is FSDP by default; RLinf's math runs train with Megatron."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``rlinf trace import``."""
-    parser.add_argument("path", help="the run's metric log: JSONL (one object per step) or CSV")
+    parser.add_argument(
+        "path", help="the run's log: console output (.log), JSONL (one object per step) or CSV"
+    )
     parser.add_argument("--format", required=True, help=f"the system that wrote it: {', '.join(SYSTEMS)}")
     parser.add_argument(
-        "--input-format", default=None, help=f"{' or '.join(FORMATS)} (default: from the file name)"
+        "--input-format", default=None, help=f"{', '.join(FORMATS)} (default: from the file name)"
     )
     parser.add_argument(
         "--skip-steps", type=values.count(0), default=0, help="leave out the first N logged steps (warm-up)"
@@ -71,29 +70,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="devices per component where not all, e.g. rollout=16,reward=16,inference=8,actor=8",
     )
+    parser.add_argument(
+        "--actor-sharding",
+        default=None,
+        help="fsdp: the actor's (and critic's) weights, gradients and optimizer state are sharded over its "
+        "data-parallel ranks; none: every replica holds them whole (default: fsdp for veRL, none for RLinf)",
+    )
     add_workload_arguments(parser)
     parser.add_argument(
         "--seed", type=values.seed, default=0, help="seed of the response-length draw (default 0)"
     )
     parser.add_argument("--date", default=None, help="date recorded in provenance (default: today, UTC)")
     parser.add_argument("--out", required=True, help="trace JSON file to write (atomically)")
+    parser.add_argument(
+        "--plan-out", default=None, help="also write the plan the run used (collocated), for rlinf simulate"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the log, build the trace, print a summary, write the trace."""
+    """Read the log, build the trace, print a summary, write the trace (and the plan)."""
     names = metric_names(args.format)
     check_output_file(args.out, "--out")
+    if args.plan_out is not None:
+        check_output_file(args.plan_out, "--plan-out")
+    sharding = _sharding(args)
     path = Path(args.path)
     file_format = args.input_format or format_of(str(path))
-    text = read_text(path, "path", what="run's metric log (JSONL or CSV)")
-    log = _read_log(text, path, file_format, names.keep)
+    text = read_text(path, "path", what="run's log (console, JSONL or CSV)")
+    log, old_prefixes = _read_log(text, path, file_format, names)
     _check_lengths(log, names, path)
     prompt_mean, response_mean = mean_lengths(log, names)
-    workload, cluster = _workload(args, prompt_mean, response_mean)
+    limit = None if args.response_max is not None else response_limit(text, log, names)
+    workload, cluster = _workload(args, prompt_mean, response_mean, limit)
+    devices = _component_devices(args.component_devices, _parallel_sizes(workload), cluster.num_devices)
+    workload = _sharded(workload, sharding, devices)
     with flags_named():
         description = synthesize(workload, cluster, seed=args.seed, date="unused")
-    workflow = description.workflow
-    devices = _component_devices(args.component_devices, workflow, cluster)
+    workflow = _workflow(description.workflow, names)
     samples, summary = imported_samples(
         log,
         names,
@@ -103,16 +116,32 @@ def run(args: argparse.Namespace) -> int:
         tokens_per_sample=float(description.provenance["derived"]["tokens_per_sample"]),
         skip_steps=args.skip_steps,
     )
+    if names.switches_inside_phases:
+        synced = any(key.endswith(".sync_weights") for key in summary.metrics)
+        samples = (*samples, *switch_samples(workflow, devices, sync_logged=synced))
+    plan = replay_plan(workflow, devices, cluster.num_devices)
     command = shlex.join(
         ["rlinf", "trace", "import", "--format", args.format, str(path), "--input-format", file_format]
-        + ["--skip-steps", str(args.skip_steps)]
+        + ["--skip-steps", str(args.skip_steps), "--actor-sharding", sharding]
         + (["--component-devices", args.component_devices] if args.component_devices else [])
         + [*workload_flags(args, workload, cluster), "--seed", str(args.seed), "--out", args.out]
+        + (["--plan-out", args.plan_out] if args.plan_out else [])
     )
+    limit_record = _limit_record(args, limit, workload)
     provenance = {
         "kind": "profiled",
         "source": f"imported from a {args.format} per-step timing log",
-        "imported_from": _imported_from(args, path, file_format, summary, prompt_mean, response_mean),
+        "imported_from": imported_from(
+            names,
+            path=path,
+            file_format=file_format,
+            summary=summary,
+            lengths=(prompt_mean, response_mean),
+            response_limit=limit_record,
+            old_prefixes=old_prefixes,
+            actor_sharding=_sharding_record(sharding, workload, devices),
+            plan=plan,
+        ),
         "date": args.date or today(),
         "seed": args.seed,
         "cluster": cluster.spec(),
@@ -121,19 +150,35 @@ def run(args: argparse.Namespace) -> int:
         "assumptions": ASSUMPTIONS,
         "command": command,
     }
-    trace = attrs.evolve(description, provenance=provenance, samples=samples)
-    print(_report(trace, summary, path))
+    trace = attrs.evolve(description, workflow=workflow, provenance=provenance, samples=samples)
+    print(report(trace, summary, path, limit_record))
     with writing(args.out, "--out"):
         trace.save(args.out)
     print(f"wrote {args.out}: {len(samples)} samples, {workflow.name} on {cluster.spec()}")
+    if args.plan_out is not None:
+        with writing(args.plan_out, "--plan-out"):
+            Path(args.plan_out).write_text(plan.to_yaml())
+        print(
+            f"wrote {args.plan_out}: {plan.describe()} (replay: rlinf simulate --trace {args.out} --plan {args.plan_out})"
+        )
     return 0
 
 
-def _read_log(text: str, path: Path, file_format: str, keep: Any) -> Any:
-    """The step log of ``text``; a line the JSON or CSV parser cannot take (nested too deeply, a number of
-    thousands of digits, a CSV field over the parser's limit) is one line naming the file."""
+def _read_log(text: str, path: Path, file_format: str, names: MetricNames) -> tuple[StepLog, list[str]]:
+    """The step log of ``text`` and the older timer prefixes it used; a line the JSON or CSV parser cannot take
+    (nested too deeply, a number of thousands of digits, a CSV field over the parser's limit) is one line naming
+    the file."""
+    seen: set[str] = set()
+
+    def rename(metric: str) -> str:
+        prefix = names.old_prefix_of(metric)
+        if prefix is not None:
+            seen.add(prefix)
+        return names.canonical(metric)
+
     try:
-        return read_step_log(text, source=path.name, file_format=file_format, keep=keep)
+        log = read_step_log(text, source=path.name, file_format=file_format, keep=names.keep, rename=rename)
+        return log, sorted(seen)
     except ConfigError:
         raise
     except (ValueError, RecursionError, ArithmeticError, csv.Error) as error:
@@ -142,42 +187,78 @@ def _read_log(text: str, path: Path, file_format: str, keep: Any) -> Any:
             "path",
             str(path),
             f"cannot be parsed as {file_format} ({problem})",
-            "export the metrics as JSONL or CSV",
+            "export the metrics as console output, JSONL or CSV",
         ) from None
 
 
-def _check_lengths(log: Any, names: Any, path: Path) -> None:
-    """Logged mean prompt and response lengths are token counts: >= 0 and below the analytic model's limit."""
+def _check_lengths(log: StepLog, names: MetricNames, path: Path) -> None:
+    """Logged prompt and response lengths are token counts: >= 0 and below the analytic model's limit."""
     for step, metrics in sorted(log.values.items()):
-        for metric in (names.prompt_length, names.response_length):
-            value = metrics.get(metric)
+        for metric in (names.prompt_length, names.response_length, names.response_max):
+            value = metrics.get(metric) if metric else None
             require(
                 value is None or 0 <= value <= MAX_TOKENS,
                 f"{path.name} step {step} {metric}",
                 value,
                 f"must be a token count in 0-{MAX_TOKENS:,}",
-                "export the run's mean lengths in tokens",
+                "export the run's lengths in tokens",
             )
 
 
+def _sharding(args: argparse.Namespace) -> str:
+    sharding = args.actor_sharding or DEFAULT_SHARDING[args.format]
+    require(
+        sharding in SHARDING, "--actor-sharding", sharding, "unknown sharding", f"use one of {list(SHARDING)}"
+    )
+    return sharding
+
+
 def _workload(
-    args: argparse.Namespace, prompt_mean: float | None, response_mean: float | None
+    args: argparse.Namespace,
+    prompt_mean: float | None,
+    response_mean: float | None,
+    limit: LoggedLimit | None,
 ) -> tuple[LLMWorkload, Cluster]:
-    """The flags' workload; logged mean lengths fill --prompt-tokens and --response-median when left out."""
-    workload, cluster = workload_from_args(args)
+    """The flags' workload; the log fills --prompt-tokens and --response-median (logged means) and
+    --response-max (the logged limit) where they are left out."""
     defaults: dict[str, Any] = {}
     if prompt_mean is not None:
         defaults["prompt_tokens"] = max(1, int(round(prompt_mean)))
-    if response_mean is not None:
-        # A lognormal's mean is its median times exp(sigma^2 / 2).
-        defaults["response_median"] = max(1.0, response_mean / math.exp(workload.response.sigma**2 / 2))
-    if not defaults:
-        return workload, cluster
+    if limit is not None:
+        defaults["response_max"] = max(1, limit.tokens)
+    if response_mean is None:
+        return workload_from_args(args, defaults)
+    # A provisional median of one token gives the response sigma (flag or recipe) without tripping the limit.
+    probe, _ = workload_from_args(args, {**defaults, "response_median": 1.0})
+    limit_tokens = probe.response.max_tokens
+    require(
+        response_mean <= limit_tokens,
+        "--response-max",
+        limit_tokens,
+        f"is below the mean response length the log records ({response_mean:.1f} tokens)",
+        "pass the run's generation limit (veRL: data.max_response_length)",
+    )
+    # A lognormal's mean is its median times exp(sigma^2 / 2).
+    median = response_mean / math.exp(probe.response.sigma**2 / 2)
+    defaults["response_median"] = max(1.0, median)
     return workload_from_args(args, defaults)
 
 
-def _component_devices(spec: str | None, workflow: Workflow, cluster: Cluster) -> dict[str, int]:
-    devices = {c.name: cluster.num_devices for c in workflow.components}
+def _parallel_sizes(workload: LLMWorkload) -> dict[str, int]:
+    """Model-parallel size of each component of the workload's workflow."""
+    sizes = {
+        "rollout": workload.rollout_model_parallel,
+        "reward": 1,
+        "inference": workload.inference_model_parallel,
+        "actor": workload.actor_model_parallel,
+    }
+    if workload.algorithm == "ppo":
+        sizes["critic"] = workload.actor_model_parallel
+    return sizes
+
+
+def _component_devices(spec: str | None, parallel: Mapping[str, int], num_devices: int) -> dict[str, int]:
+    devices = dict.fromkeys(parallel, num_devices)
     for item in (spec or "").split(","):
         if not item.strip():
             continue
@@ -194,61 +275,78 @@ def _component_devices(spec: str | None, workflow: Workflow, cluster: Cluster) -
             count.strip().isascii()
             and count.strip().isdigit()
             and len(count.strip()) <= 9
-            and 1 <= int(count) <= cluster.num_devices,
+            and 1 <= int(count) <= num_devices,
             f"--component-devices.{name}",
             count,
-            f"must be a device count in 1-{cluster.num_devices}",
+            f"must be a device count in 1-{num_devices}",
             "write name=count",
         )
-        mp = workflow.component(name).model_parallel_size
         require(
-            int(count) % mp == 0,
+            int(count) % parallel[name] == 0,
             f"--component-devices.{name}",
             int(count),
-            f"is not a multiple of its model-parallel size {mp}",
+            f"is not a multiple of its model-parallel size {parallel[name]}",
             "give a multiple of the --*-mp flag",
         )
         devices[name] = int(count)
+    for name, held in devices.items():
+        require(
+            held % parallel[name] == 0,
+            f"--{'actor' if name == 'critic' else name}-mp",
+            parallel[name],
+            f"does not divide the {held} devices of {name}",
+            "give a model-parallel size that divides its devices (or set --component-devices)",
+        )
     return devices
 
 
-def _imported_from(
-    args: argparse.Namespace,
-    path: Path,
-    file_format: str,
-    summary: ImportSummary,
-    prompt_mean: float | None,
-    response_mean: float | None,
-) -> dict[str, Any]:
-    names = metric_names(args.format)
+def _sharded(workload: LLMWorkload, sharding: str, devices: Mapping[str, int]) -> LLMWorkload:
+    """FSDP (veRL's default strategy) shards the whole training state (weights, gradients, Adam state) over the
+    actor's data-parallel ranks; the analytic model holds ``optimizer_state_bytes_per_param / optimizer_shards``
+    of the sharded part per replica, so all of the state becomes that part."""
+    shards = devices["actor"] // workload.actor_model_parallel
+    if sharding == "none" or shards == 1:
+        return workload
+    return attrs.evolve(
+        workload,
+        optimizer_shards=shards,
+        optimizer_state_bytes_per_param=workload.train_state_bytes_per_param,
+    )
+
+
+def _sharding_record(sharding: str, workload: LLMWorkload, devices: Mapping[str, int]) -> dict[str, Any]:
+    per_device = workload.model.num_params * workload.train_state_bytes_per_replica_param
     return {
-        "system": args.format,
-        "file": str(path),
-        "format": file_format,
-        "metric_names_from": names.reference,
-        "steps": {"count": len(summary.steps), "first": summary.steps[0], "last": summary.steps[-1]},
-        "skipped_steps": summary.num_skipped,
-        "metrics": {key: list(value) for key, value in summary.metrics.items()},
-        "step_seconds": dict(summary.step_seconds),
-        "not_imported_median_s": dict(summary.not_imported),
-        "logged_mean_tokens": {"prompt": prompt_mean, "response": response_mean},
+        "mode": sharding,
+        "shards": workload.optimizer_shards,
+        "actor_devices": devices["actor"],
+        "train_state_bytes_per_device": int(per_device / workload.actor_model_parallel),
     }
 
 
-def _report(trace: Trace, summary: ImportSummary, path: Path) -> str:
-    lines = [
-        f"imported {len(summary.steps)} steps ({summary.steps[0]}-{summary.steps[-1]}) of {path}, "
-        f"{summary.num_skipped} skipped"
-    ]
-    for key, metrics in summary.metrics.items():
-        component, op = key.split(".")
-        seconds = sorted(s.seconds for s in trace.samples if s.component == component and s.op == op)
-        lines.append(f"  {key:<22} median {seconds[len(seconds) // 2]:9.3f} s  from {' + '.join(metrics)}")
-    if summary.step_seconds:
-        lines.append(f"  {'whole step':<22} median {summary.step_seconds['median']:9.3f} s  (logged)")
-    for metric, median_s in summary.not_imported.items():
-        lines.append(f"  not imported: {metric} (median {median_s:.3f} s)")
-    return "\n".join(lines)
+def _workflow(workflow: Workflow, names: MetricNames) -> Workflow:
+    """The synthesized workflow with only the weight syncs the system performs (veRL computes old log-probs and
+    values with the trained models themselves, so only the rollout receives weights)."""
+    if names.weight_syncs is None:
+        return workflow
+    keep = [sync for sync in workflow.weight_sync if (sync.src, sync.dst) in names.weight_syncs]
+    return attrs.evolve(workflow, weight_sync=keep)
+
+
+def _limit_record(
+    args: argparse.Namespace, limit: LoggedLimit | None, workload: LLMWorkload
+) -> dict[str, Any]:
+    """The response limit used and where it came from."""
+    tokens = workload.response.max_tokens
+    if args.response_max is not None:
+        return {"tokens": tokens, "source": "from --response-max", "exact": True}
+    if limit is not None:
+        return {"tokens": tokens, "source": limit.source, "exact": limit.exact}
+    return {
+        "tokens": tokens,
+        "source": "assumed: the model preset's recipe default; the log states no limit, pass --response-max",
+        "exact": False,
+    }
 
 
 def summary_line(imported_from: Mapping[str, Any]) -> str:

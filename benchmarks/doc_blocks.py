@@ -58,9 +58,14 @@ def rewrite(kind: str, texts: dict[str, str], bodies: dict[tuple[str, str], str]
     out = dict(texts)
     for (path, name), body in bodies.items():
         block = pattern(kind, name)
-        if block.search(out[path]) is None:
+        found = block.search(out[path])
+        if found is None:
             raise ValueError(f"{path} has no block {kind}:{name}: add its markers where the block goes")
-        out[path] = block.sub(lambda m, b=body: f"{m.group(1)}{b}\n{m.group(3)}", out[path])
+        out[path] = (
+            out[path][: found.start()]
+            + f"{found.group(1)}{body}\n{found.group(3)}"
+            + out[path][found.end() :]
+        )
     return out
 
 

@@ -8,11 +8,11 @@ Usage::
 
 Each table sits in its file between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``;
 ``tests/test_doc_figures.py`` fails when one drifts from this script's output (a hand edit included). What it
-covers: the 7B trace under the example plans and the planner's plan by cluster size (README, docs/planner.md);
+covers: the 7B trace under the example plans (README) and the planner's plan by cluster size (docs/planner.md);
 the planner's own candidates against the baselines on every shipped trace at 8-1024 devices
 (docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the whole plan space at
-8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md; with
-``--write`` also its two charts). Every figure is a simulation; none is a measured time.
+8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md,
+its answer also in the README; with ``--write`` also its two charts). Every figure is a simulation; none is a measured time.
 """
 
 from __future__ import annotations
@@ -187,9 +187,9 @@ def capacity_whatif_table() -> str:
 
 FIGURES = (
     Block("README.md", "simulate-7b", simulate_table),
-    Block("README.md", "plan-by-size-7b", indented(size_table, "  ")),
     Block("README.md", "planner-vs-baselines", indented(lambda: speedup_summary(cases()), "  ")),
     Block("README.md", "planner-vs-brute-force", indented(lambda: gap_summary(brute_force_cases()), "  ")),
+    Block("README.md", "capacity-answer-7b", capacity_answer),
     Block("docs/planner.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
     Block("docs/planner.md", "plan-by-size-7b", size_table),
     Block("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),

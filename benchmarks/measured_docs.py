@@ -234,7 +234,7 @@ def grpo_streaming() -> str:
         + "):"
     )
     lines = [
-        head,
+        fill(head),
         "",
         "| granularity | run 1: iteration | run 1: vs 1 | run 2: iteration | run 2: vs 1 | run 2: rollout / inference / actor busy |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -121,7 +121,11 @@ def hopper_table() -> str:
             f"{'the best' if run['top1_match'] else percent(run['top1_regret']) + ' slower'} | "
             f"{inside} of {total} | {load(run['provenance']).removeprefix('load average ')} |"
         )
-    notes = [f"- {run['label']}: {run['note']}." for run in hopper_runs() if "note" in run]
+    notes = [
+        textwrap.fill(f"- {run['label']}: {run['note']}.", 115, subsequent_indent="  ")
+        for run in hopper_runs()
+        if "note" in run
+    ]
     return "\n".join([*lines, "", *notes])
 
 
@@ -161,8 +165,11 @@ def hopper_first_run() -> str:
     lines += [
         "",
         *(
-            f"Reported apart, since it needs more devices than cores: {p['name'].replace(' | ', ', ')} (logical devices on "
-            f"{run['num_devices']} cores): predicted {_ms(p['predicted_s'])}, measured {_ms(p['measured_s'])}."
+            textwrap.fill(
+                f"Reported apart, since it needs more devices than cores: {p['name'].replace(' | ', ', ')} (logical devices on "
+                f"{run['num_devices']} cores): predicted {_ms(p['predicted_s'])}, measured {_ms(p['measured_s'])}.",
+                115,
+            )
             for p in apart
         ),
     ]

@@ -78,8 +78,8 @@ def within_turn_range(run: dict[str, Any]) -> tuple[int, int]:
 
 
 def typical(values: list[float]) -> str:
-    """A figure over runs: the median run first, then the range."""
-    return f"{percent(statistics.median(values))} in the median run ({percent(min(values))} to {percent(max(values))})"
+    """A figure over runs: its median over the runs first, then the range."""
+    return f"{percent(statistics.median(values))} (the median over runs; {percent(min(values))} to {percent(max(values))})"
 
 
 def machine(run: dict[str, Any]) -> str:

@@ -8,11 +8,11 @@ Usage::
 
 Each table sits in its file between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``;
 ``tests/test_doc_figures.py`` fails when one drifts from this script's output (a hand edit included). What it
-covers: the 7B trace under the example plans and the planner's plan by cluster size (README, docs/planner.md);
+covers: the 7B trace under the example plans (README) and the planner's plan by cluster size (docs/planner.md);
 the planner's own candidates against the baselines on every shipped trace at 8-1024 devices
 (docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the whole plan space at
-8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md; with
-``--write`` also its two charts). Every figure is a simulation; none is a measured time.
+8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md,
+its answer also in the README; with ``--write`` also its two charts). Every figure is a simulation; none is a measured time.
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ import json
 import re
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-import attrs
-
-from planner.compare import (
+import doc_blocks
+from compare_planner import (
     TRACES,
     Case,
     brute_force_table,
@@ -39,6 +37,8 @@ from planner.compare import (
     gap_summary,
     speedup_summary,
 )
+from doc_blocks import Block, indented
+
 from rlinf.capacity import CapacityResult, SweepOptions, Target, parse_whatif, sweep, write_report
 from rlinf.capacity.document import number
 from rlinf.capacity.sections import build_document
@@ -185,61 +185,46 @@ def capacity_whatif_table() -> str:
     return "\n".join(lines)
 
 
-def _indented(make: Callable[[], str], indent: str) -> Callable[[], str]:
-    return lambda: "\n".join(indent + line if line else line for line in make().splitlines())
-
-
-@attrs.frozen
-class Figure:
-    """A table the docs show: the file, the marker's name and the function that computes it."""
-
-    path: str
-    name: str
-    make: Callable[[], str]
-
-
 FIGURES = (
-    Figure("README.md", "simulate-7b", simulate_table),
-    Figure("README.md", "plan-by-size-7b", _indented(size_table, "  ")),
-    Figure("README.md", "planner-vs-baselines", _indented(lambda: speedup_summary(cases()), "  ")),
-    Figure("README.md", "planner-vs-brute-force", _indented(lambda: gap_summary(brute_force_cases()), "  ")),
-    Figure("docs/planner.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
-    Figure("docs/planner.md", "plan-by-size-7b", size_table),
-    Figure("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
-    Figure("docs/planner_table.md", "planner-table", lambda: comparison_table(cases())),
-    Figure("docs/planner_table.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
-    Figure("docs/planner_bruteforce.md", "brute-force-table", lambda: brute_force_table(brute_force_cases())),
-    Figure("docs/planner_bruteforce.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
-    Figure("docs/capacity.md", "capacity-answer-7b", capacity_answer),
-    Figure("docs/capacity.md", "capacity-7b", capacity_table),
-    Figure("docs/capacity.md", "capacity-whatif-7b", capacity_whatif_table),
+    Block("README.md", "simulate-7b", simulate_table),
+    Block("README.md", "planner-vs-baselines", indented(lambda: speedup_summary(cases()), "  ")),
+    Block("README.md", "planner-vs-brute-force", indented(lambda: gap_summary(brute_force_cases()), "  ")),
+    Block("README.md", "capacity-answer-7b", capacity_answer),
+    Block("docs/planner.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
+    Block("docs/planner.md", "plan-by-size-7b", size_table),
+    Block("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
+    Block("docs/planner_table.md", "planner-table", lambda: comparison_table(cases())),
+    Block("docs/planner_table.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
+    Block("docs/planner_bruteforce.md", "brute-force-table", lambda: brute_force_table(brute_force_cases())),
+    Block("docs/planner_bruteforce.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
+    Block("docs/capacity.md", "capacity-answer-7b", capacity_answer),
+    Block("docs/capacity.md", "capacity-7b", capacity_table),
+    Block("docs/capacity.md", "capacity-whatif-7b", capacity_whatif_table),
 )
 
 
 # ------------------------------------------------------------------------------------------------ files
+KIND = "figures"
+
+
 def block(name: str) -> re.Pattern[str]:
     """A figure's block in a file: the opening marker, the table, the closing marker (maybe indented)."""
-    return re.compile(rf"(<!-- figures:{name} -->\n)(.*?)\n?( *<!-- /figures:{name} -->)", re.S)
+    return doc_blocks.pattern(KIND, name)
 
 
 def differences(texts: dict[str, str], tables: dict[tuple[str, str], str]) -> list[str]:
     """``path:name`` of each table whose block in ``texts[path]`` differs from ``tables`` (or is missing)."""
-    out = []
-    for (path, name), table in tables.items():
-        found = block(name).search(texts[path])
-        if found is None or found.group(2) != table:
-            out.append(f"{path}:{name}")
-    return out
+    return doc_blocks.differences(KIND, texts, tables)
 
 
-def compute(figures: tuple[Figure, ...] = FIGURES) -> dict[tuple[str, str], str]:
+def compute(figures: tuple[Block, ...] = FIGURES) -> dict[tuple[str, str], str]:
     """Every table, by (file, marker name)."""
-    return {(f.path, f.name): f.make() for f in figures}
+    return doc_blocks.compute(figures)
 
 
-def read_docs(figures: tuple[Figure, ...] = FIGURES) -> dict[str, str]:
+def read_docs(figures: tuple[Block, ...] = FIGURES) -> dict[str, str]:
     """The text of every file that holds a figure."""
-    return {path: (ROOT / path).read_text() for path in dict.fromkeys(f.path for f in figures)}
+    return doc_blocks.read(figures)
 
 
 def write_capacity_charts() -> None:
@@ -270,9 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = compute()
     texts = read_docs()
     if args.write:
-        for (path, name), table in tables.items():
-            texts[path] = block(name).sub(lambda m, t=table: f"{m.group(1)}{t}\n{m.group(3)}", texts[path])
-        for path, text in texts.items():
+        for path, text in doc_blocks.rewrite(KIND, texts, tables).items():
             (ROOT / path).write_text(text)
         write_capacity_charts()
     elif args.check:

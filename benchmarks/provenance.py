@@ -6,8 +6,8 @@ per-iteration values, and writes the file atomically (readers see the old artifa
     ...measure...
     provenance.write_artifact(path, {"seconds": [...], ...}, started)
 
-``tests/test_readme_measured.py`` checks that each artifact carries these fields and that the README's figures
-equal what the artifacts hold.
+``tests/test_measurements.py`` checks that each artifact carries these fields and that the figures of the README
+and docs equal what ``benchmarks/measurements.py`` renders from the artifacts.
 """
 
 from __future__ import annotations

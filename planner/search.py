@@ -28,6 +28,12 @@ DEFAULT_K = 16
 DEFAULT_TIME_LIMIT_S = 10.0
 
 
+def is_own(source: str) -> bool:
+    """Whether a candidate of :func:`search` is the planner's own: a CP-SAT candidate (``cp-sat#N``), or one's
+    loop spread over every device (``spread loop of cp-sat#N``); not a baseline's plan nor a spread of one."""
+    return source.startswith(("cp-sat", f"{SPREAD_SOURCE} of cp-sat"))
+
+
 @attrs.frozen(kw_only=True)
 class SearchResult:
     """The chosen plan, every plan the simulator judged (best first) and how long the search took."""

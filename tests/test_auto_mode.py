@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 import rlinf.profiling
-from planner.compare import is_own
+from planner.search import is_own
 from rlinf.cli import main
 from rlinf.cluster import cpu_cluster
 from rlinf.errors import ConfigError

@@ -3,17 +3,12 @@ a hand edit of any of them is caught."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import load
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("doc_figures", ROOT / "benchmarks" / "doc_figures.py")
-assert _spec is not None and _spec.loader is not None
-figures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(figures)
+figures = load("doc_figures")
 
 
 @pytest.fixture(scope="module")

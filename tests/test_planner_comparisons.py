@@ -1,6 +1,6 @@
 """The planner against plans it did not write, on every shipped trace at 8-64 devices.
 
-Its own candidates (CP-SAT's, refined, and their loops spread over every device: :func:`planner.compare.is_own`;
+Its own candidates (CP-SAT's, refined, and their loops spread over every device: :func:`planner.search.is_own`;
 the baselines it also simulates and their spread variants left out) must be no slower than the fixed-collocated,
 fixed-disaggregated and closed-form baselines, than every plan in ``examples/plans/`` that fits, and than the best
 of up to 500 random plans that fit (seeded): points of its space, each drawn for a loop workflow as itself or as its
@@ -19,8 +19,8 @@ import attrs
 import pytest
 
 from planner import search
-from planner.compare import is_own
 from planner.judge import judge, quiet_copy
+from planner.search import is_own
 from planner.space import build_space
 from planner.spread import spread_placements
 from rlinf.costs import fit

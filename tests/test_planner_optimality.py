@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load
 from factories import costs_for, embodied_trace, grpo_trace, linear_samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import search
 from planner.brute_force import brute_force, distinct_programs
-from planner.compare import compare_case
 from planner.judge import quiet_copy
 from planner.space import build_space
 from planner.tables import build_tables
@@ -195,7 +195,9 @@ def test_loop_programs_spread_twins_and_their_bound_on_the_hopper_profile(num_de
     if num_devices == 2:
         best = pruned.best.plan
         assert best.devices_of("env") == (0, 1) and len(best.devices_of("actor")) == 1, best.describe()
-        case = compare_case(str(ROOT / "traces" / "hopper_ppo_cpu2.json"), 2, with_brute_force=True)
+        case = load("compare_planner").compare_case(
+            str(ROOT / "traces" / "hopper_ppo_cpu2.json"), 2, with_brute_force=True
+        )
         assert case.own is not None and case.own.source.startswith("spread loop of cp-sat")
         assert case.own.iteration_s <= pruned.best.iteration_s * (1 + GAP)
 
@@ -223,7 +225,7 @@ def test_brute_force_capacity_and_search_share_one_space(monkeypatch):
         proposals = {
             s: propose(trace.workflow, cluster, costs, s, time_limit_s=10, seed=0) for s in STRATEGIES
         }
-    case = compare_case(str(path), 8, with_brute_force=True)
+    case = load("compare_planner").compare_case(str(path), 8, with_brute_force=True)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         assert rlinf(["plan", "--trace", str(path), "--cluster", "1x8xH200", "--json"]) == 0

@@ -1,11 +1,11 @@
 """The planner's own candidates against its baselines and against brute force on the shipped traces.
 
-    python -m planner.compare                                  # 8 ... 1024 devices, against the baselines
-    python -m planner.compare --brute-force --sizes 8 16       # and against brute force over the whole space
+    python benchmarks/compare_planner.py                             # 8 ... 1024 devices, against the baselines
+    python benchmarks/compare_planner.py --brute-force --sizes 8 16  # and against brute force over the whole space
 
 Every number is a simulated iteration time (the simulator judges every plan); speedup = baseline / planner. The
 planner's figure is the best of its own candidates (CP-SAT's, refined, and for a loop their variants with the
-loop spread over every device, :func:`is_own`): the baselines' plans that :func:`planner.search` also simulates
+loop spread over every device, :func:`planner.search.is_own`): the baselines' plans that :func:`planner.search` also simulates
 (and their spread variants) are left out of it, so a baseline that beats the planner shows as a
 speedup below 1. The tables in ``docs/planner_table.md`` and ``docs/planner_bruteforce.md`` are these, written
 by ``python benchmarks/doc_figures.py --write``.
@@ -25,9 +25,8 @@ import attrs
 from planner.baselines import closed_form, fixed_collocated, fixed_disaggregated
 from planner.brute_force import BruteForceResult, brute_force
 from planner.judge import Evaluation
-from planner.search import SearchResult, prepare, search
+from planner.search import SearchResult, is_own, prepare, search
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
-from planner.spread import SPREAD_SOURCE
 from rlinf.costs import fit
 from rlinf.errors import ExtrapolationWarning
 from rlinf.trace import load_trace
@@ -86,12 +85,6 @@ def compare_case(path: str, num_devices: int, *, seed: int = 0, with_brute_force
         baselines_s=baselines,
         brute=brute,
     )
-
-
-def is_own(source: str) -> bool:
-    """Whether a candidate of :func:`planner.search` is the planner's own: a CP-SAT candidate, or one's loop
-    spread over every device (``spread loop of cp-sat#N``); not a baseline's plan nor a spread of one."""
-    return source.startswith(("cp-sat", f"{SPREAD_SOURCE} of cp-sat"))
 
 
 def _describe(evaluation: Evaluation) -> str:
@@ -184,7 +177,9 @@ def gap_summary(cases: Sequence[Case]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: the tables on stdout."""
-    parser = argparse.ArgumentParser(prog="python -m planner.compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/compare_planner.py", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--traces", nargs="+", default=list(TRACES))
     parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     parser.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,331 @@
+"""Measured figures of the docs pages on each part (executor, GRPO, Ray, planner, plan-then-run), rendered from
+their JSON artifacts. Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
+
+from __future__ import annotations
+
+import statistics
+import textwrap
+from typing import Any
+
+import bench_auto_mode
+from measured_validate import artifact, load
+
+PLANNER_TRACES = {
+    "1.5B": "traces/grpo_1.5b_h100.json",
+    "7B": "traces/grpo_7b_h100.json",
+    "32B": "traces/grpo_32b_h200.json",
+}
+RAY_RUNS = ("docs/ray_vs_local.json", "docs/ray_vs_local_run2.json")
+STREAMING_RUNS = ("docs/grpo_streaming_run1.json", "docs/grpo_streaming.json")
+PIPELINING = {
+    "16 envs, 256x256": "docs/bench_pipelining_default.json",
+    "32 envs, 1024x1024": "docs/bench_pipelining_1024.json",
+}
+MAIN_JOB_RUNS = ("docs/data/main_job_hopper.json", "docs/data/main_job_hopper_xeon.json")
+MACHINE_SPEED_RUNS = ("docs/data/machine_speed.json", "docs/data/machine_speed_run2.json")
+
+
+def fill(text: str) -> str:
+    return textwrap.fill(text, 115)
+
+
+def ratio_x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def plan_text(name: str) -> str:
+    return name.replace(" | ", ", ")
+
+
+def conditions(a: dict[str, Any]) -> str:
+    """Commit and load average of an artifact, whichever way its benchmark recorded them."""
+    if "provenance" in a:
+        return f"commit {a['provenance']['commit']}, {load(a['provenance'])}"
+    before = a["load_average"]["before"] if "load_average" in a else a["load_average_1min"]["before"]
+    after = a["load_average"]["after"] if "load_average" in a else a["load_average_1min"]["after"]
+    before, after = (v[0] if isinstance(v, list) else v for v in (before, after))
+    return f"commit {a['commit']}, load average {before:.1f} -> {after:.1f}"
+
+
+# ----------------------------------------------------------------------------------------------- planner
+def planner_means() -> dict[tuple[int, str], float]:
+    """Mean search seconds per (devices, trace) of the planner benchmark (pytest-benchmark's JSON)."""
+    a = artifact("docs/data/bench_planner.json")
+    return {
+        (b["params"]["num_devices"], b["params"]["trace_path"]): b["stats"]["mean"] for b in a["benchmarks"]
+    }
+
+
+def planner_speed() -> str:
+    a, means = artifact("docs/data/bench_planner.json"), planner_means()
+    rows = [
+        f"| {label} | {means[(256, trace)]:.3f} s | {means[(1024, trace)]:.3f} s |"
+        for label, trace in PLANNER_TRACES.items()
+    ]
+    head = (
+        f"Commit {a['commit_info']['id'][:7]}, {a['machine_info']['cpu']['brand_raw']}, load average "
+        f"{a['load_average_before'][0]:.1f} -> {a['load_average_after'][0]:.1f}, mean of 3 rounds:"
+    )
+    return "\n".join([head, "", "| trace | 256 devices | 1024 devices |", "|---|---|---|", *rows])
+
+
+# ------------------------------------------------------------------------------------------------- ray
+def ray_table() -> str:
+    lines = [
+        "| run | plan (Hopper, 2 cores) | ops per iteration | local | Ray | **Ray / local** |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for number, path in enumerate(RAY_RUNS, start=1):
+        a = artifact(path)
+        for mode, m in a["modes"].items():
+            label = f"{number} (`{path}`, {conditions(a)})" if mode == next(iter(a["modes"])) else ""
+            local, ray = (statistics.median(m[side]["seconds"]) for side in ("local", "ray"))
+            lines.append(
+                f"| {label} | `{plan_text(m['plan'])}` | {m['num_ops']} | {1e3 * local:.1f} ms | {1e3 * ray:.1f} ms | "
+                f"**{m['ratio']:.2f}** |"
+            )
+    return "\n".join(lines)
+
+
+def kill_detection() -> str:
+    a = artifact("docs/data/kill_detection.json")
+    ms = a["detected_ms"]
+    return fill(
+        f"Measured on this 2-core machine (`python benchmarks/bench_kill_detection.py`: `{a['test_command']}`, "
+        f"{len(ms['local'])} runs; {conditions(a)}; `docs/data/kill_detection.json`), from the kill to the error: "
+        f"local backend {' and '.join(map(str, ms['local']))} ms, Ray backend {' and '.join(map(str, ms['ray']))} "
+        "ms; the tests assert < 5 s."
+    )
+
+
+# -------------------------------------------------------------------------------------------- executor
+SCALING_TARGETS = {
+    "hopper_best_2dev_over_1dev": "1.4",
+    "halfcheetah_best_2dev_over_1dev": "1.5",
+    "pipelining_2stages_over_1": "1.2",
+    "single_process_ratio": "1.8",
+}
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return max(rows, key=lambda r: r["env_steps_per_s"])
+
+
+def scaling_table() -> str:
+    a = artifact("docs/bench_scaling.json")
+    d, ceiling = a["details"], a["ceiling"]
+    best = {key: _best(rows) for key, rows in d["candidates"].items()}
+    stages = {s: _best([r for r in d["candidates"]["default_2dev"] if r["stages"] == s]) for s in (1, 2)}
+    threads = d["plain_loop_env_steps_per_s_by_threads"]
+    separate = d["one_process_per_worker"]
+    shared = a["shared_processes_over_one_per_worker"]
+
+    def rate(row: dict[str, Any]) -> str:
+        stages = f"{row['stages']} stage{'s' if row['stages'] > 1 else ''}"
+        return f"{plan_text(row['plan'])}, {stages}: {row['env_steps_per_s']:,.0f} env steps/s"
+
+    rows = [
+        ("hopper_best_2dev_over_1dev", "Hopper-v5, CleanRL's settings (8 envs x 256 steps, 10 epochs, 32 "
+         f"minibatches): best 2-device plan ({rate(best['hopper_2dev'])}) over the best 1-device plan "
+         f"({rate(best['hopper_1dev'])})", f"**{a['hopper_best_2dev_over_1dev']:.2f}**",
+         f"{ceiling['hopper_2dev_over_1dev']:.2f}"),
+        ("halfcheetah_best_2dev_over_1dev", "HalfCheetah-v5, 16 envs x 64 steps, 256x256 policy: best 2-device "
+         f"plan ({rate(best['halfcheetah_2dev'])}) over the best 1-device plan ({rate(best['halfcheetah_1dev'])})",
+         f"**{a['halfcheetah_best_2dev_over_1dev']:.2f}**", f"{ceiling['halfcheetah_2dev_over_1dev']:.2f}"),
+        ("pipelining_2stages_over_1", "default Hopper config, 2 loop stages vs 1, each on its best 2-device "
+         f"layout ({rate(stages[2])}; {rate(stages[1])})", f"**{a['pipelining_2stages_over_1']:.2f}**", ""),
+        ("single_process_ratio", "the best rlinf plan vs a plain loop calling the same workers' maths in one "
+         f"process ({threads['1']:,.0f} env steps/s with 1 torch thread, {threads['2']:,.0f} with 2)",
+         f"**{a['single_process_ratio']:.2f}**", f"{ceiling['single_process_ratio']:.2f}"),
+        ("shared_processes_over_one_per_worker", "the best 1-device and the best 2-device Hopper plan as measured "
+         "(a core's workers in one process) over the same plans with one process per worker "
+         f"({separate['hopper_1dev']['env_steps_per_s']:,.0f} and {separate['hopper_2dev']['env_steps_per_s']:,.0f} "
+         "env steps/s)", f"**{shared['hopper_1dev']:.2f}** and **{shared['hopper_2dev']:.2f}**", ""),
+        ("per_op_overhead_us", "median executor overhead per compute op: start after the ops it follows ended "
+         "plus span outside `worker.compute`", f"**{a['per_op_overhead_us']:.0f} us**", ""),
+        ("driver_cpu_share", "the driver's CPU time over the iteration's wall time (median over plans)",
+         f"**{100 * a['driver_cpu_share']:.1f}%**", ""),
+    ]  # fmt: skip
+    head = (
+        f"Commit {d['commit']}, {load(d)}, {d['wall_s']:.0f} s; each figure the median of iterations 2-"
+        f"{d['iterations_per_plan']} of one run per plan:"
+    )
+    lines = [
+        head,
+        "",
+        "| key | what | measured | ceiling: no 2-core plan can beat | issue's target |",
+        "| --- | --- | ---: | ---: | ---: |",
+        *(
+            f"| `{key}` | {what} | {shown} | {top} | {SCALING_TARGETS.get(key, '')} |"
+            for key, what, shown, top in rows
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def pipelining() -> str:
+    runs = {label: artifact(path) for label, path in PIPELINING.items()}
+    head = "Commit " + ", ".join(
+        f"{a['provenance']['commit']} ({label}: {load(a['provenance'])})" for label, a in runs.items()
+    )
+    rows = [
+        f"| {label} | {a['stages_1']['rollout_env_steps_per_s']:.0f} | {a['stages_2']['rollout_env_steps_per_s']:.0f} | "
+        f"**{a['rollout_ratio_2_over_1']:.2f}** | {a['iteration_ratio_2_over_1']:.2f} |"
+        for label, a in runs.items()
+    ]
+    return "\n".join(
+        [
+            head + ":",
+            "",
+            "| config | stages=1 rollout env steps/s | stages=2 | ratio 2/1 (rollout) | ratio 2/1 (whole iteration) |",
+            "| --- | --- | --- | --- | --- |",
+            *rows,
+        ]
+    )
+
+
+def hopper_learning() -> str:
+    h = artifact("docs/hopper_learning.json")
+    return fill(
+        f"One run ({conditions(h)}, the run's own processes included): mean episodic return (of the episodes "
+        f"finished in an iteration) first >= {h['target']:,.0f} at "
+        f"**{h['first_iteration_at_or_above_target_env_steps']:,} env steps**; **{h['final_return']:,.0f}** at "
+        f"{h['env_steps']:,} env steps (best 5-iteration mean {h['best_5_iteration_mean_return']:,.0f}); "
+        f"{h['wall_s']:.0f} s wall."
+    )
+
+
+# ------------------------------------------------------------------------------------------------ GRPO
+def grpo_learning() -> str:
+    a = artifact("docs/grpo_executor_learning.json")
+    curve = ", ".join(
+        f"{i}: {100 * acc:.1f}"
+        for i, acc in [(0, a["warm_start_accuracy"])]
+        + [(c["iteration"], c["heldout_accuracy"]) for c in a["curve"]]
+    )
+    return "\n".join(
+        [
+            "| run | warm-start held-out accuracy | after GRPO | gain | wall time (warm start + workers + GRPO + evals) |",
+            "| --- | --- | --- | --- | --- |",
+            f"| collocated, granularity {a['granularity']}, `teacher_error_rate: {a['teacher_error_rate']}` | "
+            f"{100 * a['warm_start_accuracy']:.1f} % | {100 * a['final_accuracy']:.1f} % | "
+            f"**{a['gain_points']:+.1f} points** | {a['wall_s'] / 60:.1f} min ({a['wall_s']:.0f} s) |",
+            "",
+            fill(
+                f"Curve (GRPO iteration: held-out accuracy %): {curve}. One run ({conditions(a)} on 2 cores)."
+            ),
+        ]
+    )
+
+
+def _repeat_medians_ms(a: dict[str, Any], granularity: int) -> str:
+    runs = [r for r in a["runs"] if r["granularity"] == granularity]
+    return "-".join(
+        f"{1e3 * statistics.median(r['iteration_s']):.0f}" for r in sorted(runs, key=lambda r: r["repeat"])
+    )
+
+
+def grpo_streaming() -> str:
+    runs = [artifact(path) for path in STREAMING_RUNS]
+    last = runs[-1]
+    head = (
+        "Two benchmark runs, back to back ("
+        + "; ".join(f"`{path}`, {conditions(a)}" for path, a in zip(STREAMING_RUNS, runs, strict=True))
+        + "):"
+    )
+    lines = [
+        fill(head),
+        "",
+        "| granularity | run 1: iteration | run 1: vs 1 | run 2: iteration | run 2: vs 1 | run 2: rollout / inference / actor busy |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for g in last["results"]:
+        cells = []
+        for a in runs:
+            speedup = a["speedup_over_whole_batch"].get(g)
+            cells.append(
+                f"{1e3 * a['results'][g]['iteration_s']:.0f} ms | "
+                + ("1.00" if speedup is None else f"**{ratio_x(speedup)}**")
+            )
+        r = last["results"][g]
+        busy = " / ".join(f"{1e3 * r[f'{c}_busy_s']:.0f}" for c in ("rollout", "inference", "actor"))
+        label = f"{g} (whole batch)" if g == "1" else g
+        lines.append(f"| {label} | {' | '.join(cells)} | {busy} ms |")
+    tokens = ", ".join(
+        f"{last['results'][g]['tokens_per_s']:,.0f} (granularity {g})" for g in last["results"]
+    )
+    repeats = "; ".join(
+        f"run {n} " + " / ".join(_repeat_medians_ms(a, int(g)) for g in a["results"])
+        for n, a in enumerate(runs, start=1)
+    )
+    lines += [
+        "",
+        fill(
+            f"Generated tokens/s move with the iteration time ({last['results']['1']['tokens']:,} tokens per "
+            f"iteration), run 2: {tokens}. Per interleaved repeat (medians, ms), granularity "
+            f"{' / '.join(last['results'])}: {repeats}."
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def auto_mode(path: str) -> str:
+    """bench_auto_mode's table of one artifact, its two ratios and the run's conditions."""
+    a = artifact(path)
+    p = a["provenance"]
+    as_configured = a.get("auto_over_collocated_as_configured")
+    summary = (
+        f"auto / collocated at its best: **{a['auto_over_collocated']:.2f}x**; auto / best fixed plan "
+        f"({a['best_fixed_plan']}): **{a['auto_over_best_fixed']:.2f}x**"
+        + (
+            ""
+            if as_configured is None
+            else f"; auto / collocated at the config's own granularity: {as_configured:.2f}x"
+        )
+        + f". Commit {p['commit']}, one run, "
+        f"{p['wall_s']:.0f} s, {load(p)}, profile + plan {a['profile_and_plan_s']:.0f} s; predicted: from the auto "
+        "mode's own profile."
+    )
+    return "\n".join([*bench_auto_mode.table_rows(a), "", fill(summary)])
+
+
+def hf_streaming(path: str) -> str:
+    """The planner's granularity against whole-batch hand-off on the Hugging Face GRPO workload."""
+    a = artifact(path)
+    by_plan = {p["plan"]: p for p in a["plans"]}
+    whole = by_plan[a["whole_batch_plan"]]
+    chose_whole = a["planner"].get("chose_whole_batch", False)
+    streaming = by_plan[a["best_streaming_plan"] if chose_whole else a["planner"]["plan"]]
+    label = (
+        f"the best streaming variant measured ({max(streaming['granularity'].values())} micro-batches)"
+        if chose_whole
+        else "the planner's plan"
+    )
+    whole_label = "whole-batch hand-off (the planner's plan)" if chose_whole else "whole-batch hand-off"
+    speedup = whole["median_iteration_s"] / streaming["median_iteration_s"]
+    predicted = whole["predicted_iteration_s"] / streaming["predicted_iteration_s"]
+    others = [
+        f"{max(p['granularity'].values())} micro-batches: {ratio_x(whole['median_iteration_s'] / p['median_iteration_s'])}, "
+        f"predicted {ratio_x(whole['predicted_iteration_s'] / p['predicted_iteration_s'])}"
+        for p in a["plans"]
+        if p is not whole and p is not streaming
+    ]
+    subject = "The best streaming variant" if chose_whole else "The planner's plan"
+    sentence = (
+        f"{subject} ran **{ratio_x(speedup)}** "
+        f"({streaming['median_iteration_s']:.2f} vs {whole['median_iteration_s']:.2f} s/iteration; predicted "
+        f"{ratio_x(predicted)}), load average {a['load_average']['before'][0]:.1f} on 2 cores"
+        + (f" ({'; '.join(others)})" if others else "")
+        + f"; commit {a['commit']}."
+    )
+    return "\n".join(
+        [
+            f"| | {label} | {whole_label} |",
+            "| --- | --- | --- |",
+            f"| plan | `{plan_text(streaming['plan'])}` | `{plan_text(whole['plan'])}` |",
+            f"| predicted | {streaming['predicted_iteration_s']:.2f} s/iteration | {whole['predicted_iteration_s']:.2f} s |",
+            f"| measured median | **{streaming['median_iteration_s']:.2f} s** | **{whole['median_iteration_s']:.2f} s** |",
+            "",
+            fill(sentence),
+        ]
+    )

@@ -1,0 +1,327 @@
+"""The measured figures of the README and docs: every ``<!-- measured:NAME -->`` block equals what
+``benchmarks/measurements.py`` renders from the committed JSON artifacts (a figure edited by hand fails), and each
+artifact agrees with itself (its summary figures recomputed from the per-iteration values it holds). Two real
+validate profiles (``tests/data/``) replayed by today's code check the simulator's fidelity on real runs. Reads
+JSON only; no benchmark runs."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+import statistics
+from typing import Any
+
+import pytest
+from benchmark_scripts import load
+
+from rlinf.trace import trace_from_dict
+
+measurements = load("measurements")
+validate = load("measured_validate")
+replay = load("replay_validate")
+artifact = validate.artifact
+ROOT = validate.ROOT
+PROVENANCE = {"command", "commit", "date", "cores", "load_average_before", "load_average_after", "wall_s"}
+FIXTURE_RUNS = ("quiet", "quiet_run3")
+"""The Hopper validate runs whose profiles ship, compressed, as ``tests/data/validate_hopper_RUN_profile.json.xz``."""
+
+
+# -------------------------------------------------------------------------------------------- the blocks
+@pytest.fixture(scope="module")
+def bodies() -> dict[tuple[str, str], str]:
+    return measurements.compute()
+
+
+def test_every_measured_block_equals_what_its_artifacts_give(bodies) -> None:
+    assert measurements.differences(measurements.read_docs(), bodies) == [], (
+        "run: python benchmarks/measurements.py --write"
+    )
+
+
+@pytest.mark.parametrize("block", measurements.BLOCKS, ids=lambda b: f"{b.path}:{b.name}")
+def test_a_hand_edited_figure_is_caught(bodies, block) -> None:
+    texts = measurements.read_docs()
+    found = load("doc_blocks").pattern(measurements.KIND, block.name).search(texts[block.path])
+    assert found is not None, f"{block.path} has no block {block.name}"
+    decimals = list(re.finditer(r"\d\.\d+", found.group(2)))
+    assert decimals, f"{block.path}:{block.name} shows no figure"
+    start = found.start(2) + decimals[-1].end() - 1  # the last digit of its last decimal figure
+    edited = "1" if texts[block.path][start] != "1" else "2"
+    texts[block.path] = texts[block.path][:start] + edited + texts[block.path][start + 1 :]
+    assert measurements.differences(texts, bodies) == [f"{block.path}:{block.name}"]
+
+
+# -------------------------------------------------------------------------------- artifacts agree with themselves
+def provenance_of(name: str) -> dict[str, Any]:
+    data = artifact(name)
+    p = data["provenance"]
+    assert set(p) >= PROVENANCE, f"{name}: provenance lacks {PROVENANCE - set(p)}"
+    assert p["cores"] >= 1 and len(p["load_average_before"]) == len(p["load_average_after"]) == 3
+    return data
+
+
+def check_validate_run(run: dict[str, Any], config: str) -> None:
+    """A validate artifact's summary follows from its plans, and its plans from their measured iterations."""
+    assert run["provenance"]["command"].startswith("python benchmarks/validate_artifact.py")
+    assert run["rlinf_command"].startswith(f"rlinf validate {config}")
+    assert run["prediction"].startswith("out of sample")
+    on_cores = validate.on_cores(run)
+    for plan in run["plans"]:
+        assert plan["measured_s"] == statistics.median(plan["measured_each_s"])
+        assert plan["error"] == pytest.approx(
+            abs(plan["predicted_s"] - plan["measured_s"]) / plan["measured_s"]
+        )
+        assert plan["name"] not in run["predicted_from"][plan["name"]]  # never from its own samples
+    errors = [p["error"] for p in on_cores]
+    assert run["median_error"] == statistics.median(errors) and run["max_error"] == max(errors)
+    measured_best = min(on_cores, key=lambda p: p["measured_s"])
+    predicted_best = min(on_cores, key=lambda p: p["predicted_s"])
+    assert run["top1_match"] == (measured_best is predicted_best)
+    assert run["top1_regret"] == pytest.approx(predicted_best["measured_s"] / measured_best["measured_s"] - 1)
+
+
+def test_the_hopper_validate_study_agrees_with_itself() -> None:
+    study = artifact(validate.HOPPER)
+    labels = [run["label"] for run in study["runs"]]
+    assert len(set(labels)) == len(labels) and set(study["replay"]["runs"]) == set(labels)
+    for run in study["runs"]:
+        check_validate_run(run, "examples/hopper_ppo.yaml")
+        assert run["measurement"].startswith(
+            "one plan at a time, in 4 turns per plan, each with fresh worker"
+        )
+        assert run["condition"] == ("loaded" if run["label"].startswith("loaded") else "quiet")
+        for plan in validate.on_cores(run):
+            fidelity = validate.fidelity(plan, run["iterations"])
+            if "within_turn_range" in plan:  # written by validate itself: the same verdict as recomputed here
+                assert plan["within_turn_range"] == fidelity.within_turn_range
+                assert plan["turn_medians_s"] == pytest.approx(list(fidelity.turn_medians_s))
+        rows = study["replay"]["runs"][run["label"]]
+        names = {p["name"] for p in validate.on_cores(run)}
+        assert set(rows["as_measured"]) == set(rows["evened"]) == names and set(rows["own_probe"]) <= names
+
+
+def test_the_grpo_validate_runs_agree_with_themselves() -> None:
+    for path in validate.GRPO:
+        check_validate_run(provenance_of(path), "examples/grpo_arith.yaml")
+
+
+def test_the_learning_and_streaming_artifacts_agree_with_themselves() -> None:
+    h = provenance_of("docs/hopper_learning.json")
+    returns = [i["episodic_return"] for i in h["iterations"] if i["episodic_return"] is not None]
+    assert h["final_return"] == returns[-1] and h["env_steps"] == h["iterations"][-1]["env_steps"]
+    hit = next(i["env_steps"] for i in h["iterations"] if (i["episodic_return"] or 0) >= h["target"])
+    assert h["first_iteration_at_or_above_target_env_steps"] == hit
+
+    g = provenance_of("docs/grpo_executor_learning.json")
+    assert g["final_accuracy"] == g["curve"][-1]["heldout_accuracy"]
+    assert len(g["mean_reward"]) == len(g["iteration_s"])
+    assert g["gain_points"] == 100 * (g["final_accuracy"] - g["warm_start_accuracy"])
+    assert g["teacher_error_rate"] > 0  # the warm start is degraded on purpose; the docs say so
+
+    hf = artifact("docs/grpo_hf_learning.json")
+    assert hf["gain_points"] == pytest.approx(100 * (hf["final_accuracy"] - hf["warm_start_accuracy"]))
+
+    for name in measurements.STREAMING_RUNS:
+        s = provenance_of(name)
+        assert s["long_tail"]["long_tail_fraction"] > 0  # the long tail is forced; the docs say so
+        for key, result in s["results"].items():
+            each = [t for run in s["runs"] if run["granularity"] == int(key) for t in run["iteration_s"]]
+            assert result["iteration_s"] == statistics.median(each)
+        for key, speedup in s["speedup_over_whole_batch"].items():
+            assert speedup == s["results"]["1"]["iteration_s"] / s["results"][key]["iteration_s"]
+
+
+def test_the_executor_artifacts_agree_with_themselves() -> None:
+    for name in measurements.PIPELINING.values():
+        p = provenance_of(name)
+        for stages in ("stages_1", "stages_2"):
+            s = p[stages]
+            assert s["rollout_env_steps_per_s"] == statistics.median(s["rollout_env_steps_per_s_each"])
+            assert s["env_steps_per_s"] == statistics.median(s["env_steps_per_s_each"])
+        assert p["rollout_ratio_2_over_1"] == (
+            p["stages_2"]["rollout_env_steps_per_s"] / p["stages_1"]["rollout_env_steps_per_s"]
+        )
+
+    data = artifact("docs/bench_scaling.json")
+    details = data["details"]
+    assert details["command"].startswith("python benchmarks/bench_scaling.py")
+    best = {key: max(r["env_steps_per_s"] for r in rows) for key, rows in details["candidates"].items()}
+    assert data["hopper_best_2dev_over_1dev"] == best["hopper_2dev"] / best["hopper_1dev"]
+    assert data["halfcheetah_best_2dev_over_1dev"] == best["halfcheetah_2dev"] / best["halfcheetah_1dev"]
+    stages = {
+        s: max(r["env_steps_per_s"] for r in details["candidates"]["default_2dev"] if r["stages"] == s)
+        for s in (1, 2)
+    }
+    assert data["pipelining_2stages_over_1"] == pytest.approx(stages[2] / stages[1])
+    for rows in details["candidates"].values():
+        for row in rows:
+            each = row["env_steps_per_s_each"]
+            assert min(each) - 0.1 <= row["env_steps_per_s"] <= max(each) + 0.1  # a median of the raw values
+    env_steps = {"hopper": 8 * 256, "halfcheetah": 16 * 64}  # per iteration, as in the benchmark's configs
+    for name in env_steps:
+        part = details["two_core_ceiling_parts_s"][name]
+        fastest_s = (part["policy_s"] + part["env_s"]) / 2 + min(
+            part["train_s"], part["train_half_minibatches_s"]
+        )
+        assert part["ceiling_env_steps_per_s"] == pytest.approx(env_steps[name] / fastest_s)
+        assert (
+            data["ceiling"][f"{name}_2dev_over_1dev"]
+            == part["ceiling_env_steps_per_s"] / best[f"{name}_1dev"]
+        )
+    for key in ("hopper_1dev", "hopper_2dev"):
+        separate = details["one_process_per_worker"][key]
+        assert separate["plan"] + f" stages={separate['stages']}" == details["best"][key]
+        assert data["shared_processes_over_one_per_worker"][key] == best[key] / separate["env_steps_per_s"]
+
+
+def test_the_auto_mode_artifacts_agree_with_themselves() -> None:
+    for name in ("docs/auto_mode_hopper.json", "docs/grpo_auto_mode.json"):
+        a = provenance_of(name)
+        unit = a.get("unit", "env_steps")
+        work = a["config"][f"{unit}_per_iteration"]
+        for row in a["plans"].values():
+            assert row["median_iteration_s"] == statistics.median(row["iteration_s"])
+            assert row[f"{unit}_per_s"] == pytest.approx(work / row["median_iteration_s"])
+        best = a["best_of_mode"]
+        for mode, key in best.items():  # each fixed mode's best is its fastest measured granularity
+            of_mode = [r for k, r in a["plans"].items() if k == mode or k.startswith(f"{mode} @ ")]
+            assert a["plans"][key]["median_iteration_s"] == min(r["median_iteration_s"] for r in of_mode)
+        auto = a["plans"]["auto"]["median_iteration_s"]
+        fixed = {mode: a["plans"][key]["median_iteration_s"] for mode, key in best.items()}
+        assert a["auto_over_collocated"] == pytest.approx(fixed["collocated"] / auto)
+        assert a["auto_over_best_fixed"] == pytest.approx(min(fixed.values()) / auto)
+        assert a["best_fixed_plan"] == a["plans"][best[a["best_fixed_mode"]]]["plan"]
+
+
+def test_the_main_job_and_ray_artifacts_agree_with_themselves() -> None:
+    for name in measurements.MAIN_JOB_RUNS:
+        j = provenance_of(name)
+        assert j["rlinf_command"].startswith("rlinf train examples/hopper_ppo.yaml")
+        assert j["median_measured_iteration_s"] == statistics.median(
+            i["iteration_s"] for i in j["iterations"]
+        )
+        assert j["median_predicted_iteration_s"] == statistics.median(
+            i["predicted_s"] for i in j["iterations"]
+        )
+        assert j["profile_s"] < j["command_s"]
+    for name in measurements.RAY_RUNS:
+        r = provenance_of(name)
+        for m in r["modes"].values():
+            assert len(m["local"]["seconds"]) == len(m["ray"]["seconds"]) == r["iterations"]
+            local, ray = (statistics.median(m[side]["seconds"]) for side in ("local", "ray"))
+            assert m["ratio"] == ray / local and m["same_outcomes"]
+    k = provenance_of("docs/data/kill_detection.json")
+    assert len(k["detected_ms"]["local"]) == len(k["detected_ms"]["ray"]) >= 1
+
+
+def test_the_order_bias_artifact_agrees_with_itself() -> None:
+    o = provenance_of("docs/data/order_bias.json")
+    assert o["provenance"]["command"].startswith("python benchmarks/bench_order_bias.py")
+    for name, summary in o["protocols"].items():
+        ratios = [
+            statistics.median(r["entry0_s"]) / statistics.median(r["entry1_s"]) for r in o["runs"][name]
+        ]
+        assert all(len(r["entry0_s"]) == len(r["entry1_s"]) == o["iterations"] for r in o["runs"][name])
+        assert summary["ratios"] == [round(r, 4) for r in ratios] and summary["runs"] == len(ratios)
+        assert summary["entry0_slower"] == sum(r > 1 for r in ratios)
+        assert summary["mean_ratio"] == round(statistics.fmean(ratios), 4)
+
+
+def test_the_planner_benchmark_carries_its_rounds_and_conditions() -> None:
+    a = artifact("docs/data/bench_planner.json")
+    assert a["command"].startswith("python3 -m pytest -m benchmark --benchmark-enable --benchmark-save-data")
+    assert a["commit_info"]["id"] and not a["commit_info"]["dirty"]
+    assert len(a["load_average_before"]) == len(a["load_average_after"]) == 3
+    traces = measurements.PLANNER_TRACES.values()
+    assert {(n, t) for n in (256, 1024) for t in traces} == set(measurements.planner_means())
+    for b in a["benchmarks"]:
+        rounds = b["stats"]["data"]
+        assert len(rounds) == b["stats"]["rounds"] == 3 and b["stats"]["mean"] == statistics.mean(rounds)
+
+
+@pytest.mark.parametrize("name", ["docs/grpo_hf_streaming.json", "docs/data/grpo_hf_streaming_loaded.json"])
+def test_the_hf_streaming_artifacts_agree_with_themselves(name: str) -> None:
+    data = artifact(name)
+    assert data["command"].startswith("python benchmarks/bench_streaming_hf.py")
+    by_plan = {p["plan"]: p for p in data["plans"]}
+    whole = by_plan[data["whole_batch_plan"]]
+    chose_whole = data["planner"].get("chose_whole_batch", False)
+    assert chose_whole == (data["planner"]["plan"] == data["whole_batch_plan"])
+    streaming = by_plan[data["best_streaming_plan"] if chose_whole else data["planner"]["plan"]]
+    # About the same work: the same prompts and seeds (tokens differ by about 1% when the rollout has two replicas)
+    tokens = [sum(p["generated_tokens"]) for p in (streaming, whole)]
+    assert streaming is not whole and abs(tokens[0] - tokens[1]) <= 0.02 * tokens[1]
+    for p in data["plans"]:
+        assert p["median_iteration_s"] == statistics.median(p["iteration_s"])
+    if chose_whole:  # the best of the streaming variants is the one reported
+        assert all(
+            p["median_iteration_s"] >= streaming["median_iteration_s"]
+            for p in data["plans"]
+            if p is not whole
+        )
+
+
+def test_the_machine_speed_figures_follow_from_its_bins() -> None:
+    """The machine-speed artifacts' figures are what ``benchmarks/machine_speed.py`` computes from their raw bins,
+    and the summary measures what it says on bins made up here."""
+    bench = load("machine_speed")
+    for name in measurements.MACHINE_SPEED_RUNS:
+        a = provenance_of(name)
+        assert not a["provenance"]["uncommitted_code_changes"]
+        assert a["bin_s"] == bench.BIN_S and a["slow_over_fast_threshold"] == bench.SLOW_OVER_FAST
+        assert bench.summarise(a["bins_ms"]) == {
+            "cores": a["cores"],
+            "both_slow_fraction": a["both_slow_fraction"],
+        }
+        assert all(len(bins) >= a["seconds"] / a["bin_s"] - 1 for bins in a["bins_ms"].values())
+    made_up = {
+        "0": [1.0] * 10,
+        "1": [1.0, 2.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0],
+    }  # core 1: 3 slow bins
+    figures = bench.summarise(made_up)
+    assert figures["cores"]["0"]["slow_fraction"] == 0 and figures["cores"]["0"]["slow_over_fast"] == 1.0
+    one = figures["cores"]["1"]
+    assert (one["slow_fraction"], one["slow_over_fast"], one["longest_slow_s"]) == (0.3, 2.0, 2 * bench.BIN_S)
+    assert figures["both_slow_fraction"] == 0
+
+
+# ------------------------------------------------------------------------- fidelity on real runs, replayed today
+@pytest.fixture(scope="module")
+def replayed() -> dict[str, dict[str, Any]]:
+    """Today's replay of the two validate runs whose profiles ship in tests/data."""
+    runs = {run["label"]: run for run in artifact(validate.HOPPER)["runs"]}
+    out = {}
+    for label in FIXTURE_RUNS:
+        path = ROOT / "tests" / "data" / f"validate_hopper_{label}_profile.json.xz"
+        trace = trace_from_dict(json.loads(lzma.decompress(path.read_bytes())), source=path.name)
+        out[label] = replay.replay_run(runs[label], trace)
+    return out
+
+
+def test_the_study_holds_todays_replay_of_the_shipped_profiles(replayed) -> None:
+    """The replay table of docs/measurements.md is what today's code predicts from these profiles: a change to the
+    cost model, the lowering or the simulator that moves a prediction fails here (then rerun
+    ``python benchmarks/replay_validate.py --write`` and ``python benchmarks/measurements.py --write``)."""
+    stored = artifact(validate.HOPPER)["replay"]["runs"]
+    for label, rows in replayed.items():
+        for key in ("as_measured", "evened", "own_probe"):
+            assert rows[key] == pytest.approx(stored[label][key], rel=1e-9), (label, key)
+        assert rows["training_step_ms"] == pytest.approx(stored[label]["training_step_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("label", FIXTURE_RUNS)
+def test_real_fidelity_the_profile_still_predicts_the_measured_plans_out_of_sample(replayed, label) -> None:
+    """The profile of a real validate run, replayed by today's cost model and simulator without each plan's own
+    samples (nor those of a plan with the same compute ops), against the iteration times measured in that run."""
+    errors = list(replayed[label]["evened"].values())
+    assert statistics.median(errors) <= 0.10 and max(errors) <= 0.20, errors
+
+
+def test_evening_out_probe_speeds_repairs_a_prediction_from_one_slow_probe(replayed) -> None:
+    """In this run one probe ran every op 13-20% slower than the probes around it, and the only other probe that
+    measured the loop-step size of this plan was it: predicted from it as measured, the plan came out more than
+    10% slow; with each probe's samples at the typical probe's speed, within 5%."""
+    plan = "hybrid: actor@1 env@0 rollout@1 | loop=2"
+    assert replayed["quiet_run3"]["as_measured"][plan] > 0.10
+    assert replayed["quiet_run3"]["evened"][plan] <= 0.05

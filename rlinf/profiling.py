@@ -402,7 +402,7 @@ def probe_speed_factors(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> 
     which nearly every probe runs alike. Probes run one after the other for a minute or two, and a shared machine's
     speed drifts meanwhile (in one Hopper profile every op of one probe measured 13-20% slower than the same ops in
     the probes around it); a plan whose loop-step size only that probe also measured was then predicted 12.6% slow
-    (docs/data/validate_hopper_quiet_run3.json)."""
+    (docs/data/validate_hopper.json, run quiet_run3)."""
     timed: list[dict[tuple, list[float]]] = []  # per probe: its compute samples' seconds by op and size
     for _, samples in groups:
         by_key: dict[tuple, list[float]] = {}

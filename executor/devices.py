@@ -151,6 +151,60 @@ def logical_devices(
     return cpu_devices(num_devices, units) if accelerator == "cpu" else cuda_devices(num_devices, units)
 
 
+def default_cpu_devices(accelerator: str) -> int:
+    """``--cpu-devices`` when not given: on a GPU machine the cores this process may use less one per visible
+    GPU (left to the GPU workers and the driver); without GPUs none (the cores are the devices)."""
+    if accelerator != "cuda":
+        return 0
+    return max(0, len(available_cores()) - len(visible_gpus()))
+
+
+def core_pool_cores(num_cores: int) -> tuple[int, ...]:
+    """The OS cores of a core pool of ``num_cores``: the last ones this process may use (the first are left to
+    the GPU workers and the driver); raises when the machine has fewer."""
+    cores = available_cores()
+    require(
+        0 <= num_cores <= len(cores),
+        "--cpu-devices",
+        num_cores,
+        f"this process may use {len(cores)} CPU cores",
+        f"use --cpu-devices {max(0, len(cores) - 1)} or fewer",
+    )
+    return cores[len(cores) - num_cores :] if num_cores else ()
+
+
+def run_devices(
+    accelerator: str, num_devices: int, units: tuple[int, ...] | None = None, num_cores: int = 0
+) -> tuple[Device, ...]:
+    """The devices of a run, indexed by a program's global ids: ``num_devices`` logical devices of
+    ``accelerator`` over ``units``, then one CPU device per core of the core pool (:func:`core_pool_cores`)."""
+    cores = core_pool_cores(num_cores)
+    pool = tuple(Device(index=num_devices + i, kind="cpu", core=core) for i, core in enumerate(cores))
+    return logical_devices(accelerator, num_devices, units) + pool
+
+
+def machine_for(accelerator: str, num_cores: int = 0) -> Any:
+    """The :class:`rlinf.cluster.Machine` a run trains on: CPU cores (the CPU preset), or this machine's GPU
+    with the memory torch reports (its peak FLOP/s and bandwidth from the preset of its type when its name
+    holds one: H100, H200, A100; else the H100's) and ``num_cores`` CPU cores beside it."""
+    from rlinf.cluster import CPU_MACHINE, DEVICE_PRESETS, DeviceSpec, Machine
+
+    if accelerator != "cuda":
+        return CPU_MACHINE
+    import torch
+
+    properties = torch.cuda.get_device_properties(visible_gpus()[0])
+    known = next((name for name in ("H200", "H100", "A100") if name in properties.name.upper()), None)
+    preset, links = DEVICE_PRESETS[known or "H100"]
+    device = DeviceSpec(
+        name=known or properties.name.replace(" ", "-"),
+        memory_bytes=int(properties.total_memory),
+        peak_flops=preset.peak_flops,
+        memory_bandwidth_bytes_per_s=preset.memory_bandwidth_bytes_per_s,
+    )
+    return Machine(device=device, links=links, num_cores=num_cores)
+
+
 def is_oversubscribed(devices: tuple[Device, ...]) -> bool:
     """Whether two logical devices share one physical core or GPU."""
     physical = [(d.kind, d.core) for d in devices]

@@ -229,5 +229,7 @@ def _group_storages(
                     storage, 0, (storage.nbytes(),), (1,)
                 )
             )
-        views.append(_View(index[key], tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride())))
+        views.append(
+            _View(index[key], int(tensor.storage_offset()), tuple(tensor.shape), tuple(tensor.stride()))
+        )
     return groups, views, sources

@@ -62,7 +62,7 @@ def collocated_points(tables: CostTables) -> list[tuple[PlanPoint, float]]:
         for offload in dict.fromkeys(offloads)
     ]
     scored = [(p, estimate(tables, p)) for p in points]
-    fitting = [(p, e.iteration_s) for p, e in scored if e.fits(tables.capacity_bytes)]
+    fitting = [(p, e.iteration_s) for p, e in scored if e.fits()]
     return fitting or [(p, e.iteration_s) for p, e in scored]
 
 
@@ -74,7 +74,7 @@ def disaggregated_points(
     space = tables.space
     groups = tuple((name,) for name in space.order)
     options = [coarse_sizes(space, group) for group in groups]
-    if len(space.order) < 2 or groups not in space.partitions or not all(options):
+    if len(space.order) < 2 or not space.has_device_partition(groups) or not all(options):
         return []
     scored = []
     for sizes in itertools.product(*options):
@@ -83,7 +83,7 @@ def disaggregated_points(
         for granularity in _uniform_granularities(space):
             point = PlanPoint(groups=groups, sizes=sizes, granularity=granularity)
             result = estimate(tables, point)
-            if result.fits(tables.capacity_bytes):
+            if result.fits():
                 scored.append((result.iteration_s, sizes, granularity, point))
     scored.sort(key=lambda item: item[:3])
     return [(point, seconds) for seconds, _, _, point in scored[:limit]]

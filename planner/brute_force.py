@@ -73,6 +73,7 @@ class _Block:
     groups: tuple[Group, ...]
     sizes: tuple[int, ...]
     offload: frozenset[str]
+    pools: tuple[str, ...] = ()
     spread: tuple | None = None
     """The placements with the loop spread over every device (:func:`spread_placements`), for a spread-loop
     block; ``None`` for a point of the space."""
@@ -97,7 +98,11 @@ class Programs:
         block = self.blocks[index // len(self.granularities)]
         granularity = self.granularities[index % len(self.granularities)]
         return PlanPoint(
-            groups=block.groups, sizes=block.sizes, granularity=granularity, offload=block.offload
+            groups=block.groups,
+            sizes=block.sizes,
+            granularity=granularity,
+            offload=block.offload,
+            pools=block.pools,
         )
 
     def plan(self, index: int) -> Plan:
@@ -154,51 +159,56 @@ def distinct_programs(tables: CostTables) -> Programs:
     stages = counts[:, position[loop.env]] if loop is not None else np.zeros(0, dtype=int)
 
     @functools.cache
-    def group_seconds(group: Group, size: int, offload: frozenset[str]) -> np.ndarray:
+    def group_seconds(group: Group, size: int, offload: frozenset[str], pool: str = "device") -> np.ndarray:
         """Busy seconds of a group's first device under every count vector, from its members outside the loop,
         plus the switch seconds of its members that offload."""
         total = np.zeros(len(counts))
         for name in group:
             if name not in pair:
                 column = counts[:, position[name]].tolist()
-                busy = {c: tables.profile(name, size, c).busy_s for c in set(column)}
+                busy = {c: tables.profile(name, size, c, pool).busy_s for c in set(column)}
                 total += np.array([busy[c] for c in column])
             total += tables.switch_s[name] if name in offload else 0.0
         return total
 
     @functools.cache
-    def loop_seconds(name: str, env_devices: int, policy_devices: int, shared: bool) -> np.ndarray:
+    def loop_seconds(
+        name: str, env_devices: int, policy_devices: int, shared: bool, pool: str = "device"
+    ) -> np.ndarray:
         """Loop component ``name``'s busy seconds on each of its devices under every count vector."""
-        return _loop_seconds(tables, name, env_devices, policy_devices, shared, stages)
+        return _loop_seconds(tables, name, env_devices, policy_devices, shared, stages, pool)
 
     def block_seconds(
-        groups: tuple[Group, ...], sizes: tuple[int, ...], offload: frozenset[str]
+        groups: tuple[Group, ...], sizes: tuple[int, ...], offload: frozenset[str], pools: tuple[str, ...]
     ) -> np.ndarray:
         devices = dict(zip(groups, sizes, strict=True))
         of = {name: devices[g] for g in groups for name in g}
         seconds = []
-        for group, size in zip(groups, sizes, strict=True):
-            total = group_seconds(group, size, offload & frozenset(group))
+        for group, size, pool in zip(groups, sizes, pools, strict=True):
+            total = group_seconds(group, size, offload & frozenset(group), pool)
             for name in pair:
                 if name in group:
                     shared = all(n in group for n in pair)  # the lowering's Op.shared: a local hand-off
-                    total = total + loop_seconds(name, of[pair[0]], of[pair[1]], shared)
+                    total = total + loop_seconds(name, of[pair[0]], of[pair[1]], shared, pool)
             seconds.append(total)
         return np.max(seconds, axis=0)
 
     blocks: list[_Block] = []
     rows: list[np.ndarray] = []
-    for groups in space.partitions:
+    for groups, pools in zip(space.partitions, space.pools, strict=True):
         movable = tuple(n for g in groups for n in space.offloadable(g))
         for offload in subsets(movable):
-            for sizes in itertools.product(*(space.sizes(g) for g in groups)):
-                if sum(sizes) > space.num_devices:
+            options = (space.sizes(g, p) for g, p in zip(groups, pools, strict=True))
+            for sizes in itertools.product(*options):
+                if not space.fits_budgets(sizes, pools):
                     continue
-                blocks.append(_Block(groups=groups, sizes=sizes, offload=offload))
-                rows.append(block_seconds(groups, sizes, offload))
+                blocks.append(_Block(groups=groups, sizes=sizes, offload=offload, pools=pools))
+                rows.append(block_seconds(groups, sizes, offload, pools))
     num_regular = len(blocks)
     seen: set[tuple] = set()
     for block in blocks[:num_regular] if loop is not None else ():
+        if "cpu" in block.pools:
+            continue  # the loop spreads over the devices of a device-only plan
         plan = PlanPoint(
             groups=block.groups, sizes=block.sizes, granularity=(), offload=block.offload
         ).to_plan()
@@ -226,7 +236,13 @@ def distinct_programs(tables: CostTables) -> Programs:
 
 
 def _loop_seconds(
-    tables: CostTables, name: str, env_devices: int, policy_devices: int, shared: bool, stages: np.ndarray
+    tables: CostTables,
+    name: str,
+    env_devices: int,
+    policy_devices: int,
+    shared: bool,
+    stages: np.ndarray,
+    pool: str = "device",
 ) -> np.ndarray:
     """Per stage count in ``stages``: the seconds loop component ``name`` keeps each of its devices busy
     (:func:`planner.tables.loop_busy`)."""
@@ -235,7 +251,7 @@ def _loop_seconds(
         warnings.simplefilter("ignore", ExtrapolationWarning)
         return np.array(
             [
-                loop_busy(workflow, tables.costs, name, env_devices, policy_devices, count, shared)[0]
+                loop_busy(workflow, tables.costs, name, env_devices, policy_devices, count, shared, pool)[0]
                 for count in stages.tolist()
             ]
         )

@@ -17,7 +17,7 @@ import attrs
 from ortools.sat.python import cp_model
 
 from planner.space import PlanPoint, PlanSpace, canonical_granularity
-from planner.surrogate import Phase, phases
+from planner.surrogate import Phase, phases, sync_terms
 from planner.tables import CostTables, micro_batch_options, tick_for
 from rlinf.errors import require
 
@@ -44,13 +44,16 @@ class _Model:
         self.partition = partition
         self.space: PlanSpace = tables.space
         self.groups = self.space.partitions[partition]
-        self.sizes = [tables.search_sizes(g) for g in self.groups]
+        self.pools = self.space.pools[partition]
+        self.sizes = [tables.search_sizes(g, pool) for g, pool in zip(self.groups, self.pools, strict=True)]
         self.workflow = self.space.workflow
         self.model = cp_model.CpModel()
         self.tick_s = tick_for(tables)
         loop = self.workflow.loop
         self.loop_names: tuple[str, ...] = (loop.env, loop.policy) if loop is not None else ()
-        self.feasible = all(self.sizes) and sum(s[0] for s in self.sizes) <= self.space.num_devices
+        self.feasible = all(self.sizes) and self.space.fits_budgets(
+            tuple(s[0] for s in self.sizes), self.pools
+        )
         if not self.feasible:
             return
         self._decisions()
@@ -70,14 +73,16 @@ class _Model:
         self.size_choice = [self._one_hot(f"size[{g}]", len(sizes)) for g, sizes in enumerate(self.sizes)]
         for choice in self.size_choice:
             m.add_exactly_one(choice)
-        m.add(
-            sum(
-                d * z
-                for sizes, choice in zip(self.sizes, self.size_choice, strict=True)
-                for d, z in zip(sizes, choice, strict=True)
+        for pool in dict.fromkeys(self.pools):
+            m.add(
+                sum(
+                    d * z
+                    for sizes, choice, p in zip(self.sizes, self.size_choice, self.pools, strict=True)
+                    if p == pool
+                    for d, z in zip(sizes, choice, strict=True)
+                )
+                <= space.budget(pool)
             )
-            <= space.num_devices
-        )
         self.offload: dict[str, cp_model.IntVar] = {}
         for group in self.groups:
             for name in space.offloadable(group):
@@ -134,7 +139,7 @@ class _Model:
                 m.add_implication(u, self.micro[name][j])
                 row.append(u)
                 pairs.append(u)
-                profiles.append(self.tables.profile(name, size, count))
+                profiles.append(self.tables.profile(name, size, count, self.pools[g]))
             m.add(sum(row) == self.size_choice[g][i])
             by_size.append(row)
         for j in range(len(counts)):
@@ -144,8 +149,8 @@ class _Model:
     def _components(self) -> None:
         tables = self.tables
         self.busy, self.first, self.switch = {}, {}, {}
-        capacity_kib = tables.capacity_bytes // KIB
         for g, group in enumerate(self.groups):
+            capacity_kib = tables.capacity(self.pools[g]) // KIB
             activation = {}
             for name in group:
                 pairs, profiles = self._rows(g, name)
@@ -206,9 +211,11 @@ class _Model:
             around = sum(self.busy[n] + self.switch[n] for n in chain)
             m.add(seconds >= around + sum(self.first[n] for n in phase.names if n not in chain))
         if loop is not None and phase.loop_cut:
-            transfer = [
-                self._ticks(loop.num_steps * self.tables.loop_transfer_s[c]) for c in self.space.loop_ladder
-            ]
+            pool_of = {n: p for g, p in zip(self.groups, self.pools, strict=True) for n in g}
+            table = self.tables.loop_transfer_s
+            if pool_of[loop.env] != pool_of[loop.policy]:
+                table = self.tables.loop_host_transfer_s
+            transfer = [self._ticks(loop.num_steps * table[c]) for c in self.space.loop_ladder]
             moved = sum(t * z for t, z in zip(transfer, self.micro[loop.env], strict=True))
             m.add(
                 seconds
@@ -219,10 +226,8 @@ class _Model:
     def _objective(self) -> None:
         terms = [self._phase(i, phase) for i, phase in enumerate(phases(self.tables, self.groups))]
         group_of = {n: g for g, names in enumerate(self.groups) for n in names}
-        sync = sum(
-            self._ticks(local if group_of[src] == group_of[dst] else cross)
-            for src, dst, local, cross in self.tables.sync_s
-        )
+        pool_of = {n: self.pools[g] for n, g in group_of.items()}
+        sync = sum(self._ticks(t) for t in sync_terms(self.tables, group_of, pool_of))
         self.model.minimize(sum(terms) + sync)
 
     # -------------------------------------------------------------- solutions
@@ -251,6 +256,7 @@ class _Model:
             sizes=tuple(sizes),
             granularity=canonical_granularity(self.workflow, counts),
             offload=offload,
+            pools=self.pools,
         )
         return point, literals
 
@@ -315,4 +321,4 @@ def solve(
         found.append(ScoredPoint(point=point, surrogate_s=ticks * models[p].tick_s))
         models[p].model.add_bool_or([literal.negated() for literal in literals])
         solve_again(p)
-    return found, sorted(firsts, key=lambda item: tables.space.partitions.index(item.point.groups))
+    return found, sorted(firsts, key=lambda item: tables.space.partition_of(item.point))

@@ -60,7 +60,7 @@ class _Descent:
     def score(self, point: PlanPoint) -> tuple[bool, float]:
         if point not in self.scores:
             found = estimate(self.tables, point)
-            self.scores[point] = (not found.fits(self.tables.capacity_bytes), found.iteration_s)
+            self.scores[point] = (not found.fits(), found.iteration_s)
         return self.scores[point]
 
     def run(self, point: PlanPoint) -> tuple[PlanPoint, float]:
@@ -83,19 +83,25 @@ class _Descent:
 
 def _moves(tables: CostTables, point: PlanPoint) -> Iterator[PlanPoint]:
     space = tables.space
-    sizes = point.sizes
-    options = [tables.group_sizes[g] for g in point.groups]
-    spare = space.num_devices - sum(sizes)
+    sizes, pools = point.sizes, point.pools
+    options = [tables.group_sizes[(g, pool)] for g, pool in zip(point.groups, pools, strict=True)]
+    spare = {
+        pool: space.budget(pool) - sum(d for d, p in zip(sizes, pools, strict=True) if p == pool)
+        for pool in dict.fromkeys(pools)
+    }
     for g, (size, allowed) in enumerate(zip(sizes, options, strict=True)):
         position = bisect.bisect_right(allowed, size)
+        left = spare[pools[g]]
         for jump in JUMPS:
             if position + jump - 1 >= len(allowed):
                 break
             larger = allowed[position + jump - 1]
-            if larger - size <= spare:
+            if larger - size <= left:
                 yield _point(point, sizes=_with(sizes, g, larger))
             for h, (other, others) in enumerate(zip(sizes, options, strict=True)):
-                room = spare - (larger - size) + other  # what group h may keep
+                if pools[h] != pools[g]:
+                    continue  # devices move between groups of one pool only
+                room = left - (larger - size) + other  # what group h may keep
                 below = bisect.bisect_right(others, min(room, other - 1)) - 1
                 if h != g and below >= 0:
                     yield _point(point, sizes=_with(_with(sizes, g, larger), h, others[below]))
@@ -116,6 +122,7 @@ def _point(point: PlanPoint, **changes: object) -> PlanPoint:
         "sizes": point.sizes,
         "granularity": point.granularity,
         "offload": point.offload,
+        "pools": point.pools,
     }
     return PlanPoint(**{**fields, **changes})  # type: ignore[arg-type]
 

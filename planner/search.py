@@ -64,7 +64,11 @@ def prepare(
 ) -> tuple[PlanSpace, CostTables]:
     """The plan space and its cost tables (probed on a quiet copy of ``costs``)."""
     space = build_space(
-        workflow, cluster.num_devices, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+        workflow,
+        cluster.num_devices,
+        num_cores=cluster.num_cores,
+        max_granularity=max_granularity,
+        max_loop_stages=max_loop_stages,
     )
     return space, build_tables(space, cluster, quiet_copy(costs))
 

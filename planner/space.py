@@ -13,7 +13,10 @@ A point of the space (:class:`PlanPoint`) is:
 * a **granularity** per stream edge from :attr:`PlanSpace.ladder` (powers of two up to the number of prompt
   groups, capped), and for the loop a number of pipeline stages from :attr:`PlanSpace.loop_ladder` (divisors of
   the environment count, capped);
-* an **offload** flag per component that shares its group with another component and has state to move.
+* an **offload** flag per component that shares its group with another component and has state to move;
+* on a cluster with CPU cores beside its GPUs (the core pool, :mod:`rlinf.cluster`), a **pool** per group: the
+  components that need no GPU (``Component.cpu_ok``) may leave the device pool together and form one group on a
+  contiguous block of cores (any count up to the pool), the others being cut into device groups as above.
 """
 
 from __future__ import annotations
@@ -49,18 +52,24 @@ class PlanPoint:
     granularity: tuple[tuple[str, int], ...]
     """(key, value) for every stream edge and the loop, sorted by key."""
     offload: frozenset[str] = frozenset()
+    pools: tuple[str, ...] = ()
+    """Pool of each group: ``device`` or ``cpu`` (the cores beside GPUs); empty means every group on devices."""
 
     def __attrs_post_init__(self) -> None:
         assert len(self.groups) == len(self.sizes), (self.groups, self.sizes)
+        if not self.pools:
+            object.__setattr__(self, "pools", ("device",) * len(self.groups))
+        assert len(self.pools) == len(self.groups), (self.groups, self.pools)
 
     def to_plan(self) -> Plan:
-        """The plan: group ``i`` on the contiguous device block after group ``i-1``'s."""
+        """The plan: group ``i`` on the contiguous block of its pool after the earlier groups of that pool."""
         placements = []
-        start = 0
-        for group, size in zip(self.groups, self.sizes, strict=True):
+        start = {"device": 0, "cpu": 0}
+        for group, size, pool in zip(self.groups, self.sizes, self.pools, strict=True):
+            first = start[pool]
             for name in group:
-                placements.append(Placement(component=name, devices=range(start, start + size)))
-            start += size
+                placements.append(Placement(component=name, devices=range(first, first + size), pool=pool))
+            start[pool] = first + size
         return Plan(placements=placements, granularity=dict(self.granularity), offload=self.offload)
 
 
@@ -81,6 +90,48 @@ class PlanSpace:
     ladder: tuple[int, ...]
     loop_ladder: tuple[int, ...]
     """Pipeline stages of the loop (empty without a loop)."""
+    num_cores: int = 0
+    """Cores of the core pool (CPU cores beside GPUs); 0: every group is on devices."""
+    pools: tuple[tuple[str, ...], ...] = ()
+    """Per partition, the pool of each of its groups (empty: every group on devices)."""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.pools:
+            object.__setattr__(self, "pools", tuple(("device",) * len(p) for p in self.partitions))
+
+    def budget(self, pool: str) -> int:
+        """Devices of ``pool`` the groups share."""
+        return self.num_cores if pool == "cpu" else self.num_devices
+
+    def partition_of(self, point: PlanPoint) -> int:
+        """The index of ``point``'s partition (its groups and their pools)."""
+        for index, (groups, pools) in enumerate(zip(self.partitions, self.pools, strict=True)):
+            if groups == point.groups and pools == point.pools:
+                return index
+        raise ValueError(f"{point} is not in the space")
+
+    def has_device_partition(self, groups: tuple[Group, ...]) -> bool:
+        """Whether ``groups``, every one on the device pool, is a partition of the space."""
+        device = ("device",) * len(groups)
+        return any(g == groups and p == device for g, p in zip(self.partitions, self.pools, strict=True))
+
+    @property
+    def placed_groups(self) -> tuple[tuple[Group, str], ...]:
+        """Every (group, pool) of any partition, each once, in a fixed order."""
+        return tuple(
+            dict.fromkeys(
+                (g, pool)
+                for partition, pools in zip(self.partitions, self.pools, strict=True)
+                for g, pool in zip(partition, pools, strict=True)
+            )
+        )
+
+    def fits_budgets(self, sizes: tuple[int, ...], pools: tuple[str, ...]) -> bool:
+        """Whether groups of ``sizes`` in ``pools`` fit within each pool's devices."""
+        used = {"device": 0, "cpu": 0}
+        for size, pool in zip(sizes, pools, strict=True):
+            used[pool] += size
+        return used["device"] <= self.num_devices and used["cpu"] <= self.num_cores
 
     @property
     def granularity_keys(self) -> tuple[str, ...]:
@@ -89,18 +140,18 @@ class PlanSpace:
 
     @property
     def groups(self) -> tuple[Group, ...]:
-        """Every group of any partition, each once, in a fixed order."""
-        return tuple(dict.fromkeys(g for partition in self.partitions for g in partition))
+        """Every device-pool group of any partition, each once, in a fixed order."""
+        return tuple(g for g, pool in self.placed_groups if pool == "device")
 
     def step(self, group: Group) -> int:
         """The smallest device count of a group: every component's model-parallel size divides it."""
         return math.lcm(*(self.workflow.component(n).model_parallel_size for n in group))
 
-    def sizes(self, group: Group) -> range:
-        """Device counts of a group: multiples of :meth:`step` up to the cluster, and up to one replica per sample
+    def sizes(self, group: Group, pool: str = "device") -> range:
+        """Device counts of a group: multiples of :meth:`step` up to its pool, and up to one replica per sample
         of the batch for every component (more replicas would hold nothing)."""
         cap = min(
-            [self.num_devices]
+            [self.budget(pool)]
             + [self.workflow.component(n).model_parallel_size * self.workflow.batch_size for n in group]
         )
         step = self.step(group)
@@ -121,29 +172,35 @@ class PlanSpace:
     def points(self) -> Iterator[PlanPoint]:
         """Every point of the space (brute force), in a fixed order."""
         granularities = list(self.granularity_choices())
-        for groups in self.partitions:
+        for groups, pools in zip(self.partitions, self.pools, strict=True):
             offload_sets = list(subsets(tuple(n for g in groups for n in self.offloadable(g))))
-            for sizes in itertools.product(*(self.sizes(g) for g in groups)):
-                if sum(sizes) > self.num_devices:
+            for sizes in itertools.product(*(self.sizes(g, p) for g, p in zip(groups, pools, strict=True))):
+                if not self.fits_budgets(sizes, pools):
                     continue
                 for granularity in granularities:
                     for offload in offload_sets:
-                        yield PlanPoint(groups=groups, sizes=sizes, granularity=granularity, offload=offload)
+                        yield PlanPoint(
+                            groups=groups, sizes=sizes, granularity=granularity, offload=offload, pools=pools
+                        )
 
     def sample(self, rng: random.Random) -> PlanPoint | None:
         """A random point: a partition, then each group's size from those that leave room for the groups after
         it, a granularity per key and an offload subset, all uniform; None when the partition drawn has no
         sizes that fit."""
-        groups = rng.choice(self.partitions)
-        options = [self.sizes(g) for g in groups]
-        if not all(options) or sum(o[0] for o in options) > self.num_devices:
+        index = rng.randrange(len(self.partitions))
+        groups, pools = self.partitions[index], self.pools[index]
+        options = [self.sizes(g, p) for g, p in zip(groups, pools, strict=True)]
+        if not all(options) or not self.fits_budgets(tuple(o[0] for o in options), pools):
             return None
         sizes = []
-        left = self.num_devices - sum(o[0] for o in options)
-        for allowed in options:
-            fitting = [d for d in allowed if d - allowed[0] <= left]
+        left = {
+            pool: self.budget(pool) - sum(o[0] for o, p in zip(options, pools, strict=True) if p == pool)
+            for pool in ("device", "cpu")
+        }
+        for allowed, pool in zip(options, pools, strict=True):
+            fitting = [d for d in allowed if d - allowed[0] <= left[pool]]
             size = rng.choice(fitting)
-            left -= size - allowed[0]
+            left[pool] -= size - allowed[0]
             sizes.append(size)
         ladders = [self.ladder] * len(self.stream_keys) + ([self.loop_ladder] if self.loop_ladder else [])
         granularity = tuple(
@@ -151,15 +208,22 @@ class PlanSpace:
         )
         movable = [n for g in groups for n in self.offloadable(g)]
         offload = frozenset(n for n in movable if rng.random() < 0.5)
-        return PlanPoint(groups=groups, sizes=tuple(sizes), granularity=granularity, offload=offload)
+        return PlanPoint(
+            groups=groups, sizes=tuple(sizes), granularity=granularity, offload=offload, pools=pools
+        )
 
     def count(self) -> int:
         """Number of points (without enumerating them)."""
         num_granularities = len(self.ladder) ** len(self.stream_keys) * max(1, len(self.loop_ladder))
         total = 0
-        for groups in self.partitions:
+        for groups, pools in zip(self.partitions, self.pools, strict=True):
             num_offload = 2 ** sum(len(self.offloadable(g)) for g in groups)
-            total += _num_size_choices([self.sizes(g) for g in groups], self.num_devices) * num_offload
+            choices = 1
+            for pool in ("device", "cpu"):
+                mine = [self.sizes(g, pool) for g, p in zip(groups, pools, strict=True) if p == pool]
+                if mine:
+                    choices *= _num_size_choices(mine, self.budget(pool))
+            total += choices * num_offload
         return total * num_granularities
 
 
@@ -174,10 +238,11 @@ def build_space(
     workflow: Workflow,
     num_devices: int,
     *,
+    num_cores: int = 0,
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
 ) -> PlanSpace:
-    """The plan space of ``workflow`` on ``num_devices`` devices.
+    """The plan space of ``workflow`` on ``num_devices`` devices and ``num_cores`` cores beside them.
 
     Raises :class:`ConfigError` for bad caps and when the loop's env and policy are not consecutive in the
     topological order (they could then never share a group)."""
@@ -201,9 +266,26 @@ def build_space(
                 "env and policy are not consecutive in topological order",
                 "declare the loop's env and policy next to each other",
             )
-    light = tuple(n for n in order if is_light(workflow, n))
-    if len(light) == len(order):
-        light = ()  # nothing heavy to join: every component is cut into runs like a heavy one
+    require(
+        isinstance(num_cores, int) and num_cores >= 0,
+        "num_cores",
+        num_cores,
+        "must be an integer >= 0",
+        "give the cores beside the devices (0 for none)",
+    )
+    partitions: list[tuple[Group, ...]] = []
+    pools: list[tuple[str, ...]] = []
+    movable = tuple(n for n in order if workflow.component(n).cpu_ok) if num_cores else ()
+    for on_cores in subsets(movable):
+        rest = tuple(n for n in order if n not in on_cores)
+        core_group = tuple(n for n in order if n in on_cores)
+        if not rest:
+            partitions.append((core_group,))
+            pools.append(("cpu",))
+            continue
+        for groups in _partitions(rest, _light(workflow, rest)):
+            partitions.append(groups + ((core_group,) if core_group else ()))
+            pools.append(("device",) * len(groups) + (("cpu",) if core_group else ()))
     num_groups = workflow.batch_size // workflow.group_size
     ladder = tuple(2**i for i in range(int(math.log2(max(1, min(num_groups, max_granularity)))) + 1))
     loop_ladder: tuple[int, ...] = ()
@@ -215,12 +297,21 @@ def build_space(
         workflow=workflow,
         num_devices=num_devices,
         order=order,
-        light=light,
-        partitions=_partitions(order, light),
+        light=_light(workflow, order),
+        partitions=tuple(partitions),
+        pools=tuple(pools),
+        num_cores=num_cores,
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,
     )
+
+
+def _light(workflow: Workflow, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The light components among ``names`` (:func:`is_light`); none when all are (nothing heavy to join: every
+    component is then cut into runs like a heavy one)."""
+    light = tuple(n for n in names if is_light(workflow, n))
+    return () if len(light) == len(names) else light
 
 
 def _partitions(order: tuple[str, ...], light: tuple[str, ...]) -> tuple[tuple[Group, ...], ...]:

@@ -37,8 +37,8 @@ def spread_placements(workflow: Workflow, plan: Plan) -> tuple[Placement, ...] |
     """``plan``'s placements with the loop's env and policy on every device the plan uses (the other components
     keep theirs), in the plan's order; ``None`` without a loop or on one device."""
     loop = workflow.loop
-    if loop is None:
-        return None
+    if loop is None or any(p.pool != "device" for p in plan.placements):
+        return None  # no loop, or one on the cores beside GPUs: the spread covers devices only
     pair = (loop.env, loop.policy)
     devices = _spread_devices(plan)
     if len(devices) < 2:

@@ -22,7 +22,11 @@ micro-batch counts ``m_c`` and offload set ``O``:
   the actor's devices with inference elsewhere: that group's device order sends every micro-batch round the
   chain before the next enters it) plus the others' first micro-batches, and at least ``loop cycle + sum(f_h)``, where the loop cycle is ``num_steps`` x (one act + one env step + the transfers)
   when env and policy sit in different groups;
-* ``Z = sum(phases) + weight syncs`` (local bandwidth within a group, the cluster's link otherwise).
+* ``Z = sum(phases) + weight syncs`` (local bandwidth within a group, the cluster's link otherwise, the host link
+  between a device group and a core group).
+
+A group on the core pool (CPU cores beside GPUs) reads its members' profiles measured there and is held to a
+core's memory; moving the loop's hand-offs between a device group and a core group costs the host link.
 
 Profiles and movement costs come from :mod:`planner.tables`.
 
@@ -48,10 +52,14 @@ class Estimate:
     iteration_s: float
     peak_bytes: tuple[int, ...]
     """Per group, the memory one of its devices needs at peak."""
+    capacity_bytes: tuple[int, ...] = ()
+    """Per group, the memory one device of its pool has."""
 
-    def fits(self, capacity_bytes: int) -> bool:
-        """Whether every group fits in a device."""
-        return all(peak <= capacity_bytes for peak in self.peak_bytes)
+    def fits(self) -> bool:
+        """Whether every group fits in a device of its pool."""
+        return all(
+            peak <= capacity for peak, capacity in zip(self.peak_bytes, self.capacity_bytes, strict=True)
+        )
 
 
 def cut_kind(workflow: Workflow, before: str, after: str) -> str:
@@ -65,21 +73,31 @@ def cut_kind(workflow: Workflow, before: str, after: str) -> str:
 
 
 def group_peak_bytes(
-    tables: CostTables, group: tuple[str, ...], size: int, counts: dict[str, int], offload: frozenset[str]
+    tables: CostTables,
+    group: tuple[str, ...],
+    size: int,
+    counts: dict[str, int],
+    offload: frozenset[str],
+    pool: str = "device",
 ) -> int:
     """Memory one device of a group needs at peak: resident states, then the largest onloaded state plus
     activations (both loop components' states when they share the group and both offload)."""
-    key = ("peak", group, size, tuple(counts[n] for n in group), offload & frozenset(group))
+    key = ("peak", group, size, tuple(counts[n] for n in group), offload & frozenset(group), pool)
     if key not in tables._memo:
-        tables._memo[key] = _group_peak_bytes(tables, group, size, counts, offload)
+        tables._memo[key] = _group_peak_bytes(tables, group, size, counts, offload, pool)
     return tables._memo[key]
 
 
 def _group_peak_bytes(
-    tables: CostTables, group: tuple[str, ...], size: int, counts: dict[str, int], offload: frozenset[str]
+    tables: CostTables,
+    group: tuple[str, ...],
+    size: int,
+    counts: dict[str, int],
+    offload: frozenset[str],
+    pool: str,
 ) -> int:
     loop = tables.space.workflow.loop
-    activation = {n: tables.profile(n, size, counts[n]).activation_bytes for n in group}
+    activation = {n: tables.profile(n, size, counts[n], pool).activation_bytes for n in group}
     resident = sum(tables.state_bytes[n] for n in group if n not in offload)
     extra = [tables.state_bytes[n] * (n in offload) + activation[n] for n in group]
     in_loop = [n for n in group if loop is not None and n in (loop.env, loop.policy)]
@@ -158,6 +176,7 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     position = tables.position
     first_switch = min((position[n] for n in point.offload), default=len(position))
     group_of = {n: i for i, group in enumerate(point.groups) for n in group}
+    pool_of = {n: point.pools[i] for n, i in group_of.items()}
     total_s = 0.0
     for phase in phases(tables, point.groups):
         busy, fill = [], []
@@ -169,6 +188,7 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
                 tuple(counts[n] for n in members),
                 point.offload.intersection(members),
                 first_switch <= position[members[-1]],
+                point.pools[g],
             )
             if key not in tables._memo:
                 tables._memo[key] = _group_time(tables, *key[1:])
@@ -178,7 +198,9 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
         fills = sum(fill)
         seconds = max(b + fills - f for b, f in zip(busy, fill, strict=True))
         if phase.chains or phase.loop_cut:
-            profiles = {n: tables.profile(n, point.sizes[group_of[n]], counts[n]) for n in phase.names}
+            profiles = {
+                n: tables.profile(n, point.sizes[group_of[n]], counts[n], pool_of[n]) for n in phase.names
+            }
             for chain in phase.chains:
                 around = sum(
                     profiles[n].busy_s + (tables.switch_s[n] if n in point.offload else 0.0) for n in chain
@@ -187,20 +209,30 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
                     seconds, around + sum(profiles[n].first_s for n in phase.names if n not in chain)
                 )
             if loop is not None and phase.loop_cut:
-                cycle = loop.num_steps * (
-                    profiles[loop.env].first_s
-                    + profiles[loop.policy].first_s
-                    + tables.loop_transfer_s[counts[loop.env]]
-                )
+                across = pool_of[loop.env] != pool_of[loop.policy]
+                moved = (tables.loop_host_transfer_s if across else tables.loop_transfer_s)[counts[loop.env]]
+                cycle = loop.num_steps * (profiles[loop.env].first_s + profiles[loop.policy].first_s + moved)
                 seconds = max(seconds, cycle + fills)
         total_s += seconds
-    for src, dst, local_s, cross_s in tables.sync_s:
-        total_s += local_s if group_of[src] == group_of[dst] else cross_s
+    for sync_s in sync_terms(tables, group_of, pool_of):
+        total_s += sync_s
     peaks = tuple(
-        group_peak_bytes(tables, group, size, counts, point.offload)
-        for group, size in zip(point.groups, point.sizes, strict=True)
+        group_peak_bytes(tables, group, size, counts, point.offload, pool)
+        for group, size, pool in zip(point.groups, point.sizes, point.pools, strict=True)
     )
-    return Estimate(iteration_s=total_s, peak_bytes=peaks)
+    capacities = tuple(tables.capacity(pool) for pool in point.pools)
+    return Estimate(iteration_s=total_s, peak_bytes=peaks, capacity_bytes=capacities)
+
+
+def sync_terms(tables: CostTables, group_of: dict[str, int], pool_of: dict[str, str]) -> list[float]:
+    """Seconds of each weight sync: local within a group, over the host link between pools, else across."""
+    terms = []
+    for src, dst, local_s, cross_s, host_s in tables.sync_s:
+        if group_of[src] == group_of[dst]:
+            terms.append(local_s)
+        else:
+            terms.append(host_s if pool_of[src] != pool_of[dst] else cross_s)
+    return terms
 
 
 def _group_time(
@@ -210,11 +242,12 @@ def _group_time(
     counts: tuple[int, ...],
     offload: frozenset[str],
     phased: bool,
+    pool: str = "device",
 ) -> tuple[float, float]:
     """Busy seconds and fill of a group's members in one phase (see the module docstring)."""
     loop = tables.space.workflow.loop
     loop_names = (loop.env, loop.policy) if loop is not None else ()
-    profiles = {n: tables.profile(n, size, count) for n, count in zip(members, counts, strict=True)}
+    profiles = {n: tables.profile(n, size, count, pool) for n, count in zip(members, counts, strict=True)}
     switch = {n: tables.switch_s[n] if n in offload else 0.0 for n in members}
     total = sum(profiles[n].busy_s + switch[n] for n in members)
     in_loop = [n for n in members if n in loop_names]

@@ -53,27 +53,35 @@ class CostTables:
     component_sizes: dict[str, tuple[int, ...]]
     """Per component, the device counts (ascending) at which its profile may change; between two of them it
     costs what the smaller costs."""
-    group_sizes: dict[Group, tuple[int, ...]]
-    """Per group of the space, its device counts at which some member's profile may change (a count between
-    two is never faster than the smaller, only larger): what CP-SAT and the baselines choose from."""
+    group_sizes: dict[tuple[Group, str], tuple[int, ...]]
+    """Per (group, pool) of the space, its device counts at which some member's profile may change (a count
+    between two is never faster than the smaller, only larger): what CP-SAT and the baselines choose from."""
     switch_s: dict[str, float]
     """Onload + offload seconds of each component's state."""
     state_bytes: dict[str, int]
     """Resident bytes per device of each component."""
-    sync_s: tuple[tuple[str, str, float, float], ...]
-    """Per weight sync: (src, dst, seconds within one group, seconds across groups)."""
+    sync_s: tuple[tuple[str, str, float, float, float], ...]
+    """Per weight sync: (src, dst, seconds within one group, across groups, between devices and cores)."""
     loop_transfer_s: dict[int, float]
     """Per loop stage count: obs + action transfer seconds of one stage and step across groups."""
     capacity_bytes: int
+    """Memory of one device of the device pool."""
+    core_sizes: dict[str, tuple[int, ...]] = attrs.field(factory=dict)
+    """:attr:`component_sizes` on the core pool, for the components that may run there."""
+    core_capacity_bytes: int = 0
+    """Memory of one core of the core pool."""
+    loop_host_transfer_s: dict[int, float] = attrs.field(factory=dict)
+    """:attr:`loop_transfer_s` between a device group and a core group."""
     _memo: dict[tuple, Any] = attrs.field(factory=dict, eq=False, repr=False, alias="_memo")
     """Answers already computed (profiles, micro-batch counts per granularity, group peaks): the same questions
     recur across the thousands of points a search estimates."""
 
-    def profile(self, name: str, devices: int, micro_batches: int) -> Profile:
-        """The profile of ``name`` on ``devices`` devices (any count of the space), computed on first use at the
-        largest of :attr:`component_sizes` up to ``devices`` (which costs the same)."""
-        sizes = self.component_sizes[name]
-        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches)
+    def profile(self, name: str, devices: int, micro_batches: int, pool: str = "device") -> Profile:
+        """The profile of ``name`` on ``devices`` devices of ``pool`` (any count of the space), computed on first
+        use at the largest of its change points (:attr:`component_sizes`, :attr:`core_sizes`) up to ``devices``
+        (which costs the same)."""
+        sizes = self.core_sizes[name] if pool == "cpu" else self.component_sizes[name]
+        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches, pool)
         found = self._memo.get(key)
         if found is None:
             with warnings.catch_warnings():
@@ -81,15 +89,19 @@ class CostTables:
                 found = self._memo[key] = _profile(self.space.workflow, self.costs, *key)
         return found
 
-    def search_sizes(self, group: Group) -> tuple[int, ...]:
+    def capacity(self, pool: str) -> int:
+        """Memory of one device of ``pool``."""
+        return self.core_capacity_bytes if pool == "cpu" else self.capacity_bytes
+
+    def search_sizes(self, group: Group, pool: str = "device") -> tuple[int, ...]:
         """The device counts CP-SAT chooses a group's size from: all of :attr:`group_sizes` when there are at
         most :data:`MAX_EXACT_SIZES`, else those equivalent to a power-of-two multiple of the group's smallest
         size or to the whole cluster (the local refinement of :mod:`planner.refine` then moves between all)."""
-        sizes = self.group_sizes[group]
+        sizes = self.group_sizes[(group, pool)]
         if len(sizes) <= MAX_EXACT_SIZES:
             return sizes
         step = sizes[0]
-        wanted = [step * 2**i for i in range((sizes[-1] // step).bit_length())] + [self.space.num_devices]
+        wanted = [step * 2**i for i in range((sizes[-1] // step).bit_length())] + [self.space.budget(pool)]
         return tuple(sorted({sizes[bisect.bisect_right(sizes, d) - 1] for d in wanted}))
 
     def counts(self, granularity: tuple[tuple[str, int], ...]) -> dict[str, int]:
@@ -141,13 +153,14 @@ def _split_samples(space: PlanSpace, name: str) -> set[int]:
     return out
 
 
-def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, ...]:
-    """Device counts (ascending) at which the profile of ``name`` may change: where the busiest replica's share
-    ``ceil(samples / replicas)`` of one of its ops drops, or where the cost model reads another curve. Between two
-    of them the profile is that of the smaller (a superset of the exact change points is returned)."""
+def distinct_sizes(space: PlanSpace, costs: CostModel, name: str, pool: str = "device") -> tuple[int, ...]:
+    """Device counts (ascending) of ``pool`` at which the profile of ``name`` may change: where the busiest
+    replica's share ``ceil(samples / replicas)`` of one of its ops drops, or where the cost model reads another
+    curve. Between two of them the profile is that of the smaller (a superset of the exact change points is
+    returned)."""
     workflow = space.workflow
     model_parallel = workflow.component(name).model_parallel_size
-    most = min(space.num_devices // model_parallel, workflow.batch_size)
+    most = min(space.budget(pool) // model_parallel, workflow.batch_size)
     replicas = {1}
     for samples in _split_samples(space, name):
         root = math.isqrt(samples) + 1
@@ -161,7 +174,10 @@ def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, 
             for divisor in range(2, stages + 1):
                 if stages % divisor == 0:
                     replicas.update((divisor, divisor + 1))
-    curves = costs.curves.get((name, _op_name(workflow, name)), ())
+    by_pool = costs.core_curves if pool == "cpu" else costs.curves
+    curves = by_pool.get((name, _op_name(workflow, name))) or costs.curves.get(
+        (name, _op_name(workflow, name)), ()
+    )
     for low, high in itertools.pairwise(sorted(c.devices for c in curves)):
         middle = int(math.sqrt(low * high) / model_parallel)  # the nearest curve (log scale) switches here
         replicas.update(range(max(1, middle - 1), middle + 3))
@@ -169,18 +185,19 @@ def distinct_sizes(space: PlanSpace, costs: CostModel, name: str) -> tuple[int, 
 
 
 def _group_sizes(
-    space: PlanSpace, component_sizes: dict[str, tuple[int, ...]]
-) -> dict[Group, tuple[int, ...]]:
-    """Per group, the smallest allowed count at or above each member's change points."""
-    out: dict[Group, tuple[int, ...]] = {}
-    for group in space.groups:
-        allowed = space.sizes(group)
+    space: PlanSpace, component_sizes: dict[str, tuple[int, ...]], core_sizes: dict[str, tuple[int, ...]]
+) -> dict[tuple[Group, str], tuple[int, ...]]:
+    """Per (group, pool), the smallest allowed count at or above each member's change points."""
+    out: dict[tuple[Group, str], tuple[int, ...]] = {}
+    for group, pool in space.placed_groups:
+        allowed = space.sizes(group, pool)
         if not allowed:
-            out[group] = ()
+            out[(group, pool)] = ()
             continue
         step, most = allowed.step, allowed[-1]
-        found = {-(-devices // step) * step for name in group for devices in component_sizes[name]}
-        out[group] = tuple(sorted(d for d in found if step <= d <= most))
+        points = core_sizes if pool == "cpu" else component_sizes
+        found = {-(-devices // step) * step for name in group for devices in points[name]}
+        out[(group, pool)] = tuple(sorted(d for d in found if step <= d <= most))
     return out
 
 
@@ -191,6 +208,8 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
     private copy of the model is probed) and appear when the chosen plan is simulated with ``costs``."""
     workflow = space.workflow
     component_sizes = {name: distinct_sizes(space, costs, name) for name in space.order}
+    on_cores = {name for group, pool in space.placed_groups if pool == "cpu" for name in group}
+    core_sizes = {name: distinct_sizes(space, costs, name, "cpu") for name in sorted(on_cores)}
     state = {c.name: c.state_bytes_per_device() for c in workflow.components}
     switch = {}
     for name, per_device in state.items():
@@ -199,7 +218,7 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
     cross_link = "inter_node" if space.num_devices > cluster.devices_per_node else "intra_node"
     syncs = []
     for sync in workflow.weight_sync:
-        local, cross = (
+        local, cross, host = (
             costs.movement_seconds(
                 Op(
                     index=0,
@@ -210,47 +229,54 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
                     link=link,
                 )
             )
-            for link in ("local", cross_link)
+            for link in ("local", cross_link, "host")
         )
-        syncs.append((sync.src, sync.dst, local, cross))
-    loop_transfer = {}
+        syncs.append((sync.src, sync.dst, local, cross, host))
+    loop_transfer: dict[int, float] = {}
+    loop_host_transfer: dict[int, float] = {}
     if workflow.loop is not None:
         loop = workflow.loop
         for stages in space.loop_ladder:
             envs = workflow.batch_size // stages
-            loop_transfer[stages] = sum(
-                costs.movement_seconds(
-                    Op(
-                        index=0,
-                        kind="transfer",
-                        component=loop.env,
-                        name="transfer",
-                        num_bytes=envs * per_env,
-                        link=cross_link,
+            for link, into in ((cross_link, loop_transfer), ("host", loop_host_transfer)):
+                into[stages] = sum(
+                    costs.movement_seconds(
+                        Op(
+                            index=0,
+                            kind="transfer",
+                            component=loop.env,
+                            name="transfer",
+                            num_bytes=envs * per_env,
+                            link=link,
+                        )
                     )
+                    for per_env in (loop.obs_bytes_per_env, loop.action_bytes_per_env)
                 )
-                for per_env in (loop.obs_bytes_per_env, loop.action_bytes_per_env)
-            )
     return CostTables(
         space=space,
         costs=attrs.evolve(costs, _warned=set()),
         component_sizes=component_sizes,
-        group_sizes=_group_sizes(space, component_sizes),
+        group_sizes=_group_sizes(space, component_sizes, core_sizes),
         switch_s=switch,
         state_bytes=state,
         sync_s=tuple(syncs),
         loop_transfer_s=loop_transfer,
         capacity_bytes=cluster.device.memory_bytes,
+        core_sizes=core_sizes,
+        core_capacity_bytes=cluster.core.memory_bytes,
+        loop_host_transfer_s=loop_host_transfer,
     )
 
 
-def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, count: int) -> Profile:
+def _profile(
+    workflow: Workflow, costs: CostModel, name: str, devices: int, count: int, pool: str = "device"
+) -> Profile:
     component = workflow.component(name)
     loop = workflow.loop
     placed = tuple(range(devices))
     if loop is not None and name in (loop.env, loop.policy):
         # Assuming the other loop component has as many devices (and pricing steps as not shared).
-        busy_s, step_s, span = loop_busy(workflow, costs, name, devices, devices, count)
+        busy_s, step_s, span = loop_busy(workflow, costs, name, devices, devices, count, pool=pool)
         op = Op(
             index=0,
             kind="compute",
@@ -270,14 +296,14 @@ def _profile(workflow: Workflow, costs: CostModel, name: str, devices: int, coun
         for s in set(sizes)
     )
     if op_name == "generate":
-        whole = costs.compute_seconds(name, "generate", devices, workflow.batch_size)
+        whole = costs.compute_seconds(name, "generate", devices, workflow.batch_size, pool=pool)
         fractions = costs.generation_fractions(count)
         return Profile(
             busy_s=float(whole * fractions[-1]),
             first_s=float(whole * fractions[0]),
             activation_bytes=activation,
         )
-    seconds = {s: costs.compute_seconds(name, op_name, devices, s) for s in set(sizes)}
+    seconds = {s: costs.compute_seconds(name, op_name, devices, s, pool=pool) for s in set(sizes)}
     return Profile(
         busy_s=float(sum(seconds[s] for s in sizes)),
         first_s=float(seconds[sizes[0]]),
@@ -293,6 +319,7 @@ def loop_busy(
     policy_devices: int,
     count: int,
     shared: bool = False,
+    pool: str = "device",
 ) -> tuple[float, float, int]:
     """Loop component ``name`` at ``count`` stages with env and policy on ``env_devices`` and ``policy_devices``
     devices, priced as the lowering's ops are (``shared``: steps whose env and policy share devices): (seconds it
@@ -304,7 +331,9 @@ def loop_busy(
     devices = env_devices if name == loop.env else policy_devices
     pinned = loop_pinned(env_devices, policy_devices, count)
     span = 1 if pinned else devices
-    step_s = costs.compute_seconds(name, _op_name(workflow, name), span, workflow.batch_size // count, shared)
+    step_s = costs.compute_seconds(
+        name, _op_name(workflow, name), span, workflow.batch_size // count, shared, pool
+    )
     return loop.num_steps * (count // devices if pinned else count) * step_s, step_s, span
 
 
@@ -315,6 +344,11 @@ def tick_for(tables: CostTables, resolution: float = 1e7) -> float:
         [
             tables.profile(name, tables.component_sizes[name][0], count).busy_s
             for name in space.order
+            for count in micro_batch_options(space, name)
+        ]
+        + [
+            tables.profile(name, sizes[0], count, "cpu").busy_s
+            for name, sizes in tables.core_sizes.items()
             for count in micro_batch_options(space, name)
         ]
         + [1e-9]

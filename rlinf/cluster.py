@@ -235,10 +235,40 @@ class Cluster:
 _SPEC = re.compile(r"^(?:(\d+)x)?(\d+)x([A-Za-z0-9_-]+?)(?:\+(\d+)cores)?$")
 
 
+@attrs.frozen(kw_only=True)
+class Machine:
+    """What the machine a run trains on offers: its kind of device (GPUs, or CPU cores on a machine without
+    them) and the CPU cores beside the GPUs. A run's cluster is this machine with as many (logical) devices as
+    its plan uses (:meth:`cluster`)."""
+
+    device: DeviceSpec
+    links: Links
+    num_cores: int = 0
+    """CPU cores beside the GPUs that components which need no GPU may use (the core pool)."""
+    core: DeviceSpec = attrs.field(factory=_cpu_core)
+
+    def __attrs_post_init__(self) -> None:
+        integer("--cpu-devices", self.num_cores, minimum=0, fix="give 0 or more CPU cores")
+
+    def cluster(self, num_devices: int) -> Cluster:
+        """One node of ``num_devices`` devices and this machine's cores beside them."""
+        return Cluster(
+            num_nodes=1,
+            devices_per_node=num_devices,
+            device=self.device,
+            links=self.links,
+            cores_per_node=self.num_cores,
+            core=self.core,
+        )
+
+
+CPU_MACHINE = Machine(device=DEVICE_PRESETS["CPU"][0], links=DEVICE_PRESETS["CPU"][1])
+"""A machine without GPUs: a device is one CPU core (there is no core pool beside it)."""
+
+
 def cpu_cluster(num_devices: int) -> Cluster:
     """One node of ``num_devices`` CPU-core devices."""
-    device, links = DEVICE_PRESETS["CPU"]
-    return Cluster(num_nodes=1, devices_per_node=num_devices, device=device, links=links)
+    return CPU_MACHINE.cluster(num_devices)
 
 
 def parse_cluster(spec: str) -> Cluster:

@@ -484,8 +484,8 @@ class _Builder:
         every op spans whole component device sets - except the steps of a pinned loop
         (:func:`loop_pinned`), which split such a group into one lane per device."""
         hosted: dict[int, set[str]] = {}
-        for name, devices in self.placed.items():
-            for device in devices:
+        for name, placed in self.placed.items():
+            for device in placed:
                 hosted.setdefault(device, set()).add(name)
         groups: dict[tuple[frozenset[str], int], list[int]] = {}
         for device, names in sorted(hosted.items()):

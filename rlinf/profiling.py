@@ -31,8 +31,8 @@ from typing import Any
 import attrs
 
 import executor
-from executor.devices import logical_devices, physical_units, processor_name
-from rlinf.cluster import cpu_cluster
+from executor.devices import physical_units, processor_name, run_devices
+from rlinf.cluster import CPU_MACHINE, Machine
 from rlinf.errors import ConfigError, require
 from rlinf.jobs import Job
 from rlinf.plan import Plan, plan_from_dict
@@ -195,7 +195,7 @@ def merge_traces(base: Trace, *others: Trace) -> Trace:
     sources = []
     for other in others:
         require(
-            other.workflow == base.workflow,
+            other.workflow.same_flow(base.workflow),
             "trace",
             other.provenance.get("source", other.provenance.get("command", "?")),
             f"describes another workflow than {base.workflow.name} as configured",
@@ -223,25 +223,29 @@ def merge_traces(base: Trace, *others: Trace) -> Trace:
 
 
 def _devices(
-    num_logical: int, num_cores: int | None, accelerator: str = "cpu"
+    num_logical: int, num_cores: int | None, accelerator: str = "cpu", core_pool: int = 0
 ) -> tuple[executor.Device, ...]:
     units = physical_units(accelerator)
-    return logical_devices(accelerator, num_logical, units[: num_cores or len(units)])
+    return run_devices(accelerator, num_logical, units[: num_cores or len(units)], core_pool)
 
 
 BackendFactory = Callable[[int], Any]
 """Opens a backend (a context manager) for a plan on the given number of logical devices."""
 
 
-def local_backends(num_cores: int | None = None, accelerator: str = "cpu") -> BackendFactory:
+def local_backends(
+    num_cores: int | None = None, accelerator: str = "cpu", core_pool: int = 0
+) -> BackendFactory:
     """Local backends over this process's first ``num_cores`` cores, or GPUs with ``accelerator="cuda"`` (all
-    by default)."""
-    return lambda logical: executor.LocalBackend(_devices(logical, num_cores, accelerator))
+    by default), and ``core_pool`` CPU cores beside the GPUs."""
+    return lambda logical: executor.LocalBackend(_devices(logical, num_cores, accelerator, core_pool))
 
 
-def _program(job: Job, config: Any, plan: Plan, num_devices: int) -> tuple[Program, Any]:
+def _program(
+    job: Job, config: Any, plan: Plan, num_devices: int, machine: Machine = CPU_MACHINE
+) -> tuple[Program, Any]:
     """The checked program of ``plan`` and its workers' specs."""
-    program = job.lower(plan, config, num_devices)
+    program = job.lower(plan, config, num_devices, machine=machine)
     return program, job.worker_specs(config, plan, program)
 
 
@@ -256,6 +260,7 @@ def profile(
     progress: bool = True,
     command: str = "rlinf.profiling.profile",
     clock: Callable[[], float] = time.monotonic,
+    machine: Machine = CPU_MACHINE,
 ) -> ProfileResult:
     """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds; the trace
     holds every measured iteration's ops as samples and, when the workload reports them, its response lengths.
@@ -267,7 +272,7 @@ def profile(
     (:attr:`ProfileResult.longest_step_s`) plus stopping the workers."""
     from tqdm import tqdm
 
-    entries = job.probes(num_devices, config)
+    entries = job.probes(num_devices, config, machine=machine)
     require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
     started = clock()
     samples: list[CostSample] = []
@@ -280,7 +285,7 @@ def profile(
     settings_total = round(settings.budget_s)
     bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
     for plan, logical in entries:
-        program, specs = _program(job, config, plan, logical)
+        program, specs = _program(job, config, plan, logical, machine)
         left = settings.budget_s - (clock() - started)
         # The first iteration of a plan includes starting its workers.
         expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
@@ -325,7 +330,7 @@ def profile(
     elapsed_s = clock() - started
     trace = Trace(
         workflow=workflow,
-        cluster=cpu_cluster(num_devices),
+        cluster=machine.cluster(num_devices),
         provenance=provenance(
             command,
             source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
@@ -483,6 +488,7 @@ def measure_plans(
     num_cores: int | None = None,
     backends: BackendFactory | None = None,
     progress: bool = True,
+    machine: Machine = CPU_MACHINE,
 ) -> list[MeasuredPlan]:
     """Run each (plan, logical devices) for ``iterations`` measured iterations, one plan at a time, in
     ``generations`` turns per plan (at most one per measured iteration), each turn with fresh worker processes.
@@ -502,7 +508,7 @@ def measure_plans(
 
     require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
     generations = max(1, min(generations, iterations))
-    prepared = [(plan, logical, *_program(job, config, plan, logical)) for plan, logical in entries]
+    prepared = [(plan, logical, *_program(job, config, plan, logical, machine)) for plan, logical in entries]
     times: list[list[float]] = [[] for _ in prepared]
     samples: list[list[CostSample]] = [[] for _ in prepared]
     lengths: list[list[tuple[int, ...]]] = [[] for _ in prepared]

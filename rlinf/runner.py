@@ -33,7 +33,7 @@ from rlinf.checkpoint import (
     resume_workers,
     save_checkpoint,
 )
-from rlinf.cluster import Cluster, cpu_cluster
+from rlinf.cluster import CPU_MACHINE, Cluster, Machine
 from rlinf.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.files import write_text_atomic
 from rlinf.jobs import Job
@@ -74,6 +74,7 @@ def train(
     nodes: Sequence[int] | None = None,
     resume: LoadedCheckpoint | None = None,
     max_restarts: int = 0,
+    machine: Machine = CPU_MACHINE,
 ) -> TrainResult:
     """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
     ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration.
@@ -84,8 +85,8 @@ def train(
     reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
     options = job.options(config)
     workflow = job.workflow(config)
-    cluster = cpu_cluster(num_devices)
-    program = job.lower(plan, config, num_devices)
+    cluster = machine.cluster(num_devices)
+    program = job.lower(plan, config, num_devices, machine=machine)
     run_dir = Path(run_dir)
     if resume is None:
         require_fresh(run_dir)
@@ -94,7 +95,7 @@ def train(
         remove_temporaries(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "plan.yaml", plan.to_yaml())
-    devices = devices or executor.cpu_devices(num_devices)
+    devices = devices or executor.cpu_devices(cluster.num_ids)
     metrics_path = run_dir / "metrics.jsonl"
     history: list[dict[str, Any]] = metrics_until(metrics_path, resume.iteration if resume else 0)
     measured = [] if resume is None else _measured_from(resume.state, program)
@@ -404,6 +405,7 @@ def plan_from_trace(
     seed: int = 0,
     k: int = 16,
     time_limit_s: float = 10.0,
+    machine: Machine = CPU_MACHINE,
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
     job's fixed-mode plans and probe plans (both also at each granularity the planner considers), each simulated from
@@ -421,14 +423,14 @@ def plan_from_trace(
 
     started = time.perf_counter()
     workflow = job.workflow(config)
-    if trace.workflow != workflow:
+    if not trace.workflow.same_flow(workflow):
         raise ConfigError(
             "trace",
             trace.provenance.get("source", trace.provenance.get("command", trace.workflow.name)),
             "was profiled for another workflow than this config's (environments, steps, policy size)",
             "profile this config (drop --trace) or pass the config the trace was made with",
         )
-    cluster = cpu_cluster(num_devices)
+    cluster = machine.cluster(num_devices)
     trace = evened(trace)  # each probe's samples at the typical probe's speed (the machine drifts meanwhile)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
@@ -453,7 +455,7 @@ def plan_from_trace(
         for granularity in granularities:
             variant = attrs.evolve(plan, granularity=dict(granularity))
             proposals.append((variant, logical, f"{mode} placement"))
-    probes = job.probes(num_devices, config)
+    probes = job.probes(num_devices, config, machine=machine)
     proposals += [(plan, logical, "probe") for plan, logical in probes]
     # The probes' placements at every granularity too: probes place components in ways the planner's groups
     # cannot (the loop spread over every device with the actor on one), at only some granularities.
@@ -468,12 +470,12 @@ def plan_from_trace(
             continue
         seen.add(plan)
         try:
-            job.check_plan(plan, config)
+            job.check_plan(plan, config, machine=machine)
         except ConfigError:
             continue
         if logical not in costs_by_devices:
-            costs_by_devices[logical] = fit(trace, cpu_cluster(logical), statistic=COST_STATISTIC)
-        program = lower(workflow, plan, cpu_cluster(logical))
+            costs_by_devices[logical] = fit(trace, machine.cluster(logical), statistic=COST_STATISTIC)
+        program = lower(workflow, plan, machine.cluster(logical))
         timeline = simulate(program, quiet_copy(costs_by_devices[logical]))
         candidates.append(
             Candidate(plan=plan, num_devices=logical, predicted_s=timeline.iteration_s, source=source)
@@ -486,7 +488,7 @@ def plan_from_trace(
     # are ranked after every plan that fits (and chosen only when nothing else can run).
     candidates.sort(key=lambda c: (c.num_devices > num_devices, c.predicted_s, c.plan.describe()))
     chosen = candidates[0]
-    program = lower(workflow, chosen.plan, cpu_cluster(chosen.num_devices))
+    program = lower(workflow, chosen.plan, machine.cluster(chosen.num_devices))
     predicted = simulate(program, costs_by_devices[chosen.num_devices])  # shows its extrapolation warnings
     return AutoPlan(
         chosen=chosen,

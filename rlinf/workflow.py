@@ -35,9 +35,19 @@ class Component:
     devices. This is what offload moves to host memory."""
     model_parallel_size: int = 1
     """Devices per replica (tensor x pipeline parallel). A component's device count is a multiple of it."""
+    cpu_ok: bool = False
+    """Whether the component needs no GPU (an environment simulator, a rule-based reward): the planner may then
+    place it on the CPU cores beside the GPUs (:mod:`rlinf.cluster`'s core pool)."""
 
     def __attrs_post_init__(self) -> None:
         _name("component.name", self.name)
+        require(
+            isinstance(self.cpu_ok, bool),
+            f"components.{self.name}.cpu_ok",
+            self.cpu_ok,
+            "must be true or false",
+            "write true for a component that needs no GPU",
+        )
         require(
             self.role in ROLES,
             f"components.{self.name}.role",
@@ -296,6 +306,16 @@ class Workflow:
             keys.append(Loop.key)
         return tuple(keys)
 
+    def same_flow(self, other: Workflow) -> bool:
+        """Whether ``other`` is this workflow up to where its components may run (``cpu_ok``): what a trace
+        profiled before the flag existed, or on a machine without GPUs, still measures."""
+
+        def plain(workflow: Workflow) -> Workflow:
+            components = tuple(attrs.evolve(c, cpu_ok=False) for c in workflow.components)
+            return attrs.evolve(workflow, components=components)
+
+        return plain(self) == plain(other)
+
     @property
     def units_per_iteration(self) -> int:
         """Samples (or env steps) one iteration produces."""
@@ -307,7 +327,7 @@ class Workflow:
         """JSON-ready form; :func:`workflow_from_dict` reads it back."""
         return {
             "name": self.name,
-            "components": [attrs.asdict(c) for c in self.components],
+            "components": [_component_dict(c) for c in self.components],
             "edges": [attrs.asdict(e) for e in self.edges],
             "loop": None if self.loop is None else attrs.asdict(self.loop),
             "weight_sync": [attrs.asdict(w) for w in self.weight_sync],
@@ -316,6 +336,14 @@ class Workflow:
             "tokens_per_sample": self.tokens_per_sample,
             "unit": self.unit,
         }
+
+
+def _component_dict(component: Component) -> dict[str, Any]:
+    """A component's JSON form (``cpu_ok`` only when true, so traces written before it existed read the same)."""
+    out = attrs.asdict(component)
+    if not component.cpu_ok:
+        del out["cpu_ok"]
+    return out
 
 
 def workflow_from_dict(data: Any, source: str = "workflow") -> Workflow:

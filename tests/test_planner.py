@@ -91,7 +91,7 @@ def test_cpsat_best_is_the_surrogate_optimum_of_the_space(grpo):
     space, tables = prepare(workflow, cluster, costs, max_granularity=2, max_loop_stages=4)
     best = best_points(tables, k=1, time_limit_s=10, seed=0)[0]
     fitting = [estimate(tables, p) for p in space.points()]
-    optimum = min(e.iteration_s for e in fitting if e.fits(tables.capacity_bytes))
+    optimum = min(e.iteration_s for e in fitting if e.fits())
     assert best.surrogate_s == pytest.approx(optimum, rel=1e-5)
 
 
@@ -184,10 +184,10 @@ def test_planner_points_reach_the_surrogate_optimum_beyond_cpsats_short_list():
     space, tables = prepare(
         trace.workflow, cluster, fit(trace, cluster), max_granularity=2, max_loop_stages=4
     )
-    assert any(len(tables.search_sizes(g)) < len(tables.group_sizes[g]) for g in space.groups)
+    assert any(len(tables.search_sizes(g)) < len(tables.group_sizes[(g, "device")]) for g in space.groups)
     best = planner_points(tables, k=8, time_limit_s=10, seed=0)[0]
     estimates = (estimate(tables, p) for p in space.points())
-    optimum = min(e.iteration_s for e in estimates if e.fits(tables.capacity_bytes))
+    optimum = min(e.iteration_s for e in estimates if e.fits())
     assert best.surrogate_s == pytest.approx(optimum, rel=1e-9)
     assert sorted(best.point.sizes) == [5, 11]
 

@@ -232,10 +232,13 @@ class PPOCritic:
         trajectory = 4 * (OBS + 4) * config.num_steps
         parts = {"env": ("env", 0), "policy": ("rollout", weights), "critic": ("critic", 3 * weights)}
         parts["actor"] = ("actor", 3 * weights)
+        cpu_ok = {"env"}  # needs no GPU: beside GPUs it may run on CPU cores
         pairs = (("env", "critic"), ("critic", "actor"))
         return Workflow(
             name="ppo-critic-cartpole",
-            components=[Component(name=n, role=r, state_bytes=b) for n, (r, b) in parts.items()],
+            components=[
+                Component(name=n, role=r, state_bytes=b, cpu_ok=n in cpu_ok) for n, (r, b) in parts.items()
+            ],
             edges=[Edge(src=a, dst=b, kind="barrier", bytes_per_sample=trajectory) for a, b in pairs],
             loop=Loop(env="env", policy="policy", num_steps=config.num_steps + 1, obs_bytes_per_env=4 * OBS),
             weight_sync=[WeightSync(src="actor", dst="policy", num_bytes=weights)],

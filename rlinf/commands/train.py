@@ -64,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("cpu", "cuda"),
         help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="with GPUs: CPU cores beside them on which components that need no GPU (environments, a rule-based "
+        "reward) may run (default: the machine's cores less one per GPU; 0: everything on the GPUs)",
+    )
     parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
@@ -129,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     config = job.with_options(config, iterations=args.iterations, seed=args.seed)
     job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
     args.accelerator = resolve_accelerator(args.accelerator)
+    args.machine = _machine(args)
     cores = physical_units(args.accelerator)
     unit = "CPU cores" if args.accelerator == "cpu" else "GPUs"
     num_devices = len(cores) if args.devices is None else args.devices
@@ -146,6 +154,27 @@ def run(args: argparse.Namespace) -> int:
     _choose_out(args, job.name)
     with _backend_session(args, num_devices):
         return _plan_and_train(job, config, args, cores, num_devices)
+
+
+def _machine(args: argparse.Namespace) -> Any:
+    """The machine the run trains on (:func:`executor.devices.machine_for`), with ``--cpu-devices`` cores beside
+    its GPUs; ``--cpu-devices`` without GPUs is refused (the cores are the devices then)."""
+    from executor.devices import core_pool_cores, default_cpu_devices, machine_for
+
+    if args.cpu_devices is None:
+        args.cpu_devices = default_cpu_devices(args.accelerator)
+    elif args.accelerator != "cuda" and args.cpu_devices:
+        raise ConfigError(
+            "--cpu-devices", args.cpu_devices, "places components on CPU cores beside GPUs, and this run has none "
+            "(--accelerator cpu: the cores are the devices)", "use --devices N, or --accelerator cuda on a GPU machine",
+        )  # fmt: skip
+    core_pool_cores(args.cpu_devices)  # refuses more cores than there are
+    if args.cpu_devices and args.backend == "ray":
+        raise ConfigError(
+            "--cpu-devices", args.cpu_devices, "CPU cores beside GPUs run with the local backend only",
+            "use --backend local, or --cpu-devices 0",
+        )  # fmt: skip
+    return machine_for(args.accelerator, args.cpu_devices)
 
 
 def _choose_out(args: argparse.Namespace, workload: str) -> None:
@@ -204,8 +233,8 @@ def _plan_and_train(
     if args.plan:
         path = Path(args.plan)
         require(path.is_file(), "--plan", str(path), "file does not exist", "pass a plan YAML file")
-        plan = load_plan(path, max(num_devices, 64), field="--plan")
-        logical = max(plan.devices_used) + 1
+        plan = load_plan(path, max(num_devices, 64), field="--plan", num_cores=args.machine.num_cores)
+        logical = max(1, plan.num_logical[0])
         if args.mode is not None and args.mode != plan.mode:
             raise ConfigError(
                 "--mode",
@@ -217,7 +246,7 @@ def _plan_and_train(
         plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
         plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
-    job.check_plan(plan, config)
+    job.check_plan(plan, config, machine=args.machine)  # memory against the machine's own devices
     devices, nodes = _placement(args, logical, num_devices)
     node_of = nodes or [0] * logical
     if any(
@@ -244,6 +273,7 @@ def _plan_and_train(
         nodes=nodes,
         resume=resume,
         max_restarts=args.max_restarts,
+        machine=args.machine,
     )
     iterations = job.options(config).iterations
     if result.complete_before:
@@ -294,11 +324,11 @@ def _placement(
     over this process's first ``num_devices`` cores; over ``--nodes N`` the devices split into ``N`` contiguous
     blocks and each block takes cores 0, 1, ... of its node (the nodes are assumed to have this machine's core
     ids). The nodes are ``None`` when every device is on node 0 (as is a plan on fewer devices than nodes)."""
-    from executor.devices import Device, logical_devices, physical_units
+    from executor.devices import Device, physical_units, run_devices
 
     cores = physical_units(args.accelerator)
     if args.nodes == 1 or logical < args.nodes:
-        return logical_devices(args.accelerator, logical, cores[:num_devices]), None
+        return run_devices(args.accelerator, logical, cores[:num_devices], args.cpu_devices), None
     nodes = [d * args.nodes // logical for d in range(logical)]  # contiguous blocks
     devices, taken = [], dict.fromkeys(range(args.nodes), 0)
     for index, node in enumerate(nodes):
@@ -339,6 +369,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             progress=not args.no_progress,
             command=getattr(args, "command_line", "rlinf train"),
             backends=_backends(args, num_devices),
+            machine=args.machine,
         )
         trace = profiled.trace
         print(
@@ -349,7 +380,9 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     trace.save(out / "profile_trace.json")
-    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
+    auto = plan_from_trace(
+        job, config, trace, num_devices, seed=job.options(config).seed, machine=args.machine
+    )
     best = auto.chosen
     print(
         f"auto: chose {best.plan.describe()} (from {best.source}): predicted {best.predicted_s:.4f} s/iteration; "

@@ -67,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("cpu", "cuda"),
         help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
     )
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="with GPUs: CPU cores beside them for components that need no GPU (default: the machine's cores "
+        "less one per GPU)",
+    )
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
     parser.add_argument(
         "--profile-budget",
@@ -85,10 +92,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Profile (or load), choose plans, measure and simulate them, report the errors."""
 
-    from executor.devices import physical_units, resolve_accelerator
+    from executor.devices import (
+        core_pool_cores,
+        default_cpu_devices,
+        machine_for,
+        physical_units,
+        resolve_accelerator,
+    )
     from planner.judge import quiet_copy
     from rlinf import fidelity
-    from rlinf.cluster import cpu_cluster
     from rlinf.costs import fit
     from rlinf.export import write_timeline_pair_png
     from rlinf.jobs import load_job_config
@@ -113,6 +125,16 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")
     job, config = load_job_config(args.config, args.set)
     accelerator = resolve_accelerator(args.accelerator)
+    core_pool = default_cpu_devices(accelerator) if args.cpu_devices is None else args.cpu_devices
+    require(
+        core_pool == 0 or accelerator == "cuda",
+        "--cpu-devices",
+        core_pool,
+        "places components on CPU cores beside GPUs, and this run has none",
+        "use --devices N, or --accelerator cuda on a GPU machine",
+    )
+    core_pool_cores(core_pool)
+    machine = machine_for(accelerator, core_pool)
     cores = physical_units(accelerator)
     num_devices = len(cores) if args.devices is None else args.devices
     require(
@@ -122,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         f"this machine lets rlinf use {len(cores)} {'CPU cores' if accelerator == 'cpu' else 'GPUs'}",
         f"use 1 to {len(cores)} devices",
     )
-    backends = local_backends(num_devices, accelerator)
+    backends = local_backends(num_devices, accelerator, core_pool)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = not args.no_progress and not args.json
@@ -141,10 +163,11 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             backends=backends,
             command=getattr(args, "command_line", "rlinf validate"),
+            machine=machine,
         )
         trace, by_plan = profiled.trace, profiled.samples_by_plan
     trace.save(out / "trace.json")
-    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed)
+    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed, machine=machine)
     chosen = _choose(auto.candidates, args.plans, num_devices)
     # Predictions come from the profile, taken before any plan's measurement window, without the samples of
     # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.
@@ -152,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     for c in chosen:
         plan_trace, feeding = out_of_sample(trace, by_plan, c.plan, even_speeds=True)
         sources.append(feeding if by_plan else [f"--trace {args.trace}"])
-        cluster = cpu_cluster(c.num_devices)
+        cluster = machine.cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
         predicted.append(simulate(lower(job.workflow(config), c.plan, cluster), costs))
     generations = min(MEASURE_TURNS, args.iterations)
@@ -165,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         generations=generations,
         backends=backends,
         progress=progress,
+        machine=machine,
     )
     probes = [(plan, num_devices) for plan, _ in by_plan]
     turn_sizes = tuple(split_iterations(args.iterations, generations))

@@ -18,7 +18,7 @@ import numpy as np
 
 import executor
 from rlinf import limits
-from rlinf.cluster import cpu_cluster
+from rlinf.cluster import CPU_MACHINE, Machine
 from rlinf.errors import ConfigError, integer, require
 from rlinf.inputs import load_yaml, parse_yaml
 from rlinf.jobs import plans
@@ -104,28 +104,36 @@ class Job:
             self.workflow(config), mode, num_devices, granularity=granularity, offload=offload
         )
 
-    def lower(self, plan: Plan, config: Any, num_devices: int | None = None) -> Program:
-        """The checked program of ``plan`` (:func:`rlinf.jobs.plans.check_plan`)."""
+    def lower(
+        self, plan: Plan, config: Any, num_devices: int | None = None, *, machine: Machine = CPU_MACHINE
+    ) -> Program:
+        """The checked program of ``plan`` (:func:`rlinf.jobs.plans.check_plan`) on ``machine`` with
+        ``num_devices`` (logical) devices, by default as many as the plan uses."""
         workflow = self.workflow(config)
-        logical = num_devices or max(plan.devices_used) + 1
-        return plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cpu_cluster(logical)))
+        logical = num_devices or max(plan.num_logical[0], 1)
+        return plans.check_plan(workflow, plan, lambda p: lower(workflow, p, machine.cluster(logical)))
 
-    def check_plan(self, plan: Plan, config: Any) -> None:
-        """Raise :class:`ConfigError` when the workload cannot run under ``plan``."""
-        self.lower(plan, config)
+    def check_plan(self, plan: Plan, config: Any, *, machine: Machine = CPU_MACHINE) -> None:
+        """Raise :class:`ConfigError` when the workload cannot run under ``plan`` on ``machine`` (e.g. its states
+        do not fit a device's memory)."""
+        self.lower(plan, config, machine=machine)
 
-    def probes(self, num_devices: int, config: Any) -> list[tuple[Plan, int]]:
+    def probes(
+        self, num_devices: int, config: Any, *, machine: Machine = CPU_MACHINE
+    ) -> list[tuple[Plan, int]]:
         """Plans the profiling phase measures (:func:`rlinf.jobs.plans.derive_probes`)."""
         workflow = self.workflow(config)
+        cluster = machine.cluster(num_devices)
 
         def runnable(plan: Plan) -> bool:
             try:
-                plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cpu_cluster(num_devices)))
+                plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cluster))
             except ConfigError:
                 return False
             return True
 
-        return [(plan, num_devices) for plan in plans.derive_probes(workflow, num_devices, runnable)]
+        found = plans.derive_probes(workflow, num_devices, runnable, num_cores=machine.num_cores)
+        return [(plan, num_devices) for plan in found]
 
     def worker_specs(self, config: Any, plan: Plan, program: Program) -> dict[str, executor.WorkerSpec]:
         """One spec per component: the workload's worker class, set up with the config and the component's

@@ -26,6 +26,13 @@ from rlinf.workflow import Edge, Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
 Layout = dict[str, tuple[int, ...]]
+"""Device ids of each component; :func:`on_cores` ids place it on the core pool instead."""
+CORE = -1
+
+
+def on_cores(count: int) -> tuple[int, ...]:
+    """A layout entry for cores 0..count-1 of the core pool (the CPU cores beside GPUs)."""
+    return (CORE,) * count
 
 
 def fixed_plan(
@@ -74,8 +81,15 @@ def _halves(workflow: Workflow, order: tuple[str, ...], num_devices: int) -> Lay
 
 
 def _plan(workflow: Workflow, layout: Layout, granularity: int, offload: frozenset[str]) -> Plan:
+    """The plan of ``layout`` (an :func:`on_cores` entry places its component on cores)."""
+    placements = []
+    for name, ids in layout.items():
+        if ids and ids[0] == CORE:
+            placements.append(Placement(component=name, devices=range(len(ids)), pool="cpu"))
+        else:
+            placements.append(Placement(component=name, devices=ids))
     return Plan(
-        placements=[Placement(component=name, devices=ids) for name, ids in layout.items()],
+        placements=placements,
         granularity=dict.fromkeys(workflow.granularity_keys, granularity),
         offload=offload,
     )
@@ -179,7 +193,9 @@ def _check_gathered(edge: Edge, counts: dict[str, int], num_groups: int, consume
     )  # fmt: skip
 
 
-def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan], bool]) -> list[Plan]:
+def derive_probes(
+    workflow: Workflow, num_devices: int, runnable: Callable[[Plan], bool], *, num_cores: int = 0
+) -> list[Plan]:
     """Plans whose iterations the profiling phase measures, most informative first, each on ``num_devices``
     devices and accepted by ``runnable``. They put every component on all devices and on each half (all of them
     together on the first half too, so plans on fewer devices are measured, not extrapolated), cut the
@@ -188,7 +204,10 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
     pipelined op depends on how many micro-batches are in flight, so intermediate counts are measured, not
     interpolated), and measure onload/offload once (collocated, every component with state offloaded). For a
     loop, last, its stage counts again on other layouts, so that every per-device env/policy size is measured by
-    two plans with different compute ops (validation predicts a plan without its own samples)."""
+    two plans with different compute ops (validation predicts a plan without its own samples). With ``num_cores``
+    CPU cores beside the devices (:mod:`rlinf.cluster`'s core pool), the components that need no GPU
+    (``Component.cpu_ok``) are also measured there, early: on every core, on half of them and on one, the others
+    collocated on every device, at the fewest, a middle and the most micro-batches."""
     order = workflow.topological_order()
     every = tuple(range(num_devices))
     half = num_devices // 2
@@ -213,6 +232,16 @@ def derive_probes(workflow: Workflow, num_devices: int, runnable: Callable[[Plan
         for which in ("third", "two-thirds"):
             layouts.append(({n: first if i < cut else rest for i, n in enumerate(order)}, which, frozenset()))
     layouts.append((collocated, "middle", stateful))
+    movable = [n for n in order if workflow.component(n).cpu_ok] if num_cores else []
+    if movable:
+        # Measured before the loop variants below (a tight budget cuts from the end): each pool's costs of a
+        # component that may run on cores come from plans that put it there.
+        core_layouts: list[tuple[Layout, str, frozenset[str]]] = []
+        for cores, which in ((num_cores, "fewest"), (num_cores, "most"), (max(1, num_cores // 2), "middle"),
+                             (1, "fewest")):  # fmt: skip
+            layout = {n: on_cores(cores) if n in movable else every for n in order}
+            core_layouts.append((layout, which, frozenset()))
+        layouts[2:2] = core_layouts
     if workflow.loop is not None and half >= 1:
         # Last (a tight budget cuts these first): the loop's stage counts again with env and policy apart,
         # together, and together with the other components, on half the devices (and on all of them, below):

@@ -37,7 +37,7 @@ def grpo_workflow(config: ArithGrpoConfig) -> Workflow:
         name="grpo-arith",
         components=[
             Component(name="rollout", role="rollout", state_bytes=weights),
-            Component(name="reward", role="reward"),
+            Component(name="reward", role="reward", cpu_ok=True),
             Component(name="inference", role="inference", state_bytes=2 * weights),
             Component(name="actor", role="actor", state_bytes=4 * weights),
         ],

@@ -18,7 +18,7 @@ def embodied_workflow(config: EmbodiedConfig, obs_dim: int, act_dim: int) -> Wor
     return Workflow(
         name=f"ppo-{config.env_id}",
         components=[
-            Component(name="env", role="env"),
+            Component(name="env", role="env", cpu_ok=True),
             Component(name="rollout", role="rollout", state_bytes=weights),
             Component(name="actor", role="actor", state_bytes=3 * weights),
         ],

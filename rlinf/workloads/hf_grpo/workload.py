@@ -59,7 +59,7 @@ def grpo_workflow(config: HfGrpoConfig) -> Workflow:
         name="grpo-hf",
         components=[
             Component(name="rollout", role="rollout", state_bytes=weights),
-            Component(name="reward", role="reward"),
+            Component(name="reward", role="reward", cpu_ok=True),
             Component(name="inference", role="inference", state_bytes=weights * (2 if rl.kl_coef > 0 else 1)),
             Component(name="actor", role="actor", state_bytes=4 * weights),
         ],

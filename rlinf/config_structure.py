@@ -41,7 +41,12 @@ def structure_config(cls: type[T], data: Any, source: str = "config", prefix: st
             f"{prefix}{unknown[0]}" if prefix else f"{source}.{unknown[0]}"
         )  # a top-level key: in the file
         raise ConfigError(where_key, unknown, "unknown key", f"use only {sorted(fields)}")
-    kwargs = {key: _convert(hints[key], value, f"{prefix}{key}", source) for key, value in data.items()}
+    kwargs = {
+        key: value
+        if isinstance(value, str) and fields[key].converter is not None and attrs.has(_section(hints[key]))
+        else _convert(hints[key], value, f"{prefix}{key}", source)
+        for key, value in data.items()
+    }  # a section with a converter of its own takes a name too (a preset's name -> its section)
     for name, field in fields.items():
         if name not in kwargs and field.default is attrs.NOTHING:
             raise ConfigError(f"{prefix}{name}", None, "is missing", f"add {name} to {where}")
@@ -64,6 +69,12 @@ def _under(error: ConfigError, prefix: str, kwargs: Mapping[str, Any]) -> Config
     if head in kwargs:  # e.g. edges.a->b or weight_sync[0].src: a path below one of this class's fields
         return ConfigError(f"{prefix}{error.field}", error.value, error.problem, error.fix)
     return error
+
+
+def _section(kind: Any) -> Any:
+    """The attrs class of ``Section`` or ``Section | None`` (else ``kind``)."""
+    options = [a for a in typing.get_args(kind) if a is not type(None)]
+    return options[0] if len(options) == 1 else kind
 
 
 @functools.cache

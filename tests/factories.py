@@ -21,8 +21,10 @@ def linear_samples(
     max_devices: int = 1024,
     max_batch: int = 4096,
     model_parallel: int = 1,
+    pool: str = "device",
 ) -> list[CostSample]:
-    """Samples of ``base_s + per_sample_s * samples_per_replica`` over a grid of device counts and batches."""
+    """Samples of ``base_s + per_sample_s * samples_per_replica`` over a grid of device counts and batches (of
+    ``pool``: ``device``, or ``cpu`` for the cores beside GPUs)."""
     out = []
     devices = model_parallel
     while devices <= max_devices:
@@ -36,6 +38,7 @@ def linear_samples(
                     devices=devices,
                     samples=samples,
                     seconds=base_s + per_sample_s * per_replica,
+                    pool=pool,
                 )
             )
         devices *= 2

@@ -108,7 +108,8 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
     except ConfigError:
         raise
     except RlinfError as error:  # e.g. states that do not fit: a plan this workload cannot run
-        raise ConfigError("plan", plan.describe(), str(error), "choose another plan") from None
+        problem, _, fix = str(error).partition("; fix: ")
+        raise ConfigError("plan", plan.describe(), problem, fix or "choose another plan") from None
     counts = micro_batch_counts(program)
     num_groups = workflow.batch_size // workflow.group_size
     loop = workflow.loop

@@ -52,7 +52,8 @@ def hf_config(sizes: ModelSizes) -> Any:
         pad_token_id=PAD_ID,
         eos_token_id=EOS_ID,
         bos_token_id=None,
-        tie_word_embeddings=False,
+        tie_word_embeddings=sizes.tie_word_embeddings,
+        rope_theta=sizes.rope_theta,
     )
 
 

@@ -41,6 +41,10 @@ class ModelSizes:
     vocab_size: int = 512
     """Most tokens of the BPE trained on the task's text (the embedding has exactly this many rows)."""
     max_position_embeddings: int = 512
+    tie_word_embeddings: bool = False
+    """Whether the output layer shares the input embedding's weights (Qwen2.5 and Llama 3.2 small models do)."""
+    rope_theta: float = 10000.0
+    """Base of the rotary position embedding."""
 
     def __attrs_post_init__(self) -> None:
         require(
@@ -82,6 +86,45 @@ class ModelSizes:
         )
 
 
+MODEL_PRESETS = MappingProxyType(
+    {
+        "tiny": ModelSizes(),
+        # The shapes of public checkpoints (their config.json), built with random weights: what rlinf does with a
+        # model of that size (memory, throughput), not what it learns. The tokenizer is the task's own BPE.
+        "qwen2.5-0.5b": ModelSizes(
+            architecture="qwen2", hidden_size=896, num_layers=24, num_heads=14, num_kv_heads=2,
+            intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768, tie_word_embeddings=True,
+            rope_theta=1_000_000.0,
+        ),
+        "qwen2.5-1.5b": ModelSizes(
+            architecture="qwen2", hidden_size=1536, num_layers=28, num_heads=12, num_kv_heads=2,
+            intermediate_size=8960, vocab_size=151936, max_position_embeddings=32768, tie_word_embeddings=True,
+            rope_theta=1_000_000.0,
+        ),
+        "llama-3.2-1b": ModelSizes(
+            architecture="llama", hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8,
+            intermediate_size=8192, vocab_size=128256, max_position_embeddings=131072, tie_word_embeddings=True,
+            rope_theta=500_000.0,
+        ),
+    }
+)  # fmt: skip
+"""``model.config: <name>``: model shapes by name."""
+
+
+def _sizes(value: ModelSizes | str | None) -> ModelSizes | None:
+    """A preset's sizes for its name (:data:`MODEL_PRESETS`); sizes as they are."""
+    if not isinstance(value, str):
+        return value
+    require(
+        value in MODEL_PRESETS,
+        "model.config",
+        value,
+        "unknown model preset",
+        f"use one of {sorted(MODEL_PRESETS)} or give the sizes (architecture, hidden_size, ...)",
+    )
+    return MODEL_PRESETS[value]
+
+
 @attrs.frozen(kw_only=True)
 class ModelConfig:
     """Which causal LM every component runs."""
@@ -89,8 +132,9 @@ class ModelConfig:
     path: str | None = None
     """A local Hugging Face checkpoint directory (``config.json``, weights, tokenizer files). Nothing is ever
     downloaded: point this at a checkpoint on disk. When set, ``config`` has no effect."""
-    config: ModelSizes | None = None
-    """Sizes of a model built from scratch when ``path`` is not set."""
+    config: ModelSizes | None = attrs.field(default=None, converter=_sizes)
+    """Sizes of a model built from scratch when ``path`` is not set, or a preset's name (:data:`MODEL_PRESETS`:
+    ``tiny``, ``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``llama-3.2-1b``)."""
 
     def __attrs_post_init__(self) -> None:
         require(

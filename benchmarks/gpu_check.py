@@ -1,0 +1,397 @@
+"""The GPU check: every GPU path of rlinf, run as a user runs it, in one command, with one JSON artifact.
+
+On a machine with one CUDA GPU and no network, from the repository root (the wheels of what that machine lacks come
+from ``bash ../shared/gpu/wheels.sh``, run beforehand on a machine with network, into the ignored ``.whl/``)::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \\
+      && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_check.py [--deadline 450] [--only NAME ...] [--out FILE]
+
+Each check runs in its own process under its own time limit (and within what is left of ``--deadline`` seconds;
+a check that no longer fits is reported as skipped, not run): the GPU tests (``pytest -m gpu``), the offload
+benchmark, rollout throughput of the 0.5B preset against ``transformers``' ``generate`` and the decoding roofline,
+Hopper PPO collocated with offload, Hopper in auto mode on the GPU alone and with CPU cores for the environments
+(the same config and budgets, each with the plan its planner chose), GRPO on a Hugging Face model (the tiny model
+and the Qwen2.5-0.5B preset) collocated with offload and in auto mode, and ``rlinf validate`` of both workloads.
+The artifact (default ``docs/data/gpu_check_<device>.json``) holds ``device``, ``provenance`` and ``checks``: one
+``{name, ok, seconds, figures, skipped, error}`` per check, figures being measured against predicted iteration
+times, validate's median / max error and bias, tokens/s and env steps/s. ``--merge A.json B.json`` joins the
+checks of two partial runs on the same device (the later run wins) into ``--out``. Without a GPU it exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+RLINF = [PY, "-m", "rlinf"]
+WORK = ROOT / "runs" / "gpu_check"
+HOPPER = ["examples/hopper_ppo.yaml", "--accelerator", "cuda", "--no-progress"]
+HOPPER_WIDE = [*HOPPER, "--set", "num_envs=32", "--set", "num_epochs=4"]
+"""Hopper with 32 environments (1,024 env steps per iteration): what CPU cores beside the GPU can share."""
+GRPO = ["examples/grpo_hf.yaml", "--accelerator", "cuda", "--no-progress"]
+GRPO_05B = [
+    *GRPO,
+    *("--set", "model.config=qwen2.5-0.5b", "--set", "warm_start.num_steps=0"),
+    *("--set", "grpo.prompts_per_iteration=16", "--set", "eval.num_problems=64"),
+]
+"""GRPO on the Qwen2.5-0.5B shape, random weights (throughput and memory, not learning): no warm start."""
+
+
+class CheckFailed(Exception):
+    """A check ran and did not pass."""
+
+
+DRY_RUN: list[bool] = [False]
+"""``--dry-run-cpu``: every command on the CPU (no core pool, the tiny model for the presets): a check of this
+script's plumbing on a machine without a GPU, never a figure."""
+
+
+def on_cpu(command: list[str]) -> list[str]:
+    """``command`` as the CPU dry run runs it."""
+    out: list[str] = []
+    skip = 0
+    for item in command:
+        if skip:
+            skip -= 1
+            continue
+        if item == "--cpu-devices":
+            skip = 1
+            continue
+        out.append({"cuda": "cpu", "model.config=qwen2.5-0.5b": "model.config=tiny",
+                    "qwen2.5-0.5b": "tiny", "qwen2.5-1.5b": "tiny"}.get(item, item))  # fmt: skip
+    if any(part.endswith("bench_rollout.py") for part in out):
+        out += ["--device", "cpu"]
+    return out
+
+
+def run(command: list[str], limit_s: float, name: str) -> str:
+    """Run ``command`` in the repository root within ``limit_s`` seconds; its output (also kept in the work
+    folder). Raises :class:`CheckFailed` on a non-zero exit or a timeout."""
+    if DRY_RUN[0]:
+        command = on_cpu(command)
+    log = WORK / f"{name}.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=limit_s, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as error:
+        out = (error.stdout or b"").decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
+        log.write_text(out)
+        raise CheckFailed(f"timed out after {limit_s:.0f} s: {shlex.join(command)}") from None
+    log.write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
+        raise CheckFailed(f"exit {done.returncode}: {tail[:400]}")
+    return done.stdout + done.stderr
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+
+
+def timing(rows: list[dict[str, Any]], rate: str) -> dict[str, Any]:
+    """Median measured (and predicted, in auto mode) iteration time and rate over the iterations after the first."""
+    kept = rows[1:] or rows
+    out: dict[str, Any] = {
+        "iterations": len(rows),
+        "median_iteration_s": statistics.median(r["iteration_s"] for r in kept),
+        f"median_{rate}": statistics.median(r[rate] for r in kept if rate in r),
+    }
+    if "predicted_iteration_s" in kept[0]:
+        out["predicted_iteration_s"] = kept[0]["predicted_iteration_s"]
+        out["measured_over_predicted"] = out["median_iteration_s"] / out["predicted_iteration_s"]
+    return out
+
+
+def train(name: str, args: list[str], limit_s: float, rate: str) -> dict[str, Any]:
+    out = WORK / name
+    text = run([*RLINF, "train", *args, "--out", str(out)], limit_s, name)
+    figures = timing(metrics(out), rate)
+    chose = [line for line in text.splitlines() if line.startswith("auto: chose")]
+    if chose:
+        figures["chosen"] = chose[0].removeprefix("auto: chose ")
+    figures["plan"] = (out / "plan.yaml").read_text()
+    last = metrics(out)[-1]
+    for key in ("heldout_accuracy", "mean_reward", "episodic_return", "tokens"):
+        if key in last:
+            figures[key] = last[key]
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------ the checks
+def gpu_tests(limit_s: float) -> dict[str, Any]:
+    files = ["tests/test_accelerator.py", "tests/test_hf_backends.py", "tests/test_offload.py"]
+    files.append("tests/test_failure_exit.py")
+    command = [PY, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-rs", "-q", "-n", "4", *files]
+    text = run(command, limit_s, "gpu_tests")
+    summary = [line for line in text.splitlines() if " passed" in line or " skipped" in line][-1]
+    skipped = [line.split("] ", 1)[-1] for line in text.splitlines() if line.startswith("SKIPPED")]
+    return {"summary": summary.strip("= "), "skipped": skipped}
+
+
+def offload_bench(limit_s: float) -> dict[str, Any]:
+    text = run([PY, "benchmarks/bench_offload.py", "--mib", "1024"], limit_s, "offload_bench")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def rollout_throughput(limit_s: float) -> dict[str, Any]:
+    out = WORK / "rollout.json"
+    command = [
+        PY,
+        "benchmarks/bench_rollout.py",
+        "--preset",
+        "qwen2.5-0.5b",
+        "--batches",
+        "1",
+        "16",
+        "64",
+        "256",
+    ]
+    run(
+        [*command, "--new-tokens", "128", "--repeats", "2", "--json", str(out)], limit_s, "rollout_throughput"
+    )
+    return json.loads(out.read_text())
+
+
+def decode_step_15b(limit_s: float) -> dict[str, Any]:
+    """The per-step decode time of the 1.5B preset (the analytic model's engine cost, issue 35)."""
+    out = WORK / "rollout_15b.json"
+    command = [PY, "benchmarks/bench_rollout.py", "--preset", "qwen2.5-1.5b", "--batches", "1", "64", "256"]
+    run([*command, "--new-tokens", "96", "--repeats", "1", "--json", str(out)], limit_s, "decode_step_15b")
+    return json.loads(out.read_text())
+
+
+def hopper_collocated_offload(limit_s: float) -> dict[str, Any]:
+    args = [*HOPPER, "--cpu-devices", "0", "--mode", "collocated", "--set", "offload=[rollout, actor]"]
+    return train("hopper_collocated_offload", [*args, "--iterations", "5"], limit_s, "env_steps_per_s")
+
+
+def hopper_auto_gpu_only(limit_s: float) -> dict[str, Any]:
+    args = [
+        *HOPPER_WIDE,
+        "--cpu-devices",
+        "0",
+        "--mode",
+        "auto",
+        "--profile-budget",
+        "25",
+        "--iterations",
+        "6",
+    ]
+    return train("hopper_auto_gpu_only", args, limit_s, "env_steps_per_s")
+
+
+def hopper_auto_cpu_cores(limit_s: float) -> dict[str, Any]:
+    args = [*HOPPER_WIDE, "--mode", "auto", "--profile-budget", "25", "--iterations", "6"]
+    return train("hopper_auto_cpu_cores", args, limit_s, "env_steps_per_s")
+
+
+def grpo_tiny_collocated_offload(limit_s: float) -> dict[str, Any]:
+    args = [*GRPO, "--mode", "collocated", "--set", "execution.offload=[rollout, actor]", "--iterations", "2"]
+    return train("grpo_tiny_collocated_offload", args, limit_s, "tokens_per_s")
+
+
+def grpo_05b_collocated_offload(limit_s: float) -> dict[str, Any]:
+    args = [*GRPO_05B, "--mode", "collocated", "--set", "execution.offload=[rollout, actor]"]
+    return train("grpo_05b_collocated_offload", [*args, "--iterations", "2"], limit_s, "tokens_per_s")
+
+
+def grpo_tiny_auto(limit_s: float) -> dict[str, Any]:
+    args = [*GRPO, "--mode", "auto", "--profile-budget", "30", "--iterations", "3"]
+    return train("grpo_tiny_auto", args, limit_s, "tokens_per_s")
+
+
+def grpo_05b_auto(limit_s: float) -> dict[str, Any]:
+    args = [*GRPO_05B, "--mode", "auto", "--profile-budget", "40", "--iterations", "2"]
+    return train("grpo_05b_auto", args, limit_s, "tokens_per_s")
+
+
+def validate(name: str, config: list[str], limit_s: float, extra: list[str]) -> dict[str, Any]:
+    out = WORK / name
+    command = [*RLINF, "validate", *config, "--json", "--out", str(out), *extra]
+    text = run(command, limit_s, name)
+    report = json.loads(text[text.index("{") :])
+    keep = ("median_error", "max_error", "top1_match", "kendall_tau", "within_turn_range")
+    figures = {key: report[key] for key in keep if key in report}
+    figures["plans"] = [
+        {k: p[k] for k in ("name", "source", "predicted_s", "measured_s", "error") if k in p}
+        for p in report["plans"]
+    ]
+    # The signed error: measured / predicted - 1 at the median over plans (> 0: predictions are fast).
+    figures["bias"] = statistics.median(p["measured_s"] / p["predicted_s"] - 1 for p in report["plans"])
+    return figures
+
+
+def validate_hopper(limit_s: float) -> dict[str, Any]:
+    extra = ["--plans", "3", "--iterations", "4", "--warmup", "1", "--profile-budget", "25"]
+    return validate("validate_hopper", HOPPER_WIDE, limit_s, extra)
+
+
+def validate_grpo(limit_s: float) -> dict[str, Any]:
+    extra = ["--plans", "2", "--iterations", "2", "--warmup", "1", "--profile-budget", "30"]
+    return validate("validate_grpo", GRPO, limit_s, extra)
+
+
+CHECKS: tuple[tuple[str, float, Callable[[float], dict[str, Any]]], ...] = (
+    ("gpu_tests", 150, gpu_tests),
+    ("offload_bench", 60, offload_bench),
+    ("hopper_collocated_offload", 60, hopper_collocated_offload),
+    ("hopper_auto_gpu_only", 90, hopper_auto_gpu_only),
+    ("hopper_auto_cpu_cores", 90, hopper_auto_cpu_cores),
+    ("grpo_tiny_collocated_offload", 90, grpo_tiny_collocated_offload),
+    ("rollout_throughput", 120, rollout_throughput),
+    ("grpo_05b_collocated_offload", 150, grpo_05b_collocated_offload),
+    ("grpo_tiny_auto", 120, grpo_tiny_auto),
+    ("validate_hopper", 120, validate_hopper),
+    ("grpo_05b_auto", 150, grpo_05b_auto),
+    ("validate_grpo", 150, validate_grpo),
+    ("decode_step_15b", 90, decode_step_15b),
+)
+"""(name, time limit in seconds, check), most needed first: a check that no longer fits the deadline is skipped."""
+MIN_START_S = 30.0
+"""A check is started only with at least this much of the deadline left."""
+
+
+def provenance() -> dict[str, Any]:
+    import torch
+
+    def git(*args: str) -> str:
+        found = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return found.stdout.strip() or "unknown (no git here: the tree was copied)"
+
+    return {
+        "command": shlex.join([PY, *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "commit": os.environ.get("RLINF_COMMIT") or git("rev-parse", "--short", "HEAD"),
+        "machine": platform.node(),
+        "cpu_cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": __import__("transformers").__version__,
+        "python": platform.python_version(),
+    }
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def short_name(device: str) -> str:
+    """``h100``, ``h200``, ``a100`` or the name in lower case, for the artifact's file name."""
+    return next(
+        (k.lower() for k in ("H200", "H100", "A100") if k in device.upper()), device.lower().replace(" ", "_")
+    )
+
+
+def check_all(names: list[str] | None, deadline_s: float) -> list[dict[str, Any]]:
+    started = time.monotonic()
+    results = []
+    for name, limit_s, check in CHECKS:
+        if names and name not in names:
+            continue
+        left = deadline_s - (time.monotonic() - started)
+        entry: dict[str, Any] = {"name": name, "limit_s": limit_s}
+        if left < MIN_START_S:
+            entry.update(
+                ok=False, skipped=f"out of time: {left:.0f} s of the {deadline_s:.0f} s deadline left"
+            )
+            results.append(entry)
+            print(f"gpu_check: {name}: skipped ({entry['skipped']})", flush=True)
+            continue
+        begin = time.monotonic()
+        try:
+            entry["figures"] = check(min(limit_s, left))
+            entry["ok"] = True
+        except (CheckFailed, KeyError, ValueError, IndexError, OSError) as error:
+            entry.update(ok=False, error=f"{type(error).__name__}: {error}")
+        entry["seconds"] = round(time.monotonic() - begin, 1)
+        results.append(entry)
+        print(f"gpu_check: {name}: {'ok' if entry['ok'] else 'FAILED ' + entry['error']} ({entry['seconds']} s)",
+              flush=True)  # fmt: skip
+    return results
+
+
+def summarise(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cross-check figures: Hopper with CPU cores for the environments against the GPU alone (same config)."""
+    by_name = {c["name"]: c for c in checks if c.get("ok")}
+    out: dict[str, Any] = {}
+    if "hopper_auto_gpu_only" in by_name and "hopper_auto_cpu_cores" in by_name:
+        alone = by_name["hopper_auto_gpu_only"]["figures"]["median_env_steps_per_s"]
+        cores = by_name["hopper_auto_cpu_cores"]["figures"]["median_env_steps_per_s"]
+        out["hopper_cores_over_gpu_alone"] = cores / alone
+    return out
+
+
+def merge(paths: list[str]) -> dict[str, Any]:
+    documents = [json.loads(Path(p).read_text()) for p in paths]
+    devices = {d["device"] for d in documents}
+    if len(devices) != 1:
+        raise SystemExit(f"gpu_check: --merge needs runs on one device, got {sorted(devices)}")
+    checks: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for check in document["checks"]:
+            if check["name"] not in checks or not check.get("skipped"):
+                checks[check["name"]] = {**check, "run": document["provenance"]["date"]}
+    order = [name for name, _, _ in CHECKS]
+    merged = sorted(
+        checks.values(), key=lambda c: order.index(c["name"]) if c["name"] in order else len(order)
+    )
+    return {
+        "device": documents[0]["device"],
+        "provenance": [d["provenance"] for d in documents],
+        "checks": merged,
+        "summary": summarise(merged),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deadline", type=float, default=450.0, help="seconds for every check together")
+    parser.add_argument("--only", nargs="+", choices=[name for name, _, _ in CHECKS], help="run only these")
+    parser.add_argument("--out", help="artifact path (default docs/data/gpu_check_<device>.json)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="join partial runs' artifacts into --out")
+    parser.add_argument("--dry-run-cpu", action="store_true", help="run the plumbing on the CPU (no figures)")
+    args = parser.parse_args(argv)
+    DRY_RUN[0] = args.dry_run_cpu
+    if args.merge:
+        document = merge(args.merge)
+        out = Path(args.out or ROOT / "docs" / "data" / f"gpu_check_{short_name(document['device'])}.json")
+        out.write_text(json.dumps(document, indent=1) + "\n")
+        print(f"gpu_check: merged {len(args.merge)} runs into {out}")
+        return 0
+    import torch
+
+    if not torch.cuda.is_available() and not args.dry_run_cpu:
+        print("gpu_check: no CUDA GPU is visible; the GPU check runs on a machine with one", file=sys.stderr)
+        return 2
+    if args.dry_run_cpu and not args.out:
+        parser.error("--dry-run-cpu writes no artifact to docs/: give --out")
+    WORK.mkdir(parents=True, exist_ok=True)
+    device = "cpu (dry run)" if args.dry_run_cpu else device_name()
+    checks = check_all(args.only, args.deadline)
+    document = {"device": device, "provenance": provenance(), "checks": checks, "summary": summarise(checks)}
+    out = Path(args.out or ROOT / "docs" / "data" / f"gpu_check_{short_name(device)}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    failed = [c["name"] for c in checks if not c.get("ok")]
+    print(f"gpu_check: {len(checks) - len(failed)} of {len(checks)} checks passed; wrote {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,7 @@ from typing import Any
 
 import doc_blocks
 import measured_docs as docs
+import measured_gpu
 import measured_validate as validate
 from doc_blocks import Block
 from measured_docs import (
@@ -220,6 +221,8 @@ BLOCKS = (
     Block("docs/executor.md", "pipelining", docs.pipelining),
     Block("docs/executor.md", "hopper-learning", docs.hopper_learning),
     Block("docs/grpo_hf.md", "hf-streaming", lambda: docs.hf_streaming("docs/grpo_hf_streaming.json")),
+    Block("docs/gpu.md", "gpu-check", measured_gpu.gpu_check),
+    Block("docs/gpu.md", "gpu-rollout", measured_gpu.rollout_table),
     Block(
         "docs/grpo_hf.md",
         "hf-streaming-loaded",

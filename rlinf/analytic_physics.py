@@ -15,6 +15,7 @@ import numpy as np
 from rlinf import roofline
 from rlinf.cluster import Cluster
 from rlinf.costs import LINK_LATENCY_S
+from rlinf.decode import DecodeSchedule, GenerationTail, schedule_decode
 from rlinf.errors import require
 from rlinf.llm_workload import LLMWorkload
 from rlinf.trace import CostSample
@@ -93,6 +94,16 @@ class Physics:
             device.memory_bytes,
             device.name,
         )
+        if workload.kv_preemption:
+            longest = workload.prompt_tokens + workload.response.max_tokens
+            require(
+                kv_pool >= longest * kv_per_token,
+                "kv_cache_fraction",
+                workload.kv_cache_fraction,
+                f"leaves a KV-cache pool of {kv_pool / kv_per_token:.0f} tokens per rollout replica, less than one "
+                f"sequence of {longest} tokens (prompt + generation limit)",
+                "raise kv_cache_fraction or rollout_model_parallel, or lower the generation limit",
+            )
         concurrent = roofline.max_concurrent_sequences(
             kv_pool_bytes=kv_pool,
             kv_bytes_per_token=kv_per_token,
@@ -232,30 +243,53 @@ class Physics:
             self._batch_lengths[samples] = lengths
         return self._batch_lengths[samples]
 
-    def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
-        """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica.
+    def decode_schedule(self, samples: int, replicas: int) -> tuple[int, DecodeSchedule]:
+        """The slowest replica of a generation of ``samples`` responses on ``replicas`` replicas: its number of
+        responses and its decode schedule.
 
         The batch gets the distribution's mid-quantile lengths, dealt round-robin from the longest down, so the
-        slowest replica holds the batch's longest response and every ``replicas``-th one below it. It prefills
-        its prompts, then decodes its responses under continuous batching."""
+        slowest replica holds the batch's longest response and every ``replicas``-th one below it, admitted in a
+        well-mixed order (:func:`roofline.admission_order`). With ``kv_preemption`` the engine admits and preempts
+        as its KV-cache pool allows (:func:`rlinf.decode.schedule_decode`); without it, at most
+        ``max_concurrent`` sequences run at once (the pool's size at prompt + mean response tokens each)."""
+        w = self.workload
+        mine = self.batch_lengths(samples)[::-1][::replicas]
+        lengths = np.sort(mine)[roofline.admission_order(mine.size)]
+        if w.kv_preemption:
+            schedule = schedule_decode(
+                lengths,
+                prompt_tokens=w.prompt_tokens,
+                max_running=w.max_concurrent_sequences,
+                kv_capacity_tokens=self.kv_pool_bytes_per_replica / self.kv_bytes_per_token,
+            )
+        else:
+            active, context = roofline.decode_activity(
+                lengths, prompt_tokens=w.prompt_tokens, max_concurrent=self.max_concurrent
+            )
+            schedule = DecodeSchedule(active=active, context_tokens=context)
+        return int(mine.size), schedule
+
+    def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
+        """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica
+        (:meth:`decode_schedule`). It prefills its prompts (and, after preemptions, the tokens it recomputes),
+        then runs every decode step; each step reads the weights and the KV cache of its sequences, computes
+        ``2 * N`` FLOPs per sequence, exchanges its activations among tensor-parallel ranks and waits
+        ``decode_step_overhead_s`` on the engine."""
         w, device = self.workload, self.cluster.device
         mp = w.rollout_model_parallel
-        batch_lengths = self.batch_lengths(samples)[::-1]
-        mine = batch_lengths[::replicas]
-        per_replica = mine.size
-        lengths = np.sort(mine)[roofline.admission_order(per_replica)]
+        per_replica, schedule = self.decode_schedule(samples, replicas)
+        prefill_tokens = per_replica * w.prompt_tokens + schedule.recomputed_tokens
         prefill = roofline.forward_seconds(
-            per_replica * w.prompt_tokens,
+            prefill_tokens,
             num_params=w.model.num_params,
             num_devices=mp,
             peak_flops=device.peak_flops,
             mfu=1.0,
             attention_flops_per_token=self.prompt_attention_flops_per_token,
         )
-        memory_s, compute_s = roofline.decode_step_seconds(
-            lengths,
-            prompt_tokens=w.prompt_tokens,
-            max_concurrent=self.max_concurrent,
+        memory_s, compute_s = roofline.decode_step_costs(
+            schedule.active,
+            schedule.context_tokens,
             weight_bytes=self.weight_bytes,
             kv_bytes_per_token=self.kv_bytes_per_token,
             num_params=w.model.num_params,
@@ -263,17 +297,45 @@ class Physics:
             memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s,
             peak_flops=device.peak_flops,
         )
-        # Per step, the sequences in flight exchange one token's activations per all-reduce; prefill its prompts.
-        comm = self.tensor_parallel_seconds(per_replica * w.prompt_tokens, num_passes=1, model_parallel=mp)
-        if w.count_tensor_parallel_comm and mp > 1:
-            active, _ = roofline.decode_activity(
-                lengths, prompt_tokens=w.prompt_tokens, max_concurrent=self.max_concurrent
-            )
-            size = active * w.model.hidden_size * ACTIVATION_BYTES_PER_ELEMENT
-            comm += float(ALLREDUCES_PER_LAYER * w.model.num_layers * self.allreduce_seconds(size, mp).sum())
-        engine = memory_s.size * w.decode_step_overhead_s
+        comm = self.tensor_parallel_seconds(prefill_tokens, num_passes=1, model_parallel=mp)
+        comm += float(self.decode_step_fixed_seconds(schedule.active).sum())
         return roofline.OpTime(
-            forward_s=prefill, decode_memory_s=memory_s, decode_compute_s=compute_s, fixed_s=comm + engine
+            forward_s=prefill, decode_memory_s=memory_s, decode_compute_s=compute_s, fixed_s=comm
+        )
+
+    def decode_step_fixed_seconds(self, active: np.ndarray) -> np.ndarray:
+        """Per decode step, the seconds no efficiency scales: the engine's ``decode_step_overhead_s`` and, with
+        tensor parallelism, one token's activations all-reduced per layer and block for each sequence in flight."""
+        w = self.workload
+        seconds = np.full(np.asarray(active).shape, w.decode_step_overhead_s, dtype=float)
+        mp = w.rollout_model_parallel
+        if w.count_tensor_parallel_comm and mp > 1:
+            size = np.asarray(active, dtype=float) * w.model.hidden_size * ACTIVATION_BYTES_PER_ELEMENT
+            seconds += ALLREDUCES_PER_LAYER * w.model.num_layers * self.allreduce_seconds(size, mp)
+        return seconds
+
+    def generation_tail(self, samples: int, replicas: int) -> GenerationTail:
+        """Where the slowest replica's generation spends its time: the share of its seconds in the straggler tail
+        (:data:`rlinf.decode.TAIL_BATCH_FRACTION`) at the workload's efficiencies."""
+        w = self.workload
+        per_replica, schedule = self.decode_schedule(samples, replicas)
+        op = self.generate_time(samples, replicas)
+        steps = np.maximum(op.decode_memory_s / w.decode_mbu, op.decode_compute_s / w.prefill_mfu)
+        steps = steps + self.decode_step_fixed_seconds(schedule.active)
+        total = op.seconds(
+            prefill_mfu=w.prefill_mfu,
+            train_mfu=w.train_mfu,
+            decode_mbu=w.decode_mbu,
+            reward_seconds_per_sample=0.0,
+        )
+        start = schedule.tail_start()
+        return GenerationTail(
+            responses=per_replica,
+            peak_batch=int(schedule.active.max()) if schedule.num_steps else 0,
+            num_steps=schedule.num_steps,
+            tail_steps=schedule.num_steps - start,
+            tail_share=float(steps[start:].sum() / total) if total > 0 else 0.0,
+            num_preemptions=schedule.num_preemptions,
         )
 
     def state_bytes(self, role: str) -> int:

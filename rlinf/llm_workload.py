@@ -147,6 +147,9 @@ class LLMWorkload:
     response: ResponseLengths
     algorithm: str = "grpo"
     """``grpo`` (no critic) or ``ppo`` (a critic trained like the actor; inference also computes values)."""
+    reference_model: bool = True
+    """Inference runs a frozen reference model's forward (for a KL term) besides the old policy's; off for runs
+    without a KL term (e.g. ``kl_beta: 0``), whose inference holds and runs the old policy only."""
     rollout_model_parallel: int = 1
     inference_model_parallel: int = 1
     actor_model_parallel: int = 2
@@ -207,6 +210,12 @@ class LLMWorkload:
     mode, veRL's ``free_cache_engine``) instead of copying it to host memory: its onload and offload move its
     weights only. The trace then carries one onload and one offload sample of the rollout that say so; every other
     movement is still costed from the cluster's links."""
+    kv_preemption: bool = False
+    """Schedule decoding as vLLM and SGLang do (:func:`rlinf.decode.schedule_decode`): admit waiting sequences
+    while the KV-cache pool has room for the tokens they hold, preempt the newest when it fills up (they recompute
+    their tokens when readmitted), at most ``max_concurrent_sequences`` in flight. Off (the default, so that traces
+    synthesized before it existed re-synthesize unchanged): at most ``pool // (prompt + mean response)`` sequences
+    run at once and none is preempted."""
     decode_step_overhead_s: float = 0.0
     """Seconds the devices wait on the inference engine in every decode step (scheduling, input preparation,
     sampling and output processing on the CPU; kernel launches without CUDA graphs), on top of the roofline step.
@@ -286,6 +295,8 @@ class LLMWorkload:
             "count_attention_flops",
             "count_tensor_parallel_comm",
             "free_kv_cache_on_offload",
+            "kv_preemption",
+            "reference_model",
         ):
             require(
                 isinstance(getattr(self, field), bool),
@@ -316,8 +327,9 @@ class LLMWorkload:
 
     @property
     def num_reference_forwards(self) -> int:
-        """Forward passes of the inference component per sample: reference and old policy (+ value for PPO)."""
-        return 3 if self.algorithm == "ppo" else 2
+        """Forward passes of the inference component per sample: old policy, reference (unless
+        ``reference_model`` is off) and, for PPO, the critic's values."""
+        return 1 + int(self.reference_model) + int(self.algorithm == "ppo")
 
 
 def workload_from_dict(data: Any, source: str = "workload") -> LLMWorkload:

@@ -15,7 +15,7 @@ import numpy as np
 from rlinf import roofline
 from rlinf.cluster import Cluster
 from rlinf.costs import LINK_LATENCY_S
-from rlinf.decode import DecodeSchedule, GenerationTail, schedule_decode
+from rlinf.decode import DecodeSchedule, GenerationTail, schedule_decode, straggler_start
 from rlinf.errors import require
 from rlinf.llm_workload import LLMWorkload
 from rlinf.trace import CostSample
@@ -315,25 +315,26 @@ class Physics:
         return seconds
 
     def generation_tail(self, samples: int, replicas: int) -> GenerationTail:
-        """Where the slowest replica's generation spends its time: the share of its seconds in the straggler tail
-        (:data:`rlinf.decode.TAIL_BATCH_FRACTION`) at the workload's efficiencies."""
+        """Where the slowest replica's generation spends its time, at the workload's efficiencies: the share of
+        its seconds in the straggler tail (:func:`rlinf.decode.straggler_start`)."""
         w = self.workload
         per_replica, schedule = self.decode_schedule(samples, replicas)
         op = self.generate_time(samples, replicas)
         steps = np.maximum(op.decode_memory_s / w.decode_mbu, op.decode_compute_s / w.prefill_mfu)
         steps = steps + self.decode_step_fixed_seconds(schedule.active)
+        start = straggler_start(schedule.active)
         total = op.seconds(
             prefill_mfu=w.prefill_mfu,
             train_mfu=w.train_mfu,
             decode_mbu=w.decode_mbu,
             reward_seconds_per_sample=0.0,
         )
-        start = schedule.tail_start()
         return GenerationTail(
             responses=per_replica,
             peak_batch=int(schedule.active.max()) if schedule.num_steps else 0,
             num_steps=schedule.num_steps,
             tail_steps=schedule.num_steps - start,
+            tail_batch=int(schedule.active[start]) if start < schedule.num_steps else 0,
             tail_share=float(steps[start:].sum() / total) if total > 0 else 0.0,
             num_preemptions=schedule.num_preemptions,
         )

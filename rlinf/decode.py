@@ -29,10 +29,11 @@ import numpy as np
 
 from rlinf.errors import require
 
-TAIL_BATCH_FRACTION = 0.1
-"""The straggler tail of a generation: the steps after which fewer than this share of the replica's peak running
-batch is still in flight. Each such step still reads all the weights and pays the engine's fixed per-step work,
-for a tenth of the tokens or fewer."""
+
+TAIL_BATCH_FRACTION = 0.25
+"""The straggler tail of a generation: its last steps, from the one after which fewer than this share of the
+replica's peak running batch is still in flight. Such a step still reads all the weights and pays the engine's
+fixed per-step work, for a quarter of the peak's tokens or fewer: the steps that a synchronous step waits on."""
 
 
 @attrs.frozen(kw_only=True)
@@ -52,15 +53,11 @@ class DecodeSchedule:
         """Decode steps until the last sequence ends."""
         return int(self.active.size)
 
-    def tail_start(self, fraction: float = TAIL_BATCH_FRACTION) -> int:
-        """First step of the straggler tail: the step after which the running batch stays below
-        ``fraction`` of its peak (``num_steps`` when there is no tail)."""
-        return tail_start_step(self.active, fraction)
-
 
 @attrs.frozen(kw_only=True)
 class GenerationTail:
-    """The slowest rollout replica's generation, and the share of it spent in the straggler tail."""
+    """The slowest rollout replica's generation, and the share of it spent in its straggler tail
+    (:func:`straggler_start`)."""
 
     responses: int
     """Responses the replica generates."""
@@ -69,26 +66,22 @@ class GenerationTail:
     num_steps: int
     """Decode steps until its longest response ends."""
     tail_steps: int
-    """Steps after which fewer than ``TAIL_BATCH_FRACTION`` of ``peak_batch`` are still running."""
+    """Decode steps of the straggler tail: fewer than ``TAIL_BATCH_FRACTION`` of ``peak_batch`` in flight."""
+    tail_batch: int
+    """Sequences still running when the tail starts (0 without a tail)."""
     tail_share: float
-    """Share of the generation's seconds (prefill included) spent in those steps."""
+    """Share of the generation's seconds (prefill included) spent in the tail."""
     num_preemptions: int = 0
 
-    @property
-    def tail_batch(self) -> float:
-        """The running batch below which a step belongs to the tail."""
-        return TAIL_BATCH_FRACTION * self.peak_batch
 
-
-def tail_start_step(active: np.ndarray, fraction: float = TAIL_BATCH_FRACTION) -> int:
-    """The first step from which ``active`` stays below ``fraction`` of its peak to the end (``active.size`` when
-    the last step is not below it)."""
-    require(0 < fraction < 1, "fraction", fraction, "must be in (0, 1)", "use e.g. 0.1")
-    active = np.asarray(active)
+def straggler_start(active: np.ndarray, fraction: float = TAIL_BATCH_FRACTION) -> int:
+    """The first step of the straggler tail of a replica's generation: the step from which fewer than
+    ``fraction`` of its peak running batch is in flight to the end (``active.size`` when the last step is not)."""
+    require(0 < fraction < 1, "fraction", fraction, "must be in (0, 1)", "use e.g. 0.25")
+    active = np.asarray(active, dtype=float)
     if active.size == 0:
         return 0
-    above = np.flatnonzero(active >= fraction * float(active.max()))
-    return int(above[-1]) + 1
+    return int(np.flatnonzero(active >= fraction * active.max())[-1]) + 1
 
 
 def schedule_decode(

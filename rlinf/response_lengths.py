@@ -14,6 +14,9 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+import attrs
+import numpy as np
+
 from rlinf.errors import ConfigError, require
 from rlinf.llm_workload import ResponseLengths
 
@@ -181,3 +184,29 @@ def _bisect(f, low: float, high: float, *, log_scale: bool = False, steps: int =
         else:
             high = middle
     return math.sqrt(low * high) if log_scale else (low + high) / 2
+
+
+def with_draw_mean(
+    lengths: ResponseLengths, mean_tokens: float, *, num_lengths: int, seed: int
+) -> ResponseLengths:
+    """``lengths`` with its median moved so that the ``num_lengths`` whole-token lengths drawn with ``seed`` (as
+    :func:`rlinf.analytic.synthesize` draws them) have ``mean_tokens`` as their mean, within a token."""
+    require(
+        1 <= mean_tokens < lengths.max_tokens,
+        "response mean",
+        mean_tokens,
+        f"must lie in [1, the generation limit {lengths.max_tokens})",
+        "give the mean response length the run logged",
+    )
+
+    def gap(median: float) -> float:
+        draw = attrs.evolve(lengths, median_tokens=median).draw(num_lengths, np.random.default_rng(seed))
+        return float(draw.mean()) - mean_tokens
+
+    high = float(lengths.max_tokens)
+    if gap(high) < 0:
+        raise ConfigError(
+            "response mean", mean_tokens, f"is more than lengths of sigma {lengths.sigma:g} cut at "
+            f"{lengths.max_tokens} can have", "lower the sigma or raise the generation limit",
+        )  # fmt: skip
+    return attrs.evolve(lengths, median_tokens=_bisect(gap, 1.0, high, log_scale=True, steps=60))

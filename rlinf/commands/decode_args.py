@@ -114,7 +114,7 @@ def response_from_args(
         fitted = lognormal_for(mean, max_tokens, clip=clip)
     else:
         fitted = lognormal_for(mean, max_tokens, sigma=pick("response_sigma", sigma))
-    stored = int(attrs.fields_dict(LLMWorkload)["num_stored_lengths"].default)
+    stored: int = attrs.fields_dict(LLMWorkload)["num_stored_lengths"].default
     return with_draw_mean(fitted, mean, num_lengths=stored, seed=getattr(args, "seed", 0))
 
 

@@ -17,6 +17,8 @@ import numpy as np
 from rlinf.errors import ConfigError, build_from_mapping, number, positive, require
 
 ALGORITHMS = ("grpo", "ppo")
+NUM_STORED_LENGTHS = 4096
+"""Response lengths a synthesized trace keeps as its empirical distribution, by default."""
 OPS = ("generate", "reward", "infer", "train")
 """The ops the analytic model costs: rollout generation, reward, inference forwards, training."""
 
@@ -227,7 +229,7 @@ class LLMWorkload:
     op_overheads_s: Mapping[str, float] = attrs.field(factory=dict, hash=False)
     """Per-op fixed costs (keys from :data:`OPS`) that replace ``op_overhead_s`` for the ops they name; a
     calibrated workload (:mod:`rlinf.calibration`) sets all four."""
-    num_stored_lengths: int = 4096
+    num_stored_lengths: int = NUM_STORED_LENGTHS
     """Response lengths kept in the trace as its empirical distribution."""
 
     def __attrs_post_init__(self) -> None:

@@ -19,7 +19,7 @@ import attrs
 from rlinf.commands import values
 from rlinf.engine_costs import ENGINE_STEP_COSTS, engine_step_cost
 from rlinf.errors import ConfigError
-from rlinf.llm_workload import LLMWorkload, ResponseLengths
+from rlinf.llm_workload import NUM_STORED_LENGTHS, LLMWorkload, ResponseLengths
 from rlinf.response_lengths import lognormal_for, with_draw_mean
 
 TERMS = {
@@ -114,8 +114,7 @@ def response_from_args(
         fitted = lognormal_for(mean, max_tokens, clip=clip)
     else:
         fitted = lognormal_for(mean, max_tokens, sigma=pick("response_sigma", sigma))
-    stored: int = attrs.fields_dict(LLMWorkload)["num_stored_lengths"].default
-    return with_draw_mean(fitted, mean, num_lengths=stored, seed=getattr(args, "seed", 0))
+    return with_draw_mean(fitted, mean, num_lengths=NUM_STORED_LENGTHS, seed=getattr(args, "seed", 0))
 
 
 def apply_decode_arguments(args: argparse.Namespace, workload: LLMWorkload) -> LLMWorkload:

@@ -14,6 +14,7 @@ from rlinf.cluster import DEVICE_PRESETS, DeviceSpec, Links
 from rlinf.engine_costs import ENGINE_STEP_COSTS
 from rlinf.llm_workload import MODEL_PRESETS, ModelSpec
 
+
 @attrs.frozen(kw_only=True)
 class Engine:
     """A run's inference engine, and the published per-step cost that prices it (:mod:`rlinf.engine_costs`)."""
@@ -249,6 +250,8 @@ def nemo_prompt_tokens(
     return round(prompt)
 
 
-def step_cost_of(engine: str) -> float:
-    """The published per-step cost of a run's engine (seconds): its :class:`Engine`'s table entry."""
-    return ENGINE_STEP_COSTS[ENGINES[engine].step_cost].fixed_step_s
+def step_cost_of(engine: str) -> tuple[float, float]:
+    """The published per-step cost of a run's engine: its :class:`Engine`'s table entry's fixed seconds per step
+    and seconds per step and sequence in flight."""
+    cost = ENGINE_STEP_COSTS[ENGINES[engine].step_cost]
+    return cost.fixed_step_s, cost.per_sequence_s

@@ -97,7 +97,13 @@ def synthesize(
         workflow=workflow,
         cluster=cluster,
         provenance=_provenance(
-            workload, cluster, physics, seed=seed, date=date, max_devices=max_devices, device_counts=device_counts
+            workload,
+            cluster,
+            physics,
+            seed=seed,
+            date=date,
+            max_devices=max_devices,
+            device_counts=device_counts,
         ),
         samples=samples,
         response_lengths=tuple(float(x) for x in physics.lengths),

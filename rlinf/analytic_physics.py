@@ -28,6 +28,11 @@ ALLREDUCES_PER_LAYER = 2
 (Megatron-style column/row-parallel layers, as in vLLM and Megatron-LM)."""
 
 
+SLOWEST_CANDIDATES = 4
+"""Replicas whose decode is scheduled to find the slowest: the ones dealt the most KV-cache work (the sum of their
+squared lengths), and the one dealt the longest response."""
+
+
 OP_OF_ROLE = {
     "rollout": "generate",
     "reward": "reward",
@@ -56,9 +61,15 @@ class Physics:
     ``workload.count_attention_flops``)."""
     prompt_attention_flops_per_token: float = 0.0
     """The same over the prompt alone: what prefill adds."""
+    seed: int = 0
+    """The seed of the lengths' draw; also deals a batch to replicas (with ``kv_preemption``)."""
     _batch_lengths: dict[int, np.ndarray] = attrs.field(
         factory=dict, eq=False, repr=False, alias="_batch_lengths"
     )
+    _schedules: dict[tuple[int, int], tuple[int, DecodeSchedule]] = attrs.field(
+        factory=dict, eq=False, repr=False, alias="_schedules"
+    )
+    """Memo of :meth:`decode_schedule` per (samples, replicas): pricing and the straggler tail ask twice."""
     """Memo of :func:`roofline.quantile_lengths` per batch size: synthesis asks for the same few batch sizes on
     every device count, and the quantiles of 4,096 lengths dominate its run time otherwise."""
 
@@ -132,6 +143,7 @@ class Physics:
             max_concurrent=concurrent,
             attention_flops_per_token=attention,
             prompt_attention_flops_per_token=prompt_attention,
+            seed=seed,
         )
 
     @property
@@ -247,27 +259,64 @@ class Physics:
         """The slowest replica of a generation of ``samples`` responses on ``replicas`` replicas: its number of
         responses and its decode schedule.
 
-        The batch gets the distribution's mid-quantile lengths, dealt round-robin from the longest down, so the
-        slowest replica holds the batch's longest response and every ``replicas``-th one below it, admitted in a
-        well-mixed order (:func:`roofline.admission_order`). With ``kv_preemption`` the engine admits and preempts
-        as its KV-cache pool allows (:func:`rlinf.decode.schedule_decode`); without it, at most
-        ``max_concurrent`` sequences run at once (the pool's size at prompt + mean response tokens each)."""
+        The batch gets the distribution's mid-quantile lengths. Without ``kv_preemption`` they are dealt
+        round-robin from the longest down, so the slowest replica holds the longest response and every
+        ``replicas``-th one below it, admitted in a well-mixed order (:func:`roofline.admission_order`), at most
+        ``max_concurrent`` at once (the pool's size at prompt + mean response tokens each). With it, they are dealt
+        in a random order (seeded), as a system that splits a shuffled batch into equal chunks does, so replicas
+        differ in work; each engine admits and preempts as its KV-cache pool allows
+        (:func:`rlinf.decode.schedule_decode`), and the slowest of the :data:`SLOWEST_CANDIDATES` replicas with the
+        most work is the one returned."""
+        key = (samples, replicas)
+        if key not in self._schedules:
+            self._schedules[key] = self._slowest(samples, replicas)
+        return self._schedules[key]
+
+    def _slowest(self, samples: int, replicas: int) -> tuple[int, DecodeSchedule]:
         w = self.workload
-        mine = self.batch_lengths(samples)[::-1][::replicas]
-        lengths = np.sort(mine)[roofline.admission_order(mine.size)]
-        if w.kv_preemption:
+        if not w.kv_preemption:
+            mine = self.batch_lengths(samples)[::-1][::replicas]
+            lengths = np.sort(mine)[roofline.admission_order(mine.size)]
+            active, context = roofline.decode_activity(
+                lengths, prompt_tokens=w.prompt_tokens, max_concurrent=self.max_concurrent
+            )
+            return int(mine.size), DecodeSchedule(active=active, context_tokens=context)
+        order = np.random.default_rng([self.seed, samples, replicas]).permutation(samples)
+        shares = [
+            share for share in np.array_split(self.batch_lengths(samples)[order], replicas) if share.size
+        ]
+        work = [float((share.astype(float) ** 2).sum()) for share in shares]
+        longest = max(range(len(shares)), key=lambda r: (int(shares[r].max()), work[r]))
+        candidates = sorted(range(len(shares)), key=lambda r: -work[r])[:SLOWEST_CANDIDATES]
+        slowest: tuple[float, int, DecodeSchedule] | None = None
+        for r in dict.fromkeys([longest, *candidates]):
             schedule = schedule_decode(
-                lengths,
+                shares[r],
                 prompt_tokens=w.prompt_tokens,
                 max_running=w.max_concurrent_sequences,
                 kv_capacity_tokens=self.kv_pool_bytes_per_replica / self.kv_bytes_per_token,
             )
-        else:
-            active, context = roofline.decode_activity(
-                lengths, prompt_tokens=w.prompt_tokens, max_concurrent=self.max_concurrent
-            )
-            schedule = DecodeSchedule(active=active, context_tokens=context)
-        return int(mine.size), schedule
+            seconds = float(self._step_seconds(schedule).sum())
+            if slowest is None or seconds > slowest[0]:
+                slowest = (seconds, int(shares[r].size), schedule)
+        assert slowest is not None
+        return slowest[1], slowest[2]
+
+    def _step_seconds(self, schedule: DecodeSchedule) -> np.ndarray:
+        """Per decode step of ``schedule``, its seconds at the workload's efficiencies."""
+        w, device = self.workload, self.cluster.device
+        memory_s, compute_s = roofline.decode_step_costs(
+            schedule.active,
+            schedule.context_tokens,
+            weight_bytes=self.weight_bytes,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            num_params=w.model.num_params,
+            num_devices=w.rollout_model_parallel,
+            memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s,
+            peak_flops=device.peak_flops,
+        )
+        steps = np.maximum(memory_s / w.decode_mbu, compute_s / w.prefill_mfu)
+        return steps + self.decode_step_fixed_seconds(schedule.active)
 
     def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
         """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica
@@ -304,10 +353,13 @@ class Physics:
         )
 
     def decode_step_fixed_seconds(self, active: np.ndarray) -> np.ndarray:
-        """Per decode step, the seconds no efficiency scales: the engine's ``decode_step_overhead_s`` and, with
-        tensor parallelism, one token's activations all-reduced per layer and block for each sequence in flight."""
+        """Per decode step, the seconds no efficiency scales: the engine's ``decode_step_overhead_s`` (and
+        ``decode_step_overhead_per_sequence_s`` per sequence in flight) and, with tensor parallelism, one token's
+        activations all-reduced per layer and block for each sequence in flight."""
         w = self.workload
-        seconds = np.full(np.asarray(active).shape, w.decode_step_overhead_s, dtype=float)
+        seconds = w.decode_step_overhead_s + w.decode_step_overhead_per_sequence_s * np.asarray(
+            active, dtype=float
+        )
         mp = w.rollout_model_parallel
         if w.count_tensor_parallel_comm and mp > 1:
             size = np.asarray(active, dtype=float) * w.model.hidden_size * ACTIVATION_BYTES_PER_ELEMENT
@@ -320,8 +372,7 @@ class Physics:
         w = self.workload
         per_replica, schedule = self.decode_schedule(samples, replicas)
         op = self.generate_time(samples, replicas)
-        steps = np.maximum(op.decode_memory_s / w.decode_mbu, op.decode_compute_s / w.prefill_mfu)
-        steps = steps + self.decode_step_fixed_seconds(schedule.active)
+        steps = self._step_seconds(schedule)
         start = straggler_start(schedule.active)
         total = op.seconds(
             prefill_mfu=w.prefill_mfu,

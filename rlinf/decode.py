@@ -29,7 +29,6 @@ import numpy as np
 
 from rlinf.errors import require
 
-
 TAIL_BATCH_FRACTION = 0.25
 """The straggler tail of a generation: its last steps, from the one after which fewer than this share of the
 replica's peak running batch is still in flight. Such a step still reads all the weights and pays the engine's

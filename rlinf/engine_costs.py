@@ -83,10 +83,25 @@ class EngineStepCost:
         )
 
     @property
+    def per_sequence_s(self) -> float:
+        """Seconds per sequence in flight beyond the bytes, where the measurements include several batch sizes
+        of one model: the least-squares slope of their unexplained time over the batch (0 with batch-1 tables)."""
+        slopes = []
+        for model in {m.model for m in self.measurements}:
+            runs = [m for m in self.measurements if m.model == model]
+            if len({m.batch for m in runs}) >= 2:
+                unexplained = [m.step_s - m.bytes_read / self.device_bandwidth_bytes_per_s for m in runs]
+                slopes.append(float(np.polyfit([m.batch for m in runs], unexplained, 1)[0]))
+        return max(0.0, float(np.mean(slopes))) if slopes else 0.0
+
+    @property
     def fixed_step_s(self) -> float:
-        """The least time any published step spent beyond reading its bytes at the datasheet bandwidth: a lower
-        bound of the engine's fixed per-step cost (never negative)."""
-        return max(0.0, float(self.unexplained_s().min()))
+        """The least time any published step spent beyond reading its bytes at the datasheet bandwidth (and its
+        sequences' :attr:`per_sequence_s`): a lower bound of the engine's fixed per-step cost (never negative)."""
+        unexplained = self.unexplained_s() - self.per_sequence_s * np.array(
+            [m.batch for m in self.measurements]
+        )
+        return max(0.0, float(unexplained.min()))
 
     def _line(self) -> tuple[float, float]:
         bytes_read = np.array([m.bytes_read for m in self.measurements])

@@ -222,6 +222,10 @@ class LLMWorkload:
     """Seconds the devices wait on the inference engine in every decode step (scheduling, input preparation,
     sampling and output processing on the CPU; kernel launches without CUDA graphs), on top of the roofline step.
     No datasheet gives it: 0 (the default) prices the roofline alone; a profile or a calibration can set it."""
+    decode_step_overhead_per_sequence_s: float = 0.0
+    """Seconds the engine adds to a decode step for each sequence in flight (scheduling, sampling and output
+    processing that grow with the batch), on top of ``decode_step_overhead_s``. 0: no published measurement
+    separates it (:mod:`rlinf.engine_costs` reads it from latencies measured at several batch sizes)."""
     reward_seconds_per_sample: float = 0.002
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02
@@ -282,7 +286,12 @@ class LLMWorkload:
             f"must lie in [0, train_state_bytes_per_param={self.train_state_bytes_per_param:g}]",
             "use e.g. 12 (fp32 master weights and two Adam moments)",
         )
-        for field in ("reward_seconds_per_sample", "op_overhead_s", "decode_step_overhead_s"):
+        for field in (
+            "reward_seconds_per_sample",
+            "op_overhead_s",
+            "decode_step_overhead_s",
+            "decode_step_overhead_per_sequence_s",
+        ):
             number(field, getattr(self, field))
             require(
                 getattr(self, field) >= 0,

@@ -123,14 +123,14 @@ def apply_decode_arguments(args: argparse.Namespace, workload: LLMWorkload) -> L
     changes: dict[str, Any] = {}
     engine = getattr(args, "engine", None)
     if engine is not None:
-        if args.decode_step_overhead_s is not None:
+        if args.decode_step_overhead_s is not None or args.decode_step_overhead_per_sequence_s is not None:
             raise ConfigError(
-                "--engine",
-                engine,
-                "and --decode-step-overhead-s both set the per-step cost",
+                "--engine", engine, "and --decode-step-overhead-s (or -per-sequence-s) both set the per-step cost",
                 "give one of them",
-            )
-        changes["decode_step_overhead_s"] = engine_step_cost(engine).fixed_step_s
+            )  # fmt: skip
+        cost = engine_step_cost(engine)
+        changes["decode_step_overhead_s"] = cost.fixed_step_s
+        changes["decode_step_overhead_per_sequence_s"] = cost.per_sequence_s
     if getattr(args, "max_num_seqs", None) is not None:
         changes["max_concurrent_sequences"] = args.max_num_seqs
     for term in terms_of(getattr(args, "terms", None)):
@@ -161,6 +161,9 @@ def decode_flags(args: argparse.Namespace, workload: LLMWorkload) -> list[str]:
     parts: list[str] = []
     if getattr(args, "engine", None) is not None:
         parts += ["--decode-step-overhead-s", f"{workload.decode_step_overhead_s:.12g}"]
+        if workload.decode_step_overhead_per_sequence_s:
+            per_sequence = f"{workload.decode_step_overhead_per_sequence_s:.12g}"
+            parts += ["--decode-step-overhead-per-sequence-s", per_sequence]
     if getattr(args, "max_num_seqs", None) is not None:
         parts += ["--max-num-seqs", str(workload.max_concurrent_sequences)]
     terms = terms_of(getattr(args, "terms", None))
@@ -190,6 +193,7 @@ def response_provenance(args: argparse.Namespace, workload: LLMWorkload) -> dict
             "engine": cost.engine,
             "device": cost.device,
             "fixed_step_s": cost.fixed_step_s,
+            "per_sequence_s": cost.per_sequence_s,
             "source": cost.source,
         }
     return out

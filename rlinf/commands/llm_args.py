@@ -75,6 +75,7 @@ ASSUMPTION_FLAGS = {
     "weight_bytes_per_param": "bytes per weight (2 for bf16, 4 for fp32)",
     "kv_cache_fraction": "share of rollout device memory reserved for the KV cache",
     "decode_step_overhead_s": "inference engine seconds per decode step on top of the roofline",
+    "decode_step_overhead_per_sequence_s": "inference engine seconds per decode step per sequence in flight",
 }
 
 

@@ -286,7 +286,7 @@ def straggler_block(demo: dict[str, Any]) -> str:
 def block(name: str) -> re.Pattern[str]:
     """A generated block of the doc: between ``<!-- analytic-validation:NAME -->`` and its closing marker."""
     return re.compile(
-        rf"(<!-- analytic-validation:{name} -->\n)(.*?)(\n<!-- /analytic-validation:{name} -->)", re.S
+        rf"(<!-- analytic-validation:{name} -->\n)(.*?)\n?(<!-- /analytic-validation:{name} -->)", re.S
     )
 
 
@@ -294,7 +294,7 @@ def write(result: dict[str, Any]) -> None:
     """Rewrite the doc's blocks and its JSON."""
     text = DOC.read_text()
     for name, content in result["blocks"].items():
-        text, count = block(name).subn(lambda m, c=content: m.group(1) + c + m.group(3), text)
+        text, count = block(name).subn(lambda m, c=content: m.group(1) + c + "\n" + m.group(3), text)
         if count != 1:
             raise SystemExit(f"{DOC} has {count} blocks {name}, not 1")
     DOC.write_text(text)

@@ -16,6 +16,8 @@ measured step latencies of at least two model sizes, with the command that produ
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -69,7 +71,7 @@ class EngineStepCost:
 
     def __attrs_post_init__(self) -> None:
         require(
-            len({m.bytes_read for m in self.measurements}) >= 2,
+            len({(m.bytes_read, m.batch) for m in self.measurements}) >= 2,
             f"{self.key}.measurements",
             len(self.measurements),
             "need step latencies of at least two model sizes (or batches) to separate the fixed cost",
@@ -105,6 +107,8 @@ class EngineStepCost:
 
     def _line(self) -> tuple[float, float]:
         bytes_read = np.array([m.bytes_read for m in self.measurements])
+        if len(set(bytes_read.tolist())) < 2:  # one model at several batches: no line over the bytes
+            return math.nan, math.nan
         seconds = np.array([m.step_s for m in self.measurements])
         slope, intercept = np.polyfit(bytes_read, seconds, 1)
         return float(intercept), float(slope)

@@ -160,9 +160,9 @@ def decode_flags(args: argparse.Namespace, workload: LLMWorkload) -> list[str]:
     the per-step seconds it set, so that the command re-synthesizes the same trace."""
     parts: list[str] = []
     if getattr(args, "engine", None) is not None:
-        parts += ["--decode-step-overhead-s", f"{workload.decode_step_overhead_s:.12g}"]
+        parts += ["--decode-step-overhead-s", repr(workload.decode_step_overhead_s)]
         if workload.decode_step_overhead_per_sequence_s:
-            per_sequence = f"{workload.decode_step_overhead_per_sequence_s:.12g}"
+            per_sequence = repr(workload.decode_step_overhead_per_sequence_s)
             parts += ["--decode-step-overhead-per-sequence-s", per_sequence]
     if getattr(args, "max_num_seqs", None) is not None:
         parts += ["--max-num-seqs", str(workload.max_concurrent_sequences)]

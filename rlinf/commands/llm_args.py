@@ -256,12 +256,7 @@ def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Clu
     parts += ["--prompts", str(workload.num_prompts), "--group-size", str(workload.group_size)]
     parts += ["--prompt-tokens", str(workload.prompt_tokens)]
     response = workload.response
-    parts += [
-        "--response-median",
-        f"{response.median_tokens:.12g}",
-        "--response-sigma",
-        f"{response.sigma:.12g}",
-    ]
+    parts += ["--response-median", exact(response.median_tokens), "--response-sigma", exact(response.sigma)]
     parts += ["--response-max", str(response.max_tokens), "--algorithm", workload.algorithm]
     parts += ["--rollout-mp", str(workload.rollout_model_parallel)]
     parts += ["--inference-mp", str(workload.inference_model_parallel)]
@@ -270,6 +265,13 @@ def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Clu
         if getattr(args, field) is not None:
             parts += [_flag(field), f"{getattr(workload, field):g}"]
     return parts + decode_flags(args, workload)
+
+
+def exact(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float (``3000`` for 3000.0): a provenance command
+    must re-synthesize the same trace."""
+    text = repr(float(value))
+    return text.removesuffix(".0")
 
 
 def cluster_of(preset: tuple[DeviceSpec, Any], num_devices: int) -> Cluster:

@@ -14,9 +14,10 @@ from typing import Any
 import attrs
 
 from rlinf.analytic_physics import Physics
+from rlinf.config_structure import structure_config
 from rlinf.decode import TAIL_BATCH_FRACTION
 from rlinf.errors import RlinfError
-from rlinf.llm_workload import workload_from_dict
+from rlinf.llm_workload import LLMWorkload
 from rlinf.timeline import Timeline
 from rlinf.trace import Trace
 
@@ -54,12 +55,23 @@ def straggler_of(trace: Trace, timeline: Timeline) -> list[StragglerTail]:
     """The straggler tail of every rollout component of ``timeline``, simulated from ``trace``; raises
     :class:`RlinfError` for a trace the analytic model did not synthesize (it has no decode schedule)."""
     provenance = trace.provenance
-    if provenance.get("kind") != "synthesized" or "workload" not in provenance or "seed" not in provenance:
+    if provenance.get("kind") != "synthesized" or "workload" not in provenance:
         raise RlinfError(
             "the trace was not synthesized by the analytic model (rlinf trace synth), so it has no decode "
             "schedule to place a straggler tail from"
         )
-    physics = Physics.of(workload_from_dict(provenance["workload"]), trace.cluster, int(provenance["seed"]))
+    seed = provenance.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise RlinfError(
+            f"the trace's provenance.seed {seed!r} is no seed: its lengths cannot be drawn again"
+        )
+    try:
+        workload = structure_config(
+            LLMWorkload, provenance["workload"], "trace", "trace.provenance.workload."
+        )
+        physics = Physics.of(workload, trace.cluster, seed)
+    except RlinfError as error:
+        raise RlinfError(f"the trace's provenance.workload cannot be re-created ({error})") from None
     tails = []
     for component in trace.workflow.components:
         if component.role != "rollout":

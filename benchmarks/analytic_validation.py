@@ -186,10 +186,10 @@ def summary_block(result: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"With nothing fitted to them, rlinf's analytic model predicts the step time of {now['num_runs']} "
-            f"published RL runs (NeMo RL, veRL, RLinf; 7B-32B on H100, GB200, MI300X) at a median "
-            f"{now['median_ratio']:.2f} of what they reported, {cot['median_ratio']:.2f} for the "
+            f"published RL runs (NeMo RL, veRL, RLinf; 1.5B-32B dense models on H100, GB200, MI300X) at a median "
+            f"{now['median_ratio_exact']:.3f} of what they reported, {cot['median_ratio_exact']:.3f} for the "
             f"{cot['num_runs']} long chain-of-thought runs (10-14k-token responses), worst {now['worst_ratio']:.2f} "
-            f"({now['worst_run']}): it is optimistic.",
+            f"({now['worst_run']}, eager vLLM on ROCm): it is optimistic.",
             f"Generation is simulated decode step by decode step (the batch shrinks as responses end; each step pays "
             f"its weights, KV cache and the engine's published fixed cost), so `rlinf simulate` shows the straggler "
             f"tail: {demo['straggler_fraction']:.0%} of a long chain-of-thought step in the demo.",
@@ -213,7 +213,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target with the value now and whether it holds."""
     out = []
     for what, summary, figure, low, high in TARGETS:
-        value = result[summary][figure]
+        value = result[summary][f"{figure}_exact"]
         out.append({"target": what, "low": low, "high": high, "value": value, "holds": low <= value <= high})
     return out
 
@@ -223,7 +223,7 @@ def targets_block(rows: list[dict[str, Any]]) -> str:
     lines = ["| target | range | now | holds |", "| --- | --- | ---: | --- |"]
     for row in rows:
         holds = "yes" if row["holds"] else "**no**"
-        lines.append(f"| {row['target']} | {row['low']:g}-{row['high']:g} | {row['value']:.2f} | {holds} |")
+        lines.append(f"| {row['target']} | {row['low']:g}-{row['high']:g} | {row['value']:.3f} | {holds} |")
     return "\n".join(lines)
 
 

@@ -22,6 +22,8 @@ def summarize(runs: Sequence[PublishedRun], ratios: Sequence[float]) -> dict[str
         "worst_ratio": round(ratios[worst], 2),
         "worst_run": runs[worst].key,
         "median_abs_error": round(statistics.median(abs(r - 1) for r in ratios), 3),
+        "median_ratio_exact": round(statistics.median(ratios), 4),
+        "worst_ratio_exact": round(ratios[worst], 4),
     }
 
 

@@ -254,7 +254,12 @@ FORMULAS = {
         "2*N*active(t) / (mp*peak_flops*prefill_mfu)); active(t) and context(t) from continuous batching of the "
         "samples' mid-quantile response lengths with at most max_concurrent_sequences_per_replica in flight; "
         "+ 2*layers*(AR(prompt_tokens*samples*hidden*2 B) + sum over t of AR(active(t)*hidden*2 B)) "
-        "+ decode_steps*decode_step_overhead_s"
+        "+ sum over t of (decode_step_overhead_s + decode_step_overhead_per_sequence_s*active(t)); with "
+        "kv_preemption, active(t) and context(t) come from rlinf.decode.schedule_decode (admission while the KV pool "
+        "holds each sequence's tokens, at most max_concurrent_sequences, recompute preemption when it fills; the "
+        "recomputed tokens are prefilled again) on each replica's share of the batch's mid-quantile lengths dealt in "
+        "a seeded random order, and the slowest of the replicas with the most KV work (and the one with the longest "
+        "response) sets the time"
     ),
     "reward": "samples * reward_seconds_per_sample",
     "infer": "num_reference_forwards * ((2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu) "
@@ -288,8 +293,11 @@ ASSUMPTIONS = [
     "and FSDP), the optimizer step (milliseconds: a few tens of bytes read and written per parameter shard)",
     "prefill, inference forwards and training are compute-bound at the stated MFU",
     "decode is memory-bound: every step reads the replica's weights and its active KV cache",
-    "replicas get equal shares of the batch with the same length distribution (no straggler replica)",
-    "KV pool admits sequences up to its size at prompt + mean response tokens each (no preemption modelled)",
+    "replicas get equal shares of the batch with the same length distribution (no straggler replica), unless "
+    "kv_preemption: then the batch is dealt in a random order and the slowest replica sets the time",
+    "KV pool admits sequences up to its size at prompt + mean response tokens each (no preemption modelled), "
+    "unless kv_preemption (admission and recompute preemption as vLLM and SGLang do)",
+    "response lengths are independent draws: the responses of one prompt are not correlated",
     "GRPO inference holds reference and old-policy weights and runs both forwards; PPO adds the critic's value forward",
     "weights are synced to rollout and inference (old policy) after training, in bf16",
     "prefix sharing within a group is not exploited (each response prefills its prompt)",

@@ -156,9 +156,9 @@ def _verl(key: str, *, algo: str, log: str, group_size: int, response: float, lo
 
 
 RLINF_BLOG = (
-    "RLinf docs, blog 'Comparison with VeRL' ({where}); as first published at github.com/RLinf/RLinf "
-    "298084c8b (2025-08-19, docs/source/rst_source/blog/compare_with_verl.rst), at a3816b596 (2026-08-22) in "
-    "docs/source-en/rst_source/resources/blog/compare_with_verl.rst, rendered at "
+    "RLinf docs, blog 'Comparison with VeRL' ({where}); github.com/RLinf/RLinf, "
+    "docs/source/rst_source/blog/compare_with_verl.rst at 298084c8b (2025-08-19, first published) and "
+    "docs/source-en/rst_source/resources/blog/compare_with_verl.rst at a3816b596 (2026-08-22); rendered at "
     "https://rlinf.readthedocs.io/en/latest/rst_source/resources/blog/compare_with_verl.html"
 )
 _BLOG_PROMPT = (
@@ -276,7 +276,8 @@ RUNS: tuple[PublishedRun, ...] = (
           release="0.4", recipe_commit=V04_RECIPES),
     _long_cot("verl-r1qwen7b-h100-64", system="veRL (f252da3)", model=R1_DISTILL_7B, gpus=64, prompts=128,
               where="veRL's DeepSeek-R1-Distill-Qwen-7B table, 'Testing conducted on July 22, 2025', 8 nodes x 8 "
-              "GPUs, veRL f252da3, and the page's bash example 'ds_7b_fsdp_sglang' for its configuration",
+              "GPUs, veRL f252da3: shown at 298084c8b, kept at a3816b596 as a reStructuredText comment that the "
+              "rendered page omits; and the page's bash example 'ds_7b_fsdp_sglang' for its configuration",
               response=10425.8, step_s=447.36, train_mp=1, shards=64, gpu_util=0.4, max_running=1024,
               reference=True,
               phases=(("generation", 325.09), ("log-probs", 21.58 + 20.74), ("update", 73.01),
@@ -287,14 +288,15 @@ RUNS: tuple[PublishedRun, ...] = (
                            "gradient checkpointing)",
                            "the reported step is one step's timing_s, not an average", *_VERL_BLOG)),
     _long_cot("verl-r1qwen1.5b-h100-8", system="veRL 0.5.0", model=R1_DISTILL_1_5B, gpus=8, prompts=32,
-              where="the results table, VeRL column, veRL 8fdc4d3 (v0.5.0), 1 node x 8 H100",
+              where="the results table as it stands at a3816b596, VeRL column, veRL 8fdc4d3 (v0.5.0), 1 node x 8 "
+              "H100; 298084c8b had its training time at 61.125 s and its throughputs over 4 GPUs",
               response=14254.8, step_s=363.55, train_mp=1, shards=8, gpu_util=0.4, max_running=1024,
               reference=True, phases=(("generation", 260.92), ("update", 66.53)),
               assumptions=(*_BLOG_15B, *_VERL_BLOG[:2],
                            "a reference model's log-probs are computed: the step leaves 18.6 s beyond its reported "
                            "phases, about one more log-prob pass (17.5 s)")),
     _long_cot("rlinf-r1qwen1.5b-h100-8", system="RLinf (298084c8b)", model=R1_DISTILL_1_5B, gpus=8, prompts=32,
-              where="the results table, RLinf column, 1 node x 8 H100",
+              where="the results table as it stands at a3816b596, RLinf column, 1 node x 8 H100",
               response=13975.0, step_s=346.33, train_mp=2, shards=4, gpu_util=0.55, max_running=64,
               reference=False,
               phases=(("generation", 266.08), ("log-probs", 17.78), ("update", 61.12),

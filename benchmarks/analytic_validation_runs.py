@@ -1,9 +1,9 @@
-"""The published RL post-training runs that benchmarks/analytic_validation.py predicts: every number, its source.
+"""What a published RL post-training run is to benchmarks/analytic_validation.py: its facts, its engine, its devices.
 
-Each :class:`PublishedRun` is one configuration that an RL system published with its iteration time, with where
-each number was read and what had to be assumed. ``previous`` names the fields whose values the previous version
-of docs/analytic_validation.md used instead (so that its column is reproduced exactly), with the reason they
-changed. Nothing here is a prediction; nothing is fitted.
+:class:`PublishedRun` holds one configuration that an RL system published with its iteration time, where each
+number was read and what had to be assumed; the rows themselves are in benchmarks/analytic_validation_rows.py.
+``previous`` names the fields whose values an earlier version of docs/analytic_validation.md used instead (so
+that its columns are reproduced exactly). Nothing here is a prediction; nothing is fitted.
 """
 
 from __future__ import annotations
@@ -11,35 +11,46 @@ from __future__ import annotations
 import attrs
 
 from rlinf.cluster import DEVICE_PRESETS, DeviceSpec, Links
-from rlinf.llm_workload import ModelSpec
+from rlinf.engine_costs import ENGINE_STEP_COSTS
+from rlinf.llm_workload import MODEL_PRESETS, ModelSpec
 
-NEMO_DOC = (
-    "NeMo RL performance summary, section 'Nemo RL v0.5', table '{table}' "
-    "(docs/about/performance-summary.md of github.com/NVIDIA-NeMo/RL at e7c0123d71ee, 2026-04-14; "
-    "rendered at https://docs.nvidia.com/nemo/rl/0.5.0/about/performance-summary.html); recipe "
-    "examples/configs/recipes/llm/performance/{recipe}.yaml at {recipe_commit}, on "
-    "examples/configs/grpo_math_1B.yaml (Megatron distributed optimizer, sequence packing, vLLM with CUDA graphs)"
-)
-V05_RECIPES = "fab623423 (2025-12-19, the v0.5 perf recipes; unchanged to e7c0123d71ee)"
-V05_RECIPES_GB200_QWEN = "fab623423 (2025-12-19, the v0.5 perf recipe, which the table's layouts match; 4e03c8ca9 changed it in 2026-04)"
-VERL_LOG = (
-    "veRL docs 'Algorithm Baselines' (docs/algo/baseline.md), GSM8k table, row 'AMD MI300 | "
-    "deepseek-ai/deepseek-llm-7b-chat | {algo}', linked log "
-    "https://github.com/yushengsu-thu/verl_training_log/blob/main/gsm8k/{log} (commit deb1507ca074): mean of "
-    "timing_s/step over its 1,008 steps without validation"
-)
 
-ENGINES: dict[str, str] = {
-    "vllm-0.11-cudagraphs": (
-        "vLLM 0.11.2 (the pin of NeMo RL's pyproject.toml at fab623423) with CUDA graphs (enforce_eager false); "
-        "the synchronous LLM engine in the collocated recipes, the async engine in the one-step-off ones"
+@attrs.frozen(kw_only=True)
+class Engine:
+    """A run's inference engine, and the published per-step cost that prices it (:mod:`rlinf.engine_costs`)."""
+
+    description: str
+    step_cost: str
+    """A key of :data:`rlinf.engine_costs.ENGINE_STEP_COSTS`."""
+    match: str
+    """How that published measurement relates to this engine (same version line, or the nearest there is)."""
+
+
+ENGINES: dict[str, Engine] = {
+    "vllm-0.11-cudagraphs": Engine(
+        description="vLLM 0.11 (0.11.0 in NeMo RL 0.4, 0.11.2 in 0.5: the pins of NeMo RL's pyproject.toml) with "
+        "CUDA graphs (enforce_eager false); the synchronous LLM engine in the collocated recipes, the async "
+        "engine in the one-step-off ones",
+        step_cost="vllm-0.6",
+        match="the nearest published: vLLM 0.6.3 with CUDA graphs on an A100 (no batch-1 series of vLLM 0.11 was "
+        "found); 0.11 runs the V1 engine, whose rewritten scheduler and input preparation aim at this very cost, "
+        "so the figure is more likely high than low",
     ),
-    "vllm-0.6.3-eager-rocm": (
-        "vLLM 0.6.3 on ROCm (veRL's docker/Dockerfile.rocm at 44a65f956d72) with enforce_eager true: no graphs, "
-        "every decode step launches its kernels one by one"
+    "vllm-0.6.3-eager-rocm": Engine(
+        description="vLLM 0.6.3 on ROCm (veRL's docker/Dockerfile.rocm at 44a65f956d72) with enforce_eager true: "
+        "no graphs, every decode step launches its kernels one by one",
+        step_cost="vllm-0.6",
+        match="the same vLLM version, measured with CUDA graphs on an A100: eager mode launches every kernel from "
+        "Python, so the figure is a lower bound here",
+    ),
+    "sglang-0.4-cudagraphs": Engine(
+        description="SGLang 0.4 (0.4.6.post5 or 0.4.8 in veRL 0.5's images, 0.4.4 in RLinf's Dockerfile at "
+        "298084c8b) with CUDA graphs (its default)",
+        step_cost="sglang-0.4",
+        match="the same version line: SGLang 0.4.6.post1, measured on an H20",
     ),
 }
-"""The inference engine of each run, which sets the per-decode-step overhead the calibrated column fits."""
+"""The inference engine of each run and the published per-step cost that prices it."""
 
 # Model shapes: Megatron-Bridge model providers (github.com/NVIDIA-NeMo/Megatron-Bridge,
 # src/megatron/bridge/models/{llama/llama_provider.py, qwen/qwen_provider.py}) and the Hugging Face config of
@@ -62,6 +73,11 @@ QWEN3_32B = ModelSpec(
     num_kv_heads=8,
     head_dim=128,
 )
+# DeepSeek-R1-Distill-Qwen-1.5B and -7B: the Qwen2.5-Math shapes of their Hugging Face configs (28 layers; hidden
+# 1536 with 12 heads and 2 KV heads, and 3584 with 28 heads and 4 KV heads; untied embeddings) and the parameter
+# counts of rlinf's 1.5b and 7b presets (rlinf/llm_workload.py), which are these models'.
+R1_DISTILL_1_5B = attrs.evolve(MODEL_PRESETS["1.5b"], name="R1-Distill-Qwen-1.5B")
+R1_DISTILL_7B = attrs.evolve(MODEL_PRESETS["7b"], name="R1-Distill-Qwen-7B")
 DEEPSEEK_7B = ModelSpec(
     name="deepseek-llm-7b",
     num_params=6.91e9,
@@ -109,6 +125,8 @@ PHASES: dict[str, tuple[str, ...]] = {
 """A reported phase and the simulated components (and movement kinds) whose seconds it compares with."""
 
 STATEFUL = ("rollout", "inference", "actor", "critic")
+LONG_COT_TOKENS = 8000
+"""Mean response tokens from which a run counts as long chain-of-thought (the issue's threshold)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -148,10 +166,18 @@ class PublishedRun:
     engine: str
     """A key of :data:`ENGINES`: the rollout's inference engine."""
     algorithm: str = "grpo"
+    reference_model: bool = True
+    """The run computes a reference model's log-probs (a KL term); off when its config has none."""
+    response_clip_ratio: float | None = None
+    """The share of responses cut at the generation limit, where the source logs it."""
+    response_longest: float | None = None
+    """The longest response of a step (averaged over the steps read), where the source logs it: with the batch
+    (prompts x group) it sets the spread of the lengths (:func:`rlinf.response_lengths.lognormal_for`)."""
     rollout_devices: int = 0
     max_concurrent_sequences: int = 1024
-    """The engine's max_num_seqs: 1,024 in both systems (veRL sets it; vLLM's default on GPUs of 70 GiB or more
-    other than A100, ``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py)."""
+    """The engine's cap on sequences in flight per replica (vLLM max_num_seqs, SGLang max_running_requests):
+    1,024 where the system sets it so (veRL) or leaves vLLM's default on GPUs of 70 GiB or more other than A100
+    (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py); RLinf's config sets 64."""
     offload: tuple[str, ...] = STATEFUL
     """What the system moves off the GPUs when another component needs them (collocated runs only)."""
     reported_phases_s: tuple[tuple[str, float], ...] = ()
@@ -174,6 +200,8 @@ class PublishedRun:
             raise ValueError(f"{self.key}: unknown device {self.device!r}, use one of {sorted(DEVICES)}")
         if self.engine not in ENGINES:
             raise ValueError(f"{self.key}: unknown engine {self.engine!r}, use one of {sorted(ENGINES)}")
+        if self.response_clip_ratio is not None and self.response_longest is not None:
+            raise ValueError(f"{self.key}: give the clip ratio or the longest response, not both")
         if set(self.offload) - set(STATEFUL):
             raise ValueError(
                 f"{self.key}: offload {list(self.offload)} names no component of {list(STATEFUL)}"
@@ -182,6 +210,20 @@ class PublishedRun:
             raise ValueError(
                 f"{self.key}: train_mp {self.train_mp} is not a multiple of train_pp {self.train_pp}"
             )
+
+    @property
+    def long_cot(self) -> bool:
+        """A long chain-of-thought run: mean response of :data:`LONG_COT_TOKENS` tokens or more."""
+        return self.response_mean_tokens >= LONG_COT_TOKENS
+
+    @property
+    def spread_source(self) -> str:
+        """Which published statistic sets the spread of the response lengths, if any."""
+        if self.response_clip_ratio is not None:
+            return f"clip ratio {self.response_clip_ratio:g}"
+        if self.response_longest is not None:
+            return f"longest {self.response_longest:g} of {self.num_prompts * self.group_size}"
+        return ""
 
     def as_previously(self) -> PublishedRun:
         """The row with the values the previous version of the page used."""
@@ -208,142 +250,8 @@ def nemo_prompt_tokens(
     return round(prompt)
 
 
-_NEMO_PROMPT = (
-    "mean prompt tokens derived from the table's Tokens/sec/GPU x GPUs x step time / 2,048 samples minus the mean "
-    "response (the table's G-Average Seq len, which that identity shows to be the generated length)"
-)
-_NEMO_COMMON = (
-    "response lengths lognormal (sigma 0.6) with the reported mean, cut at 4,096 minus the prompt (max_model_len)",
-    "KV pool = gpu_memory_utilization x memory - weights",
-)
-_COLLOCATED = (
-    "each step NeMo RL offloads the Megatron state (weights, gradients, optimizer), swaps the reference weights in "
-    "from host memory, and puts vLLM to sleep (weights to host, KV cache freed)"
-)
-_ONE_OFF = (
-    "one-step-off-policy: prediction = busiest device's busy time in one simulated iteration of the disaggregated "
-    "plan (generation overlaps the previous step's training; rlinf simulates one synchronous iteration)"
-)
-# What the previous page used where this one reads the recipes more closely: a model-parallel size raised so that
-# unsharded Adam state fits (the model had no optimizer sharding), and vLLM's max_num_seqs taken as 256.
-_PREVIOUS_NEMO = (("optimizer_shards", 1), ("max_concurrent_sequences", 256))
-
-
-def _nemo(key: str, *, table: str, recipe: str, model: ModelSpec, device: str, gpus: int, per_node: int,
-          response: float, tokens_per_gpu_s: float, step_s: float, mode: str, rollout_mp: int, train_mp: int,
-          train_pp: int, gpu_util: float, rollout_devices: int = 0, recipe_commit: str = V05_RECIPES,
-          previous_train_mp: int | None = None) -> PublishedRun:  # fmt: skip
-    # The Llama recipes set megatron_cfg.activation_checkpointing: true; the Qwen3-32B ones keep the default false.
-    prompt = nemo_prompt_tokens(tokens_per_gpu_s, gpus, step_s, 2048, response)
-    train_devices = gpus - rollout_devices if mode == "one-step-off" else gpus
-    previous = _PREVIOUS_NEMO + ((("train_mp", previous_train_mp),) if previous_train_mp else ())
-    return PublishedRun(
-        key=key,
-        system="NeMo RL 0.5",
-        source=NEMO_DOC.format(table=table, recipe=recipe, recipe_commit=recipe_commit),
-        model=model,
-        device=device,
-        num_devices=gpus,
-        devices_per_node=per_node,
-        num_prompts=64,
-        group_size=32,
-        prompt_tokens=prompt,
-        response_mean_tokens=response,
-        max_response_tokens=4096 - prompt,
-        mode=mode,
-        reported_s=step_s,
-        rollout_mp=rollout_mp,
-        train_mp=train_mp,
-        train_pp=train_pp,
-        optimizer_shards=train_devices // train_mp,
-        kv_cache_fraction=kv_cache_fraction(model, device, rollout_mp, gpu_util),
-        rollout_devices=rollout_devices,
-        activation_recompute=model is LLAMA31_8B,
-        engine="vllm-0.11-cudagraphs",
-        assumptions=(_NEMO_PROMPT, *_NEMO_COMMON, _ONE_OFF if mode == "one-step-off" else _COLLOCATED),
-        previous=previous,
-    )
-
-
-_VERL_ASSUMED = (
-    "'AMD MI300' of the veRL table taken as MI300X",
-    "response lengths lognormal (sigma 0.6) with the log's mean response_length/mean, cut at the max response",
-    "veRL's rollout defaults when the log was written (verl/trainer/config/ppo_trainer.yaml at 44a65f956d72): "
-    "max_num_seqs 1,024, enforce_eager true, free_cache_engine true; KV pool = gpu_memory_utilization x memory - "
-    "weights",
-    "FSDP shards the optimizer state over the 8 GPUs; actor and critic stay on the GPUs (param_offload and "
-    "optimizer_offload false), the reference model is offloaded (ref.fsdp_config.param_offload true), and the "
-    "rollout frees its weights and KV cache after generating",
-)
-
-
-def _verl(key: str, *, algo: str, log: str, group_size: int, response: float, max_response: int, step_s: float,
-          rollout_mp: int, gpu_util: float, phases: tuple[tuple[str, float], ...]) -> PublishedRun:  # fmt: skip
-    # Both runs: 1 node of 8 GPUs, train_batch_size 1024, max_prompt_length 512, FSDP actor with
-    # enable_gradient_checkpointing=True, colocated hybrid engine; the logs' mean prompt_length/mean is 82.6.
-    return PublishedRun(
-        key=key,
-        system="veRL (ROCm)",
-        source=VERL_LOG.format(algo=algo, log=log),
-        model=DEEPSEEK_7B,
-        device="MI300X",
-        num_devices=8,
-        devices_per_node=8,
-        num_prompts=1024,
-        group_size=group_size,
-        prompt_tokens=83,
-        response_mean_tokens=response,
-        max_response_tokens=max_response,
-        mode="collocated",
-        reported_s=step_s,
-        rollout_mp=rollout_mp,
-        train_mp=1,
-        optimizer_shards=8,
-        kv_cache_fraction=kv_cache_fraction(DEEPSEEK_7B, "MI300X", rollout_mp, gpu_util),
-        activation_recompute=True,
-        engine="vllm-0.6.3-eager-rocm",
-        algorithm="ppo" if algo == "PPO" else "grpo",
-        offload=("rollout", "inference"),
-        reported_phases_s=phases,
-        assumptions=_VERL_ASSUMED,
-        previous=(("optimizer_shards", 1), ("offload", STATEFUL)),
-    )
-
-
-H100_TABLE, GB200_TABLE = "H100 BF16 Benchmarks", "GB200 BF16 Benchmarks"
-RUNS: tuple[PublishedRun, ...] = (
-    _nemo("nemo-llama8b-h100-16", table=H100_TABLE, recipe="grpo-llama3.1-8b-instruct-2n8g", model=LLAMA31_8B,
-          device="H100", gpus=16, per_node=8, response=1019, tokens_per_gpu_s=1581, step_s=92.8,
-          mode="collocated", rollout_mp=1, train_mp=2, train_pp=2, gpu_util=0.6),
-    _nemo("nemo-llama8b-h100-16-off1", table=H100_TABLE, recipe="grpo-llama3.1-8b-instruct-2n8g-async-1off",
-          model=LLAMA31_8B, device="H100", gpus=16, per_node=8, response=1123, tokens_per_gpu_s=2478, step_s=64.8,
-          mode="one-step-off", rollout_mp=1, train_mp=1, train_pp=1, gpu_util=0.8, rollout_devices=8,
-          previous_train_mp=2),
-    _nemo("nemo-qwen32b-h100-32", table=H100_TABLE, recipe="grpo-qwen3-32b-4n8g", model=QWEN3_32B,
-          device="H100", gpus=32, per_node=8, response=3251, tokens_per_gpu_s=571, step_s=376,
-          mode="collocated", rollout_mp=4, train_mp=16, train_pp=4, gpu_util=0.6),
-    _nemo("nemo-qwen32b-h100-64-off1", table=H100_TABLE, recipe="grpo-qwen3-32b-8n8g-async-1off",
-          model=QWEN3_32B, device="H100", gpus=64, per_node=8, response=3252, tokens_per_gpu_s=538, step_s=200,
-          mode="one-step-off", rollout_mp=4, train_mp=16, train_pp=4, gpu_util=0.8, rollout_devices=32),
-    _nemo("nemo-llama8b-gb200-8", table=GB200_TABLE, recipe="grpo-llama3.1-8b-instruct-2n4g", model=LLAMA31_8B,
-          device="GB200", gpus=8, per_node=4, response=1066, tokens_per_gpu_s=3359, step_s=91.0,
-          mode="collocated", rollout_mp=1, train_mp=1, train_pp=1, gpu_util=0.6),
-    _nemo("nemo-llama8b-gb200-8-off1", table=GB200_TABLE, recipe="grpo-llama3.1-8b-instruct-2n4g-async-1off",
-          model=LLAMA31_8B, device="GB200", gpus=8, per_node=4, response=1107, tokens_per_gpu_s=4463, step_s=71.1,
-          mode="one-step-off", rollout_mp=1, train_mp=1, train_pp=1, gpu_util=0.8, rollout_devices=4),
-    _nemo("nemo-qwen32b-gb200-16", table=GB200_TABLE, recipe="grpo-qwen3-32b-4n4g", model=QWEN3_32B,
-          device="GB200", gpus=16, per_node=4, response=3253, tokens_per_gpu_s=1127, step_s=381,
-          mode="collocated", rollout_mp=1, train_mp=2, train_pp=1, gpu_util=0.6, previous_train_mp=4,
-          recipe_commit=V05_RECIPES_GB200_QWEN),
-    _nemo("nemo-qwen32b-gb200-32-off1", table=GB200_TABLE, recipe="grpo-qwen3-32b-8n4g-async-1off",
-          model=QWEN3_32B, device="GB200", gpus=32, per_node=4, response=3258, tokens_per_gpu_s=1025, step_s=210,
-          mode="one-step-off", rollout_mp=1, train_mp=2, train_pp=1, gpu_util=0.8, rollout_devices=16,
-          previous_train_mp=4, recipe_commit=V05_RECIPES_GB200_QWEN),
-    _verl("verl-deepseek7b-grpo-mi300x-8", algo="GRPO", log="grpo_run_deepseek7b_llm.log", group_size=5,
-          response=133.4, max_response=1024, step_s=74.07, rollout_mp=2, gpu_util=0.6,
-          phases=(("generation", 38.46), ("log-probs", 5.56 + 5.94), ("update", 23.21), ("other", 0.89))),
-    _verl("verl-deepseek7b-ppo-mi300x-8", algo="PPO", log="ppo_run_deepseek7b_llm.log", group_size=1,
-          response=136.1, max_response=512, step_s=37.70, rollout_mp=4, gpu_util=0.4,
-          phases=(("generation", 22.32), ("log-probs", 1.21 + 1.33 + 1.15), ("update", 5.24 + 6.26),
-                  ("other", 0.18))),
-)  # fmt: skip
+def step_cost_of(engine: str) -> tuple[float, float]:
+    """The published per-step cost of a run's engine: its :class:`Engine`'s table entry's fixed seconds per step
+    and seconds per step and sequence in flight."""
+    cost = ENGINE_STEP_COSTS[ENGINES[engine].step_cost]
+    return cost.fixed_step_s, cost.per_sequence_s

@@ -10,6 +10,7 @@ every formula, constant, the device, the seed and the date.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -38,10 +39,19 @@ TOKEN_ID_BYTES = 4
 
 
 def synthesize(
-    workload: LLMWorkload, cluster: Cluster, *, seed: int, date: str = "unspecified", max_devices: int = 2048
+    workload: LLMWorkload,
+    cluster: Cluster,
+    *,
+    seed: int,
+    date: str = "unspecified",
+    max_devices: int = 2048,
+    device_counts: Sequence[int] | None = None,
 ) -> Trace:
     """A trace of ``workload`` on ``cluster``'s device type, with samples on ``model_parallel * 2**k`` devices
-    up to ``max_devices`` (at least 1024). Deterministic for a given ``seed`` (which draws the response lengths)."""
+    up to ``max_devices`` (at least 1024). Deterministic for a given ``seed`` (which draws the response lengths).
+
+    ``device_counts`` samples only those device counts instead (each component at the ones its model-parallel
+    size divides): a trace for one known placement, quicker to make, that prices other counts by extrapolation."""
     require(
         max_devices >= 1024,
         "max_devices",
@@ -54,7 +64,20 @@ def synthesize(
     samples: list[CostSample] = []
     for component in workflow.components:
         op = OP_OF_ROLE[component.role]
-        for devices in _device_counts(component.model_parallel_size, max_devices):
+        mp = component.model_parallel_size
+        counts = (
+            _device_counts(mp, max_devices)
+            if device_counts is None
+            else sorted({d for d in device_counts if d % mp == 0})
+        )
+        require(
+            bool(counts),
+            "device_counts",
+            device_counts,
+            f"has no multiple of {component.name}'s model-parallel size {mp}",
+            "include the devices each component runs on",
+        )
+        for devices in counts:
             replicas = devices // component.model_parallel_size
             for batch in _batch_sizes(replicas, workload.batch_size, workload.group_size):
                 seconds = workload.overhead_s(op) + physics.seconds(component.role, batch, replicas)
@@ -73,7 +96,15 @@ def synthesize(
     return Trace(
         workflow=workflow,
         cluster=cluster,
-        provenance=_provenance(workload, cluster, physics, seed=seed, date=date, max_devices=max_devices),
+        provenance=_provenance(
+            workload,
+            cluster,
+            physics,
+            seed=seed,
+            date=date,
+            max_devices=max_devices,
+            device_counts=device_counts,
+        ),
         samples=samples,
         response_lengths=tuple(float(x) for x in physics.lengths),
         activation_bytes_per_sample=physics.activation_bytes_per_sample(workflow),
@@ -158,7 +189,14 @@ def _batch_sizes(replicas: int, batch_size: int, group_size: int) -> list[int]:
 
 
 def _provenance(
-    workload: LLMWorkload, cluster: Cluster, physics: Physics, *, seed: int, date: str, max_devices: int
+    workload: LLMWorkload,
+    cluster: Cluster,
+    physics: Physics,
+    *,
+    seed: int,
+    date: str,
+    max_devices: int,
+    device_counts: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     lengths = physics.lengths
     return {
@@ -196,7 +234,9 @@ def _provenance(
             },
         },
         "sampling": {
-            "device_counts": "model_parallel_size * 2**k up to max_devices",
+            "device_counts": "model_parallel_size * 2**k up to max_devices"
+            if device_counts is None
+            else sorted(set(device_counts)),
             "max_devices": max_devices,
             "batch_sizes": "1, group_size, replicas * 2**k up to 2 * batch, batch, 2 * batch",
             "seconds": "overhead of the op (op_overheads_s, else op_overhead_s) + formula(ceil(samples / replicas)); "
@@ -214,7 +254,12 @@ FORMULAS = {
         "2*N*active(t) / (mp*peak_flops*prefill_mfu)); active(t) and context(t) from continuous batching of the "
         "samples' mid-quantile response lengths with at most max_concurrent_sequences_per_replica in flight; "
         "+ 2*layers*(AR(prompt_tokens*samples*hidden*2 B) + sum over t of AR(active(t)*hidden*2 B)) "
-        "+ decode_steps*decode_step_overhead_s"
+        "+ sum over t of (decode_step_overhead_s + decode_step_overhead_per_sequence_s*active(t)); with "
+        "kv_preemption, active(t) and context(t) come from rlinf.decode.schedule_decode (admission while the KV pool "
+        "holds each sequence's tokens, at most max_concurrent_sequences, recompute preemption when it fills; the "
+        "recomputed tokens are prefilled again) on each replica's share of the batch's mid-quantile lengths dealt in "
+        "a seeded random order, and the slowest of the replicas with the most KV work (and the one with the longest "
+        "response) sets the time"
     ),
     "reward": "samples * reward_seconds_per_sample",
     "infer": "num_reference_forwards * ((2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu) "
@@ -248,8 +293,11 @@ ASSUMPTIONS = [
     "and FSDP), the optimizer step (milliseconds: a few tens of bytes read and written per parameter shard)",
     "prefill, inference forwards and training are compute-bound at the stated MFU",
     "decode is memory-bound: every step reads the replica's weights and its active KV cache",
-    "replicas get equal shares of the batch with the same length distribution (no straggler replica)",
-    "KV pool admits sequences up to its size at prompt + mean response tokens each (no preemption modelled)",
+    "replicas get equal shares of the batch with the same length distribution (no straggler replica), unless "
+    "kv_preemption: then the batch is dealt in a random order and the slowest replica sets the time",
+    "KV pool admits sequences up to its size at prompt + mean response tokens each (no preemption modelled), "
+    "unless kv_preemption (admission and recompute preemption as vLLM and SGLang do)",
+    "response lengths are independent draws: the responses of one prompt are not correlated",
     "GRPO inference holds reference and old-policy weights and runs both forwards; PPO adds the critic's value forward",
     "weights are synced to rollout and inference (old policy) after training, in bf16",
     "prefix sharing within a group is not exploited (each response prefills its prompt)",

@@ -13,19 +13,14 @@ import attrs
 import numpy as np
 
 from rlinf import roofline
+from rlinf.analytic_generation import ACTIVATION_BYTES_PER_ELEMENT, ALLREDUCES_PER_LAYER, Generation
 from rlinf.cluster import Cluster
 from rlinf.costs import LINK_LATENCY_S
+from rlinf.decode import DecodeSchedule
 from rlinf.errors import require
 from rlinf.llm_workload import LLMWorkload
 from rlinf.trace import CostSample
 from rlinf.workflow import Workflow
-
-ACTIVATION_BYTES_PER_ELEMENT = 2
-"""bf16 activations: what a tensor-parallel all-reduce carries per hidden value."""
-ALLREDUCES_PER_LAYER = 2
-"""Tensor-parallel all-reduces per layer and forward pass: after the attention block and after the MLP
-(Megatron-style column/row-parallel layers, as in vLLM and Megatron-LM)."""
-
 
 OP_OF_ROLE = {
     "rollout": "generate",
@@ -38,7 +33,7 @@ OP_OF_ROLE = {
 
 
 @attrs.frozen(kw_only=True)
-class Physics:
+class Physics(Generation):
     """Derived quantities of one workload on one device type, and the seconds of each role's op.
 
     Built by :meth:`of`, which checks that each component's state fits its devices."""
@@ -55,9 +50,15 @@ class Physics:
     ``workload.count_attention_flops``)."""
     prompt_attention_flops_per_token: float = 0.0
     """The same over the prompt alone: what prefill adds."""
+    seed: int = 0
+    """The seed of the lengths' draw; also deals a batch to replicas (with ``kv_preemption``)."""
     _batch_lengths: dict[int, np.ndarray] = attrs.field(
         factory=dict, eq=False, repr=False, alias="_batch_lengths"
     )
+    _schedules: dict[tuple[int, int], tuple[int, DecodeSchedule]] = attrs.field(
+        factory=dict, eq=False, repr=False, alias="_schedules"
+    )
+    """Memo of :meth:`decode_schedule` per (samples, replicas): pricing and the straggler tail ask twice."""
     """Memo of :func:`roofline.quantile_lengths` per batch size: synthesis asks for the same few batch sizes on
     every device count, and the quantiles of 4,096 lengths dominate its run time otherwise."""
 
@@ -93,6 +94,16 @@ class Physics:
             device.memory_bytes,
             device.name,
         )
+        if workload.kv_preemption:
+            longest = workload.prompt_tokens + workload.response.max_tokens
+            require(
+                kv_pool >= longest * kv_per_token,
+                "kv_cache_fraction",
+                workload.kv_cache_fraction,
+                f"leaves a KV-cache pool of {kv_pool / kv_per_token:.0f} tokens per rollout replica, less than one "
+                f"sequence of {longest} tokens (prompt + generation limit)",
+                "raise kv_cache_fraction or rollout_model_parallel, or lower the generation limit",
+            )
         concurrent = roofline.max_concurrent_sequences(
             kv_pool_bytes=kv_pool,
             kv_bytes_per_token=kv_per_token,
@@ -121,6 +132,7 @@ class Physics:
             max_concurrent=concurrent,
             attention_flops_per_token=attention,
             prompt_attention_flops_per_token=prompt_attention,
+            seed=seed,
         )
 
     @property
@@ -231,50 +243,6 @@ class Physics:
             lengths.setflags(write=False)
             self._batch_lengths[samples] = lengths
         return self._batch_lengths[samples]
-
-    def generate_time(self, samples: int, replicas: int) -> roofline.OpTime:
-        """Generation of ``samples`` responses on ``replicas`` replicas: the time of the slowest replica.
-
-        The batch gets the distribution's mid-quantile lengths, dealt round-robin from the longest down, so the
-        slowest replica holds the batch's longest response and every ``replicas``-th one below it. It prefills
-        its prompts, then decodes its responses under continuous batching."""
-        w, device = self.workload, self.cluster.device
-        mp = w.rollout_model_parallel
-        batch_lengths = self.batch_lengths(samples)[::-1]
-        mine = batch_lengths[::replicas]
-        per_replica = mine.size
-        lengths = np.sort(mine)[roofline.admission_order(per_replica)]
-        prefill = roofline.forward_seconds(
-            per_replica * w.prompt_tokens,
-            num_params=w.model.num_params,
-            num_devices=mp,
-            peak_flops=device.peak_flops,
-            mfu=1.0,
-            attention_flops_per_token=self.prompt_attention_flops_per_token,
-        )
-        memory_s, compute_s = roofline.decode_step_seconds(
-            lengths,
-            prompt_tokens=w.prompt_tokens,
-            max_concurrent=self.max_concurrent,
-            weight_bytes=self.weight_bytes,
-            kv_bytes_per_token=self.kv_bytes_per_token,
-            num_params=w.model.num_params,
-            num_devices=mp,
-            memory_bandwidth_bytes_per_s=device.memory_bandwidth_bytes_per_s,
-            peak_flops=device.peak_flops,
-        )
-        # Per step, the sequences in flight exchange one token's activations per all-reduce; prefill its prompts.
-        comm = self.tensor_parallel_seconds(per_replica * w.prompt_tokens, num_passes=1, model_parallel=mp)
-        if w.count_tensor_parallel_comm and mp > 1:
-            active, _ = roofline.decode_activity(
-                lengths, prompt_tokens=w.prompt_tokens, max_concurrent=self.max_concurrent
-            )
-            size = active * w.model.hidden_size * ACTIVATION_BYTES_PER_ELEMENT
-            comm += float(ALLREDUCES_PER_LAYER * w.model.num_layers * self.allreduce_seconds(size, mp).sum())
-        engine = memory_s.size * w.decode_step_overhead_s
-        return roofline.OpTime(
-            forward_s=prefill, decode_memory_s=memory_s, decode_compute_s=compute_s, fixed_s=comm + engine
-        )
 
     def state_bytes(self, role: str) -> int:
         """Resident state of one replica."""

@@ -8,7 +8,7 @@ rows named ``src->dst``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +86,13 @@ def _components_of(timeline: Timeline, group: DeviceGroup) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- Chrome trace
-def chrome_trace(timeline: Timeline) -> dict[str, Any]:
+def chrome_trace(
+    timeline: Timeline, tails: Mapping[int, tuple[float, float]] | None = None
+) -> dict[str, Any]:
     """The timeline as Chrome trace-event JSON: one process per device group, one thread per device, and a
-    ``links`` process whose threads are the transfer links. Times are microseconds from the first span."""
+    ``links`` process whose threads are the transfer links. Times are microseconds from the first span.
+    ``tails`` (op index -> start, end) adds a ``straggler`` slice inside those ops' spans (the generation's tail at
+    a small batch, :mod:`rlinf.straggler`)."""
     origin = min((s.start_s for s in timeline.spans), default=0.0)
     events: list[dict[str, Any]] = []
     metadata: list[dict[str, Any]] = []
@@ -100,6 +104,11 @@ def chrome_trace(timeline: Timeline) -> dict[str, Any]:
         for device in group.devices:
             metadata += _thread_metadata(pid, device, f"dev {device}", device)
             events += [_complete_event(timeline.spans[i], origin, pid, device) for i in group.span_indices]
+            events += [
+                _tail_event(timeline.spans[i], tails[i], origin, pid, device)
+                for i in group.span_indices
+                if tails and i in tails
+            ]
     links_pid = len(groups) + 1
     lanes = link_lanes(timeline)
     if lanes:
@@ -147,6 +156,22 @@ def _complete_event(span: Span, origin_s: float, pid: int, tid: int) -> dict[str
     }
 
 
+def _tail_event(
+    span: Span, interval: tuple[float, float], origin_s: float, pid: int, tid: int
+) -> dict[str, Any]:
+    start, end = interval
+    return {
+        "name": f"{span.label} tail (small batch)",
+        "cat": "straggler",
+        "ph": "X",
+        "ts": (start - origin_s) * MICROSECONDS_PER_S,
+        "dur": (end - start) * MICROSECONDS_PER_S,
+        "pid": pid,
+        "tid": tid,
+        "args": {"component": span.component, "op_index": span.op_index},
+    }
+
+
 def _process_metadata(pid: int, name: str) -> list[dict[str, Any]]:
     return [
         {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}},
@@ -161,9 +186,11 @@ def _thread_metadata(pid: int, tid: int, name: str, sort_index: int) -> list[dic
     ]
 
 
-def write_chrome_trace(timeline: Timeline, path: str | Path) -> None:
+def write_chrome_trace(
+    timeline: Timeline, path: str | Path, tails: Mapping[int, tuple[float, float]] | None = None
+) -> None:
     """Write :func:`chrome_trace` to ``path`` atomically."""
-    write_text_atomic(Path(path), json.dumps(chrome_trace(timeline), separators=(",", ":")) + "\n")
+    write_text_atomic(Path(path), json.dumps(chrome_trace(timeline, tails), separators=(",", ":")) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------- Gantt charts
@@ -175,15 +202,24 @@ SYNC_EDGE_COLOR = "#a0a0a0"
 MIN_VISIBLE_FRACTION = 0.002
 """Spans shorter than this share of the iteration are drawn this wide so that they stay visible."""
 HATCHES = {"onload": "////", "offload": "\\\\\\\\", "sync_weights": "xxx"}
+TAIL_HATCH, TAIL_COLOR = "....", "#202020"
+"""How the straggler tail of a generate span is drawn: dotted over the span, under a dark edge."""
 
 
-def write_gantt_png(timeline: Timeline, path: str | Path, *, title: str | None = None) -> None:
-    """Draw the timeline as a Gantt chart (rows = device groups, thin rows = links) and save it atomically."""
+def write_gantt_png(
+    timeline: Timeline,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    tails: Mapping[int, tuple[float, float]] | None = None,
+) -> None:
+    """Draw the timeline as a Gantt chart (rows = device groups, thin rows = links) and save it atomically.
+    ``tails`` (op index -> start, end) marks the straggler tail of those generate spans (dotted)."""
     colors = component_colors([timeline])
     figure = _new_figure(width_in=12.0, height_in=1.6 + _height_in(timeline))
     axes = figure.add_subplot(1, 1, 1)
-    _draw(axes, timeline, colors, title or _default_title(timeline))
-    _add_legend(figure, axes, colors, [timeline])
+    _draw(axes, timeline, colors, title or _default_title(timeline), tails or {})
+    _add_legend(figure, axes, colors, [timeline], with_tail=bool(tails))
     _save_png_atomic(figure, Path(path))
 
 
@@ -223,7 +259,13 @@ def _height_in(timeline: Timeline) -> float:
     return max(1.0, len(device_groups(timeline)) * ROW_HEIGHT_IN + num_links * LINK_ROW_HEIGHT_IN)
 
 
-def _draw(axes: Any, timeline: Timeline, colors: dict[str, str], title: str) -> None:
+def _draw(
+    axes: Any,
+    timeline: Timeline,
+    colors: dict[str, str],
+    title: str,
+    tails: Mapping[int, tuple[float, float]] | None = None,
+) -> None:
     """Device-group rows from the top, then thin link rows; y grows downwards."""
     origin = min((s.start_s for s in timeline.spans), default=0.0)
     horizon = timeline.iteration_s or 1.0
@@ -236,6 +278,16 @@ def _draw(axes: Any, timeline: Timeline, colors: dict[str, str], title: str) -> 
         labels.append(group.label + (f"\n{', '.join(components)}" if components else "\n(idle)"))
         for position in group.span_indices:
             _draw_span(axes, timeline.spans[position], origin, y + 0.1, 0.8, colors, horizon)
+            if tails and position in tails:
+                start, end = tails[position]
+                axes.broken_barh(
+                    [(start - origin, end - start)],
+                    (y + 0.1, 0.8),
+                    facecolor="none",
+                    edgecolor=TAIL_COLOR,
+                    hatch=TAIL_HATCH,
+                    linewidth=0.8,
+                )
         y += 1.0
     for name, rows in link_lanes(timeline).items():
         ticks.append(y + 0.25)
@@ -273,7 +325,9 @@ def _draw_span(
         axes.text(start + width / 2, y + height / 2, text, ha="center", va="center", fontsize=6, clip_on=True)
 
 
-def _add_legend(figure: Any, axes: Any, colors: dict[str, str], timelines: Sequence[Timeline]) -> None:
+def _add_legend(
+    figure: Any, axes: Any, colors: dict[str, str], timelines: Sequence[Timeline], *, with_tail: bool = False
+) -> None:
     from matplotlib.patches import Patch
 
     kinds = {s.kind for t in timelines for s in t.spans}
@@ -293,6 +347,15 @@ def _add_legend(figure: Any, axes: Any, colors: dict[str, str], timelines: Seque
                 edgecolor=SYNC_EDGE_COLOR,
                 hatch=HATCHES["sync_weights"],
                 label="sync_weights",
+            )
+        )
+    if with_tail:
+        handles.append(
+            Patch(
+                facecolor="white",
+                edgecolor=TAIL_COLOR,
+                hatch=TAIL_HATCH,
+                label="generation tail (small batch)",
             )
         )
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)

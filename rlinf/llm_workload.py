@@ -17,6 +17,8 @@ import numpy as np
 from rlinf.errors import ConfigError, build_from_mapping, number, positive, require
 
 ALGORITHMS = ("grpo", "ppo")
+NUM_STORED_LENGTHS = 4096
+"""Response lengths a synthesized trace keeps as its empirical distribution, by default."""
 OPS = ("generate", "reward", "infer", "train")
 """The ops the analytic model costs: rollout generation, reward, inference forwards, training."""
 
@@ -147,6 +149,9 @@ class LLMWorkload:
     response: ResponseLengths
     algorithm: str = "grpo"
     """``grpo`` (no critic) or ``ppo`` (a critic trained like the actor; inference also computes values)."""
+    reference_model: bool = True
+    """Inference runs a frozen reference model's forward (for a KL term) besides the old policy's; off for runs
+    without a KL term (e.g. ``kl_beta: 0``), whose inference holds and runs the old policy only."""
     rollout_model_parallel: int = 1
     inference_model_parallel: int = 1
     actor_model_parallel: int = 2
@@ -207,10 +212,20 @@ class LLMWorkload:
     mode, veRL's ``free_cache_engine``) instead of copying it to host memory: its onload and offload move its
     weights only. The trace then carries one onload and one offload sample of the rollout that say so; every other
     movement is still costed from the cluster's links."""
+    kv_preemption: bool = False
+    """Schedule decoding as vLLM and SGLang do (:func:`rlinf.decode.schedule_decode`): admit waiting sequences
+    while the KV-cache pool has room for the tokens they hold, preempt the newest when it fills up (they recompute
+    their tokens when readmitted), at most ``max_concurrent_sequences`` in flight. Off (the default, so that traces
+    synthesized before it existed re-synthesize unchanged): at most ``pool // (prompt + mean response)`` sequences
+    run at once and none is preempted."""
     decode_step_overhead_s: float = 0.0
     """Seconds the devices wait on the inference engine in every decode step (scheduling, input preparation,
     sampling and output processing on the CPU; kernel launches without CUDA graphs), on top of the roofline step.
     No datasheet gives it: 0 (the default) prices the roofline alone; a profile or a calibration can set it."""
+    decode_step_overhead_per_sequence_s: float = 0.0
+    """Seconds the engine adds to a decode step for each sequence in flight (scheduling, sampling and output
+    processing that grow with the batch), on top of ``decode_step_overhead_s``. 0: no published measurement
+    separates it (:mod:`rlinf.engine_costs` reads it from latencies measured at several batch sizes)."""
     reward_seconds_per_sample: float = 0.002
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02
@@ -218,7 +233,7 @@ class LLMWorkload:
     op_overheads_s: Mapping[str, float] = attrs.field(factory=dict, hash=False)
     """Per-op fixed costs (keys from :data:`OPS`) that replace ``op_overhead_s`` for the ops they name; a
     calibrated workload (:mod:`rlinf.calibration`) sets all four."""
-    num_stored_lengths: int = 4096
+    num_stored_lengths: int = NUM_STORED_LENGTHS
     """Response lengths kept in the trace as its empirical distribution."""
 
     def __attrs_post_init__(self) -> None:
@@ -271,7 +286,12 @@ class LLMWorkload:
             f"must lie in [0, train_state_bytes_per_param={self.train_state_bytes_per_param:g}]",
             "use e.g. 12 (fp32 master weights and two Adam moments)",
         )
-        for field in ("reward_seconds_per_sample", "op_overhead_s", "decode_step_overhead_s"):
+        for field in (
+            "reward_seconds_per_sample",
+            "op_overhead_s",
+            "decode_step_overhead_s",
+            "decode_step_overhead_per_sequence_s",
+        ):
             number(field, getattr(self, field))
             require(
                 getattr(self, field) >= 0,
@@ -286,6 +306,8 @@ class LLMWorkload:
             "count_attention_flops",
             "count_tensor_parallel_comm",
             "free_kv_cache_on_offload",
+            "kv_preemption",
+            "reference_model",
         ):
             require(
                 isinstance(getattr(self, field), bool),
@@ -316,8 +338,9 @@ class LLMWorkload:
 
     @property
     def num_reference_forwards(self) -> int:
-        """Forward passes of the inference component per sample: reference and old policy (+ value for PPO)."""
-        return 3 if self.algorithm == "ppo" else 2
+        """Forward passes of the inference component per sample: old policy, reference (unless
+        ``reference_model`` is off) and, for PPO, the critic's values."""
+        return 1 + int(self.reference_model) + int(self.algorithm == "ppo")
 
 
 def workload_from_dict(data: Any, source: str = "workload") -> LLMWorkload:

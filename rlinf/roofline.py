@@ -198,8 +198,35 @@ def decode_step_seconds(
     ``2 * N * active(t) / (devices * peak)``, with ``active(t)`` and ``context(t)`` from
     :func:`decode_activity`. Dividing by the utilizations (``mbu``, ``mfu``) gives :func:`decode_seconds`."""
     active, context = decode_activity(lengths, prompt_tokens=prompt_tokens, max_concurrent=max_concurrent)
-    memory_s = (weight_bytes + kv_bytes_per_token * context) / (num_devices * memory_bandwidth_bytes_per_s)
-    compute_s = 2.0 * num_params * active / (num_devices * peak_flops)
+    return decode_step_costs(
+        active,
+        context,
+        weight_bytes=weight_bytes,
+        kv_bytes_per_token=kv_bytes_per_token,
+        num_params=num_params,
+        num_devices=num_devices,
+        memory_bandwidth_bytes_per_s=memory_bandwidth_bytes_per_s,
+        peak_flops=peak_flops,
+    )
+
+
+def decode_step_costs(
+    active: np.ndarray,
+    context_tokens: np.ndarray,
+    *,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    num_params: float,
+    num_devices: int,
+    memory_bandwidth_bytes_per_s: float,
+    peak_flops: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per decode step, the seconds of its memory reads at full bandwidth (the replica's weights and the
+    ``context_tokens`` of KV cache its ``active`` sequences hold) and of its ``2 * N * active`` FLOPs at peak."""
+    memory_s = (weight_bytes + kv_bytes_per_token * np.asarray(context_tokens, dtype=float)) / (
+        num_devices * memory_bandwidth_bytes_per_s
+    )
+    compute_s = 2.0 * num_params * np.asarray(active, dtype=float) / (num_devices * peak_flops)
     return memory_s, compute_s
 
 

@@ -361,3 +361,81 @@ def test_shipped_7b_plans_simulate_with_different_iteration_times(tmp_path: Path
     assert len({round(r["iteration_s"], 6) for r in reports.values()}) == 3
     assert_context_switches(tmp_path / "collocated")
     assert_components_overlap(tmp_path / "disaggregated")
+
+
+# --------------------------------------------------------------------------------- the straggler tail (issue 35)
+LONG_COT_SYNTH = (
+    "trace", "synth", "--model", "1.5b", "--device", "H100", "--num-devices", "8", "--prompts", "8",
+    "--group-size", "16", "--prompt-tokens", "150", "--response-mean", "6000", "--response-max", "16384",
+    "--rollout-mp", "2", "--inference-mp", "2", "--actor-mp", "2", "--engine", "sglang-0.4", "--terms", "all",
+    "--max-num-seqs", "1024", "--kv-cache-fraction", "0.3", "--date", "2026-01-01",
+)  # fmt: skip
+ONE_NODE_COLLOCATED = (
+    "placement: {rollout: all, reward: all, inference: all, actor: all}\n"
+    "granularity: {rollout->reward: 4, reward->inference: 1, inference->actor: 1}\n"
+    "offload: [rollout, inference, actor]\n"
+)
+
+
+@pytest.fixture(scope="module")
+def long_cot(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """A synthesized long chain-of-thought trace, simulated collocated with its rollout streamed in 4 parts."""
+    folder = tmp_path_factory.mktemp("long-cot")
+    trace, plan = folder / "long_cot.json", folder / "plan.yaml"
+    plan.write_text(ONE_NODE_COLLOCATED)
+    result = rlinf(*LONG_COT_SYNTH, "--out", trace)
+    assert result.returncode == 0, result.stderr
+    return simulate_json(trace, plan, "--out", folder / "out"), folder
+
+
+def test_json_reports_the_straggler_tail_of_a_long_cot_generation(long_cot: tuple[dict, Path]) -> None:
+    report, _ = long_cot
+    straggler = report["straggler"]
+    assert straggler["available"]
+    (tail,) = straggler["components"]
+    assert tail["component"] == "rollout"
+    assert 0 < tail["tail_batch"] < tail["peak_batch"] * straggler["tail_batch_fraction"]
+    assert 0 < tail["tail_steps"] < tail["decode_steps"] <= 16384
+    assert 0 < report["straggler_fraction"] < 1
+    assert report["straggler_fraction"] == pytest.approx(tail["seconds"] / report["iteration_s"])
+    parts = tail["intervals"]
+    assert sum(p["end_s"] - p["start_s"] for p in parts) == pytest.approx(tail["seconds"])
+    assert tail["seconds"] == pytest.approx(
+        tail["share_of_generation"] * report["component_seconds"]["rollout"]
+    )
+
+
+def test_the_tail_is_the_end_of_the_generate_spans_and_a_perfetto_slice(long_cot: tuple[dict, Path]) -> None:
+    report, folder = long_cot
+    events = complete_events(folder / "out")
+    generate = {
+        e["args"]["op_index"]: e for e in events if e["cat"] == "compute" and e["name"].startswith("rollout")
+    }
+    slices = [e for e in events if e["cat"] == "straggler"]
+    assert slices and {e["args"]["op_index"] for e in slices} <= set(generate)
+    last = max(generate.values(), key=lambda e: e["ts"])
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(last["ts"] + last["dur"])
+    for piece in slices:
+        span = generate[piece["args"]["op_index"]]
+        assert (
+            span["ts"] - 1e-3 <= piece["ts"] and piece["ts"] + piece["dur"] <= span["ts"] + span["dur"] + 1e-3
+        )
+    assert (folder / "out" / "gantt.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((folder / "out" / "summary.json").read_text())["straggler_fraction"] == pytest.approx(
+        report["straggler_fraction"]
+    )
+
+
+def test_table_names_the_straggler_tail(long_cot: tuple[dict, Path]) -> None:
+    _, folder = long_cot
+    result = rlinf("simulate", "--trace", folder / "long_cot.json", "--plan", folder / "plan.yaml")
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("straggler tail")]
+    assert "of the iteration" in line and "rollout generation runs its last" in line
+
+
+def test_a_trace_without_a_decode_schedule_has_no_straggler(reports: dict[str, tuple[dict, Path]]) -> None:
+    report = reports["collocated"][0]
+    assert report["straggler_fraction"] is None
+    assert report["straggler"]["available"] is False
+    assert "not synthesized by the analytic model" in report["straggler"]["reason"]

@@ -19,8 +19,15 @@ import numpy as np
 from rlinf import limits
 from rlinf.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
 from rlinf.commands import values
+from rlinf.commands.decode_args import FLAG_OF_FIELD as DECODE_FLAG_OF_FIELD
+from rlinf.commands.decode_args import (
+    add_decode_arguments,
+    apply_decode_arguments,
+    decode_flags,
+    response_from_args,
+)
 from rlinf.errors import ConfigError, require
-from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, model_preset
+from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, model_preset
 
 DEVICES_PER_NODE = 8
 DEFAULT_PROMPT_TOKENS = 512
@@ -68,6 +75,7 @@ ASSUMPTION_FLAGS = {
     "weight_bytes_per_param": "bytes per weight (2 for bf16, 4 for fp32)",
     "kv_cache_fraction": "share of rollout device memory reserved for the KV cache",
     "decode_step_overhead_s": "inference engine seconds per decode step on top of the roofline",
+    "decode_step_overhead_per_sequence_s": "inference engine seconds per decode step per sequence in flight",
 }
 
 
@@ -159,6 +167,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             _flag(field), type=values.real(), default=None, help=f"{meaning} (default {default:g})"
         )
+    add_decode_arguments(parser)
 
 
 @contextlib.contextmanager
@@ -167,7 +176,7 @@ def flags_named() -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
-        flag = FLAG_OF_FIELD.get(error.field)
+        flag = FLAG_OF_FIELD.get(error.field) or DECODE_FLAG_OF_FIELD.get(error.field)
         if flag is None:
             raise
         raise ConfigError(flag, error.value, error.problem, error.fix.replace(error.field, flag)) from None
@@ -215,10 +224,12 @@ def workload_from_args(
             num_prompts=prompts,
             group_size=group_size,
             prompt_tokens=pick("prompt_tokens", DEFAULT_PROMPT_TOKENS),
-            response=ResponseLengths(
-                median_tokens=pick("response_median", recipe.response_median),
-                sigma=pick("response_sigma", recipe.response_sigma),
-                max_tokens=pick("response_max", recipe.response_max),
+            response=response_from_args(
+                args,
+                pick,
+                recipe.response_median,
+                recipe.response_sigma,
+                pick("response_max", recipe.response_max),
             ),
             algorithm=args.algorithm,
             rollout_model_parallel=pick("rollout_mp", recipe.rollout_mp),
@@ -226,6 +237,7 @@ def workload_from_args(
             actor_model_parallel=pick("actor_mp", recipe.actor_mp),
             **assumptions,
         )
+        workload = apply_decode_arguments(args, workload)
     return workload, cluster_of(DEVICE_PRESETS[device_name], pick("num_devices", recipe.num_devices))
 
 
@@ -244,7 +256,7 @@ def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Clu
     parts += ["--prompts", str(workload.num_prompts), "--group-size", str(workload.group_size)]
     parts += ["--prompt-tokens", str(workload.prompt_tokens)]
     response = workload.response
-    parts += ["--response-median", f"{response.median_tokens:g}", "--response-sigma", f"{response.sigma:g}"]
+    parts += ["--response-median", exact(response.median_tokens), "--response-sigma", exact(response.sigma)]
     parts += ["--response-max", str(response.max_tokens), "--algorithm", workload.algorithm]
     parts += ["--rollout-mp", str(workload.rollout_model_parallel)]
     parts += ["--inference-mp", str(workload.inference_model_parallel)]
@@ -252,7 +264,14 @@ def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Clu
     for field in ASSUMPTION_FLAGS:
         if getattr(args, field) is not None:
             parts += [_flag(field), f"{getattr(workload, field):g}"]
-    return parts
+    return parts + decode_flags(args, workload)
+
+
+def exact(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float (``3000`` for 3000.0): a provenance command
+    must re-synthesize the same trace."""
+    text = repr(float(value))
+    return text.removesuffix(".0")
 
 
 def cluster_of(preset: tuple[DeviceSpec, Any], num_devices: int) -> Cluster:

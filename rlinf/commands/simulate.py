@@ -16,6 +16,7 @@ from rlinf.files import write_text_atomic
 from rlinf.lowering import lower
 from rlinf.outputs import check_output_dir, writing
 from rlinf.plan import load_plan
+from rlinf.straggler import straggler_report, tail_intervals
 from rlinf.timeline import Timeline
 from rlinf.trace import load_trace
 from simulator import simulate
@@ -58,10 +59,13 @@ def run(args: argparse.Namespace) -> int:
     timeline = simulate(program, costs, seed=args.seed, stochastic=args.stochastic)
     report = build_report(timeline, cluster, trace_path=str(args.trace), plan_path=str(plan_path))
     report.update(seed=args.seed, stochastic=bool(args.stochastic))
+    report.update(straggler_report(trace, timeline))
+    tails = tail_intervals(report)
     if out is not None:
         with writing(out, "--out"):
-            write_chrome_trace(timeline, out / "timeline.json")
-            write_gantt_png(timeline, out / "gantt.png", title=f"{plan_path.name}: {_title(timeline)}")
+            write_chrome_trace(timeline, out / "timeline.json", tails)
+            title = f"{plan_path.name}: {_title(timeline)}"
+            write_gantt_png(timeline, out / "gantt.png", title=title, tails=tails)
             write_text_atomic(out / "summary.json", json.dumps(report, indent=1) + "\n")
         report["outputs"] = [str(out / name) for name in ("timeline.json", "gantt.png", "summary.json")]
     if args.json:
@@ -140,6 +144,17 @@ def format_report(report: dict[str, Any]) -> str:
             (
                 "peak memory" if i == 0 else "",
                 f"dev {group['devices']}: {peak_gib:.1f} / {capacity_gib:.1f} GiB{over}",
+            )
+        )
+    straggler = report.get("straggler") or {}
+    if straggler.get("available") and straggler["components"]:
+        tail = max(straggler["components"], key=lambda c: c["seconds"])
+        rows.append(
+            (
+                "straggler tail",
+                f"{tail['seconds']:.4g} s ({report['straggler_fraction']:.1%} of the iteration): "
+                f"{tail['component']} generation runs its last {tail['tail_steps']:,} of {tail['decode_steps']:,} "
+                f"decode steps with {tail['tail_batch']} of {tail['peak_batch']} sequences or fewer",
             )
         )
     path = report["critical_path"]

@@ -1,0 +1,199 @@
+"""The flags of the analytic model's long-response terms: the engine, the decode schedule, response statistics.
+
+They describe what decides a long chain-of-thought generation (docs/analytic_validation.md): the inference
+engine's fixed per-step cost (``--engine``, from :mod:`rlinf.engine_costs`), its cap on sequences in flight
+(``--max-num-seqs``), the model's opt-in terms (``--terms``: attention FLOPs, tensor-parallel all-reduces, a KV
+cache freed on offload, KV-pool admission and preemption), and the response lengths from the statistics a run
+logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``). Every one defaults to the
+model's earlier behaviour, so a command without them synthesizes what it did before.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from rlinf.commands import values
+from rlinf.engine_costs import ENGINE_STEP_COSTS, engine_step_cost
+from rlinf.errors import ConfigError
+from rlinf.llm_workload import NUM_STORED_LENGTHS, LLMWorkload, ResponseLengths
+from rlinf.response_lengths import lognormal_for, with_draw_mean
+
+TERMS = {
+    "attention": "count_attention_flops",
+    "tp-comm": "count_tensor_parallel_comm",
+    "free-kv": "free_kv_cache_on_offload",
+    "kv-preemption": "kv_preemption",
+}
+"""``--terms`` names -> the :class:`LLMWorkload` switch each turns on (``all``: every one)."""
+
+FLAG_OF_FIELD = {
+    "response mean": "--response-mean",
+    "response clip ratio": "--response-clip-ratio",
+    "response sigma": "--response-sigma",
+    "max_concurrent_sequences": "--max-num-seqs",
+    "engine": "--engine",
+}
+"""Fields of this module's errors -> the flag that sets them."""
+
+
+def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--response-mean``, ``--response-clip-ratio``, ``--engine``, ``--max-num-seqs``, ``--terms``,
+    ``--activation-recompute``, ``--no-reference-model``."""
+    parser.add_argument(
+        "--response-mean",
+        type=values.real(0.0, 1e7, exclusive_minimum=True),
+        default=None,
+        help="mean response tokens (instead of --response-median; the median follows from it and the spread)",
+    )
+    parser.add_argument(
+        "--response-clip-ratio",
+        type=values.real(0.0, 1.0, exclusive_minimum=True, exclusive_maximum=True),
+        default=None,
+        help="share of responses cut at --response-max, with --response-mean (sets the spread instead of "
+        "--response-sigma)",
+    )
+    parser.add_argument(
+        "--engine",
+        default=None,
+        help=f"inference engine whose published per-step cost to add to every decode step: "
+        f"{', '.join(ENGINE_STEP_COSTS)} (instead of --decode-step-overhead-s)",
+    )
+    parser.add_argument(
+        "--max-num-seqs",
+        type=values.count(1, 1_000_000),
+        default=None,
+        help="the engine's cap on sequences in flight per rollout replica (default 256)",
+    )
+    parser.add_argument(
+        "--terms",
+        default=None,
+        help=f"comma-separated model terms to turn on: {', '.join(TERMS)}, or all (default none)",
+    )
+    parser.add_argument(
+        "--activation-recompute",
+        action="store_true",
+        help="training recomputes activations (8*N FLOPs per token instead of 6*N)",
+    )
+    parser.add_argument(
+        "--no-reference-model",
+        action="store_true",
+        help="no reference model forward (a run without a KL term)",
+    )
+
+
+def response_from_args(
+    args: argparse.Namespace, pick: Callable[[str, Any], Any], median: float, sigma: float, max_tokens: int
+) -> ResponseLengths:
+    """The response lengths the flags describe: ``--response-mean`` with the spread of
+    ``--response-clip-ratio`` or ``--response-sigma`` (its median set so that the trace's drawn lengths have that
+    mean), else the median and sigma (flags, then defaults)."""
+    mean, clip = getattr(args, "response_mean", None), getattr(args, "response_clip_ratio", None)
+    if mean is None:
+        if clip is not None:
+            raise ConfigError(
+                "--response-clip-ratio", clip, "needs --response-mean", "give the mean response too"
+            )
+        return ResponseLengths(
+            median_tokens=pick("response_median", median),
+            sigma=pick("response_sigma", sigma),
+            max_tokens=max_tokens,
+        )
+    if args.response_median is not None:
+        raise ConfigError(
+            "--response-mean", mean, "and --response-median both set the median", "give one of them"
+        )
+    if clip is not None:
+        if args.response_sigma is not None:
+            raise ConfigError(
+                "--response-clip-ratio", clip, "and --response-sigma both set the spread", "give one of them"
+            )
+        fitted = lognormal_for(mean, max_tokens, clip=clip)
+    else:
+        fitted = lognormal_for(mean, max_tokens, sigma=pick("response_sigma", sigma))
+    return with_draw_mean(fitted, mean, num_lengths=NUM_STORED_LENGTHS, seed=getattr(args, "seed", 0))
+
+
+def apply_decode_arguments(args: argparse.Namespace, workload: LLMWorkload) -> LLMWorkload:
+    """``workload`` with the engine's per-step cost, the cap on sequences, the terms and the switches the flags
+    give (unchanged without them)."""
+    changes: dict[str, Any] = {}
+    engine = getattr(args, "engine", None)
+    if engine is not None:
+        if args.decode_step_overhead_s is not None or args.decode_step_overhead_per_sequence_s is not None:
+            raise ConfigError(
+                "--engine", engine, "and --decode-step-overhead-s (or -per-sequence-s) both set the per-step cost",
+                "give one of them",
+            )  # fmt: skip
+        cost = engine_step_cost(engine)
+        changes["decode_step_overhead_s"] = cost.fixed_step_s
+        changes["decode_step_overhead_per_sequence_s"] = cost.per_sequence_s
+    if getattr(args, "max_num_seqs", None) is not None:
+        changes["max_concurrent_sequences"] = args.max_num_seqs
+    for term in terms_of(getattr(args, "terms", None)):
+        changes[TERMS[term]] = True
+    if getattr(args, "activation_recompute", False):
+        changes["activation_recompute"] = True
+    if getattr(args, "no_reference_model", False):
+        changes["reference_model"] = False
+    return attrs.evolve(workload, **changes) if changes else workload
+
+
+def terms_of(text: str | None) -> list[str]:
+    """The term names of a ``--terms`` value (``all``: every one); raises naming the unknown ones."""
+    if text is None:
+        return []
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["all"]:
+        return list(TERMS)
+    unknown = [name for name in names if name not in TERMS]
+    if unknown or not names:
+        raise ConfigError("--terms", text, f"names no model term {unknown}", f"use {', '.join(TERMS)} or all")
+    return names
+
+
+def decode_flags(args: argparse.Namespace, workload: LLMWorkload) -> list[str]:
+    """The flags of this module that the command line gave, resolved (for ``provenance.command``): the engine as
+    the per-step seconds it set, so that the command re-synthesizes the same trace."""
+    parts: list[str] = []
+    if getattr(args, "engine", None) is not None:
+        parts += ["--decode-step-overhead-s", repr(workload.decode_step_overhead_s)]
+        if workload.decode_step_overhead_per_sequence_s:
+            per_sequence = repr(workload.decode_step_overhead_per_sequence_s)
+            parts += ["--decode-step-overhead-per-sequence-s", per_sequence]
+    if getattr(args, "max_num_seqs", None) is not None:
+        parts += ["--max-num-seqs", str(workload.max_concurrent_sequences)]
+    terms = terms_of(getattr(args, "terms", None))
+    if terms:
+        parts += ["--terms", ",".join(terms)]
+    if getattr(args, "activation_recompute", False):
+        parts.append("--activation-recompute")
+    if getattr(args, "no_reference_model", False):
+        parts.append("--no-reference-model")
+    return parts
+
+
+def response_provenance(args: argparse.Namespace, workload: LLMWorkload) -> dict[str, Any]:
+    """What the flags said of the response lengths and the engine, for a synthesized trace's provenance."""
+    out: dict[str, Any] = {}
+    if getattr(args, "response_mean", None) is not None:
+        out["response_lengths_from"] = {
+            "mean": args.response_mean,
+            "clip_ratio": args.response_clip_ratio,
+            "sigma": None if args.response_clip_ratio is not None else workload.response.sigma,
+            "fitted": {"median_tokens": workload.response.median_tokens, "sigma": workload.response.sigma},
+        }
+    if getattr(args, "engine", None) is not None:
+        cost = engine_step_cost(args.engine)
+        out["engine"] = {
+            "key": cost.key,
+            "engine": cost.engine,
+            "device": cost.device,
+            "fixed_step_s": cost.fixed_step_s,
+            "per_sequence_s": cost.per_sequence_s,
+            "source": cost.source,
+        }
+    return out

@@ -6,13 +6,13 @@ Usage (on a machine with a CUDA GPU)::
                                        [--prompt-tokens 64] [--json OUT.json]
 
 For each batch size (rows = prompts x a group of 8, or 1 row), the same random prompts of ``--prompt-tokens`` tokens
-are continued by exactly ``--new-tokens`` sampled tokens (no EOS can end a row early) on a model of the preset's
+are continued by exactly ``--new-tokens`` sampled tokens (no EOS can end a row early: its id is -1) on a model of the preset's
 shape (random weights, bf16), by
 
 * ``rlinf``: :func:`rlinf.workloads.hf_grpo.generation.stream_groups`, the rollout's engine (a dynamic KV cache,
   finished groups streamed out; sampling on the GPU);
-* ``generate-static``: ``model.generate(..., cache_implementation="static")``, sampling (``do_sample``) with
-  ``min_new_tokens`` equal to the length;
+* ``generate-static``: :func:`~rlinf.workloads.hf_grpo.generation.generate_all`, the ``hf-generate`` rollout
+  backend: ``model.generate(..., cache_implementation="static")``, sampling from the full softmax;
 
 and reports generated tokens/s, the time of one decode step (the slope between a short and the full length, so
 prefill and start-up cancel) and the memory-bandwidth roofline of decoding: per step, the bf16 weights plus the KV
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from rlinf.cluster import DEVICE_PRESETS  # noqa: E402
 from rlinf.workloads.hf_grpo.checkpoints import hf_config  # noqa: E402
 from rlinf.workloads.hf_grpo.config import MODEL_PRESETS  # noqa: E402
-from rlinf.workloads.hf_grpo.generation import SamplingParams, stream_groups  # noqa: E402
+from rlinf.workloads.hf_grpo.generation import SamplingParams, generate_all, stream_groups  # noqa: E402
 
 GROUP = 8
 SHORT = 16
@@ -93,31 +93,30 @@ def run_rlinf(model: Any, prompts: list[list[int]], group: int, tokens: int) -> 
 
 
 def run_generate(model: Any, prompts: list[list[int]], group: int, tokens: int) -> float:
-    rows = torch.tensor([p for p in prompts for _ in range(group)], device=model.device)
-    mask = torch.ones_like(rows)
+    """The ``hf-generate`` backend's engine: ``transformers``' ``generate`` with a static KV cache."""
+    params = SamplingParams(max_new_tokens=tokens, temperature=1.0)
     sync(model.device.type)
     start = time.perf_counter()
-    out = model.generate(
-        input_ids=rows,
-        attention_mask=mask,
-        do_sample=True,
-        max_new_tokens=tokens,
-        min_new_tokens=tokens,
-        cache_implementation="static",
-        pad_token_id=0,
+    finished = list(
+        generate_all(model, prompts, group_size=group, params=params, eos_id=-1, pad_id=0, seed=0)
     )
     sync(model.device.type)
-    assert out.shape[1] == rows.shape[1] + tokens, out.shape
+    produced = sum(len(r) for g in finished for r in g.response_ids)
+    assert produced == len(prompts) * group * tokens, produced
     return time.perf_counter() - start
+
+
+def kv_bytes_per_token(preset: str) -> int:
+    """Bytes of bf16 keys and values one token keeps in the cache over all layers."""
+    sizes = MODEL_PRESETS[preset]
+    return sizes.num_layers * 2 * sizes.num_kv_heads * (sizes.hidden_size // sizes.num_heads) * 2
 
 
 def roofline_step_s(preset: str, params: int, batch: int, context: float, device: str = "H100") -> float:
     """Seconds of one decode step at ``batch`` rows of ``context`` tokens: bf16 weights and KV read once at the
     preset's bandwidth, or the FLOPs at its peak when slower."""
-    sizes = MODEL_PRESETS[preset]
     spec = DEVICE_PRESETS[device][0]
-    head_dim = sizes.hidden_size // sizes.num_heads
-    kv_per_token = sizes.num_layers * 2 * sizes.num_kv_heads * head_dim * 2
+    kv_per_token = kv_bytes_per_token(preset)
     memory_s = (2 * params + batch * context * kv_per_token) / spec.memory_bandwidth_bytes_per_s
     compute_s = 2 * params * batch / spec.peak_flops
     return max(memory_s, compute_s)
@@ -132,6 +131,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for batch in args.batches:
         prompts, group = prompts_for(batch, args.prompt_tokens, model.config.vocab_size)
         for engine, run in (("rlinf", run_rlinf), ("generate-static", run_generate)):
+            if engine not in args.engines:
+                continue
             run(model, prompts, group, SHORT)  # warm-up (allocations, kernels, the static cache)
             full = [run(model, prompts, group, args.new_tokens) for _ in range(args.repeats)]
             short = [run(model, prompts, group, SHORT) for _ in range(args.repeats)]
@@ -158,6 +159,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "preset": args.preset,
         "parameters": params,
         "prompt_tokens": args.prompt_tokens,
+        "kv_bytes_per_token": kv_bytes_per_token(args.preset),
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
         "torch": torch.__version__,
@@ -173,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--engines", nargs="+", choices=("rlinf", "generate-static"), default=["rlinf", "generate-static"]
+    )
     parser.add_argument("--json", help="also write the result here")
     parser.add_argument(
         "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: check the script only"

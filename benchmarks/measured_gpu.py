@@ -39,7 +39,14 @@ def _figure(check: dict[str, Any]) -> str:
             f"offload {g['offload']:.1f} GB/s ({f['offload_over_copy']:.2f}x a pinned `copy_`), onload "
             f"{g['onload']:.1f} GB/s ({f['onload_over_copy']:.2f}x)"
         )
-    if name in ("rollout_throughput", "decode_step_15b"):
+    if name == "decode_steps":
+        parts = []
+        for label, run in f.items():
+            steps = ", ".join(f"{1e3 * r['step_s']:.1f}" for r in run["rows"])
+            batches = "/".join(str(r["batch"]) for r in run["rows"])
+            parts.append(f"{label}: {steps} ms at batch {batches}")
+        return "; ".join(parts)
+    if name == "rollout_throughput":
         rows = [r for r in f["rows"] if r["engine"] == "rlinf"]
         best = max(rows, key=lambda r: r["batch"])
         return (
@@ -51,7 +58,9 @@ def _figure(check: dict[str, Any]) -> str:
             f"median error {100 * f['median_error']:.1f}%, max {100 * f['max_error']:.1f}%, bias "
             f"{100 * f['bias']:+.1f}% over {len(f['plans'])} plans"
         )
-    rate = next(k for k in f if k.startswith("median_") and k.endswith("_per_s"))
+    rate = next((k for k in f if k.startswith("median_") and k.endswith("_per_s")), None)
+    if rate is None:
+        return "see the artifact"
     unit = "env steps/s" if "env_steps" in rate else "tokens/s"
     text = f"{f[rate]:,.0f} {unit}, iteration {1e3 * f['median_iteration_s']:.0f} ms"
     if "predicted_iteration_s" in f:

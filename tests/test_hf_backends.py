@@ -366,3 +366,34 @@ def test_vllm_rollout_generates_like_hf_and_updates_weights_in_place(checkpoint:
     vllm.load_weights(policy.weights())
     hf.load_weights(policy.weights())
     assert responses(vllm) == responses(hf)
+
+
+def test_the_generate_backend_samples_what_the_step_by_step_engine_samples_greedily(checkpoint: Path) -> None:
+    """``hf-generate`` (transformers' ``generate``, static KV cache) and ``hf`` (rlinf's engine, streaming) give
+    the same greedy responses for prompts of different lengths (left padding, EOS ends a row), every group once."""
+    from rlinf.workloads.hf_grpo.backends import HfGenerateRolloutBackend
+    from rlinf.workloads.hf_grpo.generation import SamplingParams
+
+    prompts = [[5, 9, 12], [7, 8, 20, 31, 4, 11], [40]]
+    engines = [
+        rollout_backend(name, checkpoint, device=CPU, dtype=torch.float32, eos_id=1, pad_id=0, seed=0)
+        for name in ("hf", "hf-generate")
+    ]
+    assert isinstance(engines[1], HfGenerateRolloutBackend) and isinstance(engines[1], RolloutBackend)
+    greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
+    step, whole = (
+        sorted(e.stream_groups(prompts, group_size=2, params=greedy, seed=1), key=lambda g: g.group_index)
+        for e in engines
+    )
+    assert [g.group_index for g in whole] == [0, 1, 2]
+    assert [g.response_ids for g in whole] == [g.response_ids for g in step]
+    assert [g.ended_at_eos for g in whole] == [g.ended_at_eos for g in step]
+    sampled = list(
+        engines[1].stream_groups(prompts, group_size=4, params=SamplingParams(max_new_tokens=8), seed=2)
+    )
+    for group in sampled:
+        assert len(group.response_ids) == 4 and all(1 <= len(r) <= 8 for r in group.response_ids)
+        assert all(
+            ended == (r[-1] == 1) and 1 not in r[:-1]
+            for r, ended in zip(group.response_ids, group.ended_at_eos, strict=True)
+        )

@@ -9,7 +9,13 @@ from pathlib import Path
 import torch
 
 from rlinf.errors import require
-from rlinf.workloads.hf_grpo.backends import HfPolicyBackend, HfRolloutBackend, PolicyBackend, RolloutBackend
+from rlinf.workloads.hf_grpo.backends import (
+    HfGenerateRolloutBackend,
+    HfPolicyBackend,
+    HfRolloutBackend,
+    PolicyBackend,
+    RolloutBackend,
+)
 from rlinf.workloads.hf_grpo.config import BACKEND_NAMES
 
 
@@ -29,13 +35,14 @@ def rollout_backend(
 
         return VllmRolloutBackend(directory, device=device, eos_id=eos_id, seed=seed)
     require(
-        name == "hf",
+        name in ("hf", "hf-generate"),
         "backends.rollout",
         name,
         "unknown backend",
         f"use one of {list(BACKEND_NAMES['rollout'])}",
     )
-    return HfRolloutBackend(directory, device=device, dtype=dtype, eos_id=eos_id, pad_id=pad_id)
+    engine = HfGenerateRolloutBackend if name == "hf-generate" else HfRolloutBackend
+    return engine(directory, device=device, dtype=dtype, eos_id=eos_id, pad_id=pad_id)
 
 
 def policy_backend(

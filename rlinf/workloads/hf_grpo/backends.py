@@ -30,7 +30,7 @@ import torch
 from rlinf.errors import ConfigError
 from rlinf.workloads.hf_grpo.checkpoints import load_model
 from rlinf.workloads.hf_grpo.config import BACKEND_NAMES, BackendConfig
-from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams, stream_groups
+from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams, generate_all, stream_groups
 from rlinf.workloads.hf_grpo.payloads import response_logprobs
 
 PACKAGES = MappingProxyType({"vllm": "vllm", "megatron": "megatron.core"})
@@ -192,6 +192,26 @@ class HfRolloutBackend:
 
     def onload(self) -> None:
         """Nothing beyond :meth:`state_tensors`."""
+
+
+class HfGenerateRolloutBackend(HfRolloutBackend):
+    """Sampling with ``transformers``' ``generate`` and a static KV cache (``backends.rollout: hf-generate``):
+    every group at the end of the batch, none streamed earlier (:func:`generation.generate_all`)."""
+
+    name = "hf-generate"
+
+    def stream_groups(
+        self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
+    ) -> Iterator[GroupRollout]:
+        return generate_all(
+            self.model,
+            prompts,
+            group_size=group_size,
+            params=params,
+            eos_id=self.eos_id,
+            pad_id=self.pad_id,
+            seed=seed,
+        )
 
 
 class HfPolicyBackend:

@@ -20,7 +20,7 @@ ARCHITECTURES = ("qwen2", "llama")
 MODES = ("auto", "collocated", "disaggregated", "hybrid")
 COMPONENTS = ("rollout", "reward", "inference", "actor")
 BACKEND_NAMES = MappingProxyType(
-    {"rollout": ("hf", "vllm"), "inference": ("hf", "megatron"), "actor": ("hf", "megatron")}
+    {"rollout": ("hf", "hf-generate", "vllm"), "inference": ("hf", "megatron"), "actor": ("hf", "megatron")}
 )
 """The backends each model-holding component may run on (``rlinf.workloads.hf_grpo.backends``); ``hf`` is the
 default."""
@@ -297,7 +297,9 @@ class BackendConfig:
     """Which engine runs each model-holding component (``backends:`` in the YAML)."""
 
     rollout: str = "hf"
-    """``hf`` (transformers, KV cache) or ``vllm`` (vLLM's offline engine; needs vllm and a GPU)."""
+    """``hf`` (transformers' model step by step, a KV cache that drops finished groups, which stream out),
+    ``hf-generate`` (transformers' ``generate`` with a static KV cache; groups come out at the end) or ``vllm``
+    (vLLM's offline engine; needs vllm and a GPU)."""
     inference: str = "hf"
     """``hf`` or ``megatron`` (megatron-core ``GPTModel``; needs megatron-core and a GPU)."""
     actor: str = "hf"

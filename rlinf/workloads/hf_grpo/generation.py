@@ -187,6 +187,61 @@ def _new_cache(model: Any) -> Any:
         return DynamicCache()
 
 
+@torch.no_grad()
+def generate_all(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    group_size: int,
+    params: SamplingParams,
+    eos_id: int,
+    pad_id: int,
+    seed: int,
+) -> Iterator[GroupRollout]:
+    """The same sampling as :func:`stream_groups` by ``transformers``' own ``generate`` with a static KV cache
+    (the whole batch to the longest response, no group streamed before the end; the full softmax at
+    ``temperature``: no top-k or top-p), then every group in prompt order. The draws follow ``seed`` through the
+    device's global generator."""
+    positive("group_size", group_size)
+    if not prompts:
+        return
+    device = next(model.parameters()).device
+    row_prompts = [tuple(p) for p in prompts for _ in range(group_size)]
+    tokens, mask = left_pad(row_prompts, pad_id)
+    torch.manual_seed(seed)
+    sampling = params.temperature > 0
+    was_training = model.training
+    model.eval()
+    try:
+        out = model.generate(
+            input_ids=tokens.to(device),
+            attention_mask=mask.to(device),
+            max_new_tokens=params.max_new_tokens,
+            do_sample=sampling,
+            temperature=params.temperature if sampling else None,
+            top_k=0 if sampling else None,
+            top_p=1.0 if sampling else None,
+            eos_token_id=eos_id,
+            pad_token_id=pad_id,
+            cache_implementation="static",
+        )
+    finally:
+        model.train(was_training)
+    generated = out[:, tokens.shape[1] :].tolist()
+    responses = []
+    for row in generated:
+        ended = eos_id in row
+        responses.append(tuple(row[: row.index(eos_id) + 1] if ended else row))
+    for g in range(len(prompts)):
+        members = responses[g * group_size : (g + 1) * group_size]
+        yield GroupRollout(
+            group_index=g,
+            prompt_ids=row_prompts[g * group_size],
+            response_ids=tuple(members),
+            ended_at_eos=tuple(r[-1] == eos_id for r in members),
+        )
+
+
 def generate(
     model: Any,
     prompts: Sequence[Sequence[int]],

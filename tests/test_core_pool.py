@@ -215,3 +215,19 @@ def test_a_component_on_cores_stays_a_component_of_the_same_workflow() -> None:
     assert not plain.same_flow(attrs.evolve(plain, batch_size=16))
     assert "cpu_ok" not in json.dumps(plain.to_dict()) and '"cpu_ok": true' in json.dumps(flagged.to_dict())
     assert Component(name="r", role="reward", cpu_ok=True).cpu_ok
+
+
+def test_the_train_command_places_a_plan_and_its_core_pool_together() -> None:
+    """``rlinf train``'s placement of a plan's devices and the core pool beside them (the path a GPU machine
+    takes with ``--cpu-devices``; here the devices are CPU cores too): one device per global id, nothing
+    oversubscribed when device and cores are distinct."""
+    from argparse import Namespace
+
+    from rlinf.commands.train import _oversubscribed, _placement
+
+    args = Namespace(accelerator="cpu", cpu_devices=1, nodes=1)
+    devices, nodes = _placement(args, 1, 1)
+    assert [(d.index, d.kind) for d in devices] == [(0, "cpu"), (1, "cpu")] and nodes is None
+    assert devices[0].core != devices[1].core and not _oversubscribed(devices, nodes)
+    crowded, _ = _placement(Namespace(accelerator="cpu", cpu_devices=1, nodes=1), 2, 1)
+    assert _oversubscribed(crowded, None)  # two logical devices on one core, beside the pool's core

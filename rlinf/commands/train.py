@@ -225,7 +225,6 @@ def _plan_and_train(
     job: Any, config: Any, args: argparse.Namespace, cores: tuple[int, ...], num_devices: int
 ) -> int:
     """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
-    from executor.devices import is_oversubscribed
     from rlinf.runner import train
 
     predicted = None
@@ -248,11 +247,7 @@ def _plan_and_train(
         plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
     job.check_plan(plan, config, machine=args.machine)  # memory against the machine's own devices
     devices, nodes = _placement(args, logical, num_devices)
-    node_of = nodes or [0] * logical
-    if any(
-        is_oversubscribed(tuple(d for d, n in zip(devices, node_of, strict=True) if n == node))
-        for node in set(node_of)
-    ):
+    if _oversubscribed(devices, nodes):
         print(
             f"rlinf: warning: {logical} logical devices share {num_devices} "
             f"{'CPU core' if args.accelerator == 'cpu' else 'GPU'}(s); devices are oversubscribed",
@@ -284,6 +279,17 @@ def _plan_and_train(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
     return 0
+
+
+def _oversubscribed(devices: tuple[Any, ...], nodes: list[int] | None) -> bool:
+    """Whether two of a node's logical devices (devices and the cores beside them) share one core or GPU."""
+    from executor.devices import is_oversubscribed
+
+    node_of = nodes or [0] * len(devices)
+    return any(
+        is_oversubscribed(tuple(d for d, n in zip(devices, node_of, strict=True) if n == node))
+        for node in set(node_of)
+    )
 
 
 def _resume(args: argparse.Namespace) -> Any:

@@ -242,7 +242,8 @@ def derive_probes(
                              (1, "fewest")):  # fmt: skip
             layout = {n: on_cores(cores) if n in movable else every for n in order}
             core_layouts.append((layout, which, frozenset()))
-        layouts[2:2] = core_layouts
+        layouts[1:1] = core_layouts[:1]  # right after the first probe: a short budget measures both pools
+        layouts[3:3] = core_layouts[1:]
     if workflow.loop is not None and half >= 1:
         # Last (a tight budget cuts these first): the loop's stage counts again with env and policy apart,
         # together, and together with the other components, on half the devices (and on all of them, below):

@@ -200,7 +200,8 @@ def generate_all(
 ) -> Iterator[GroupRollout]:
     """The same sampling as :func:`stream_groups` by ``transformers``' own ``generate`` with a static KV cache
     (the whole batch to the longest response, no group streamed before the end; the full softmax at
-    ``temperature``: no top-k or top-p), then every group in prompt order. The draws follow ``seed`` through the
+    ``temperature``: no top-k or top-p; no ``torch.compile``, which ``generate`` would otherwise run for every new
+    batch shape), then every group in prompt order. The draws follow ``seed`` through the
     device's global generator."""
     positive("group_size", group_size)
     if not prompts:
@@ -224,6 +225,7 @@ def generate_all(
             eos_token_id=eos_id,
             pad_token_id=pad_id,
             cache_implementation="static",
+            disable_compile=True,  # a static cache would compile the forward for each batch shape (minutes)
         )
     finally:
         model.train(was_training)

@@ -91,7 +91,7 @@ class MegatronPolicyBackend:
                 field, "megatron", f"has no mapping for hidden_act={hf_config.hidden_act!r}", "use hf"
             )
         add_bias_linear, add_qkv_bias = bias_flags(hf_config, field)
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device if device.index is not None else torch.cuda.current_device())
         self._store_dir = _single_rank_group()
         if not parallel_state.model_parallel_is_initialized():
             parallel_state.initialize_model_parallel(

@@ -334,7 +334,10 @@ def short_name(device: str) -> str:
     )
 
 
-def check_all(names: list[str] | None, deadline_s: float) -> list[dict[str, Any]]:
+def check_all(
+    names: list[str] | None, deadline_s: float, save: Callable[[list[dict[str, Any]]], None] = lambda _: None
+) -> list[dict[str, Any]]:
+    """Run the checks (``names``, or all) in order within ``deadline_s``; ``save`` gets the results after each."""
     started = time.monotonic()
     results = []
     for name, limit_s, check in CHECKS:
@@ -357,6 +360,7 @@ def check_all(names: list[str] | None, deadline_s: float) -> list[dict[str, Any]
             entry.update(ok=False, error=f"{type(error).__name__}: {error}")
         entry["seconds"] = round(time.monotonic() - begin, 1)
         results.append(entry)
+        save(results)
         print(f"gpu_check: {name}: {'ok' if entry['ok'] else 'FAILED ' + entry['error']} ({entry['seconds']} s)",
               flush=True)  # fmt: skip
     return results
@@ -419,11 +423,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--dry-run-cpu writes no artifact to docs/: give --out")
     WORK.mkdir(parents=True, exist_ok=True)
     device = "cpu (dry run)" if args.dry_run_cpu else device_name()
-    checks = check_all(args.only, args.deadline)
-    document = {"device": device, "provenance": provenance(), "checks": checks, "summary": summarise(checks)}
     out = Path(args.out or ROOT / "docs" / "data" / f"gpu_check_{short_name(device)}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=1) + "\n")
+    origin = provenance()
+
+    def save(
+        checks: list[dict[str, Any]],
+    ) -> None:  # after every check: a run cut short keeps what it measured
+        document = {"device": device, "provenance": origin, "checks": checks, "summary": summarise(checks)}
+        out.write_text(json.dumps(document, indent=1) + "\n")
+
+    checks = check_all(args.only, args.deadline, save)
+    save(checks)
     failed = [c["name"] for c in checks if not c.get("ok")]
     print(f"gpu_check: {len(checks) - len(failed)} of {len(checks)} checks passed; wrote {out}")
     return 1 if failed else 0

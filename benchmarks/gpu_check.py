@@ -52,7 +52,7 @@ GRPO = [
 GRPO_05B = [
     *GRPO,
     *("--set", "model.config=qwen2.5-0.5b", "--set", "warm_start.num_steps=0"),
-    *("--set", "grpo.prompts_per_iteration=16", "--set", "eval.num_problems=64"),
+    *("--set", "grpo.prompts_per_iteration=16"),
 ]
 """GRPO on the Qwen2.5-0.5B shape, random weights (throughput and memory, not learning): no warm start."""
 
@@ -287,8 +287,8 @@ CHECKS: tuple[tuple[str, float, Callable[[float], dict[str, Any]]], ...] = (
     ("hopper_collocated_offload", 60, hopper_collocated_offload),
     ("hopper_auto_gpu_only", 90, hopper_auto_gpu_only),
     ("hopper_auto_cpu_cores", 90, hopper_auto_cpu_cores),
-    ("grpo_tiny_collocated_offload", 90, grpo_tiny_collocated_offload),
-    ("grpo_05b_collocated_offload", 150, grpo_05b_collocated_offload),
+    ("grpo_tiny_collocated_offload", 150, grpo_tiny_collocated_offload),
+    ("grpo_05b_collocated_offload", 180, grpo_05b_collocated_offload),
     ("rollout_throughput", 120, rollout_throughput),
     ("grpo_tiny_auto", 120, grpo_tiny_auto),
     ("validate_hopper", 120, validate_hopper),
@@ -385,8 +385,13 @@ def merge(paths: list[str]) -> dict[str, Any]:
     checks: dict[str, dict[str, Any]] = {}
     for document in documents:
         for check in document["checks"]:
-            if check["name"] not in checks or not check.get("skipped"):
-                checks[check["name"]] = {**check, "run": document["provenance"]["date"]}
+            entry = {**check, "run": document["provenance"]["date"]}
+            earlier = checks.get(check["name"])
+            if earlier is None:
+                checks[check["name"]] = entry
+            elif not check.get("skipped"):  # the later attempt wins; the earlier one is kept beside it
+                previous = [*earlier.pop("earlier", []), earlier]
+                checks[check["name"]] = {**entry, "earlier": previous}
     order = [name for name, _, _ in CHECKS]
     merged = sorted(
         checks.values(), key=lambda c: order.index(c["name"]) if c["name"] in order else len(order)

@@ -21,8 +21,8 @@ def _provenance(document: dict[str, Any]) -> str:
     runs = document["provenance"]
     runs = runs if isinstance(runs, list) else [runs]
     parts = [
-        f"{r['date']}, commit {r['commit']}, torch {r['torch']} (CUDA {r['cuda']}), {r['cpu_cores']} cores"
-        for r in runs
+        f"run {i}: {r['date']}, commit {r['commit']}, torch {r['torch']} (CUDA {r['cuda']}), {r['cpu_cores']} cores"
+        for i, r in enumerate(runs, 1)
     ]
     return "; ".join(parts)
 
@@ -83,9 +83,13 @@ def gpu_check() -> str:
         out += [
             f"**{document['device']}** (`docs/data/{path}`; {_provenance(document)}):",
             "",
-            "| check | result | seconds | figures |",
-            "| --- | --- | --- | --- |",
+            "| check | run | result | seconds | figures |",
+            "| --- | --- | --- | --- | --- |",
         ]
+        runs = (
+            document["provenance"] if isinstance(document["provenance"], list) else [document["provenance"]]
+        )
+        number = {r["date"]: i + 1 for i, r in enumerate(runs)}
         for check in document["checks"]:
             if check.get("skipped"):
                 result, figures = "skipped", check["skipped"]
@@ -93,7 +97,8 @@ def gpu_check() -> str:
                 result, figures = "passed", _figure(check)
             else:
                 result, figures = "**failed**", check.get("error", "")
-            out.append(f"| `{check['name']}` | {result} | {check.get('seconds', '')} | {figures} |")
+            run = number.get(check.get("run", runs[0]["date"]), 1)
+            out.append(f"| `{check['name']}` | {run} | {result} | {check.get('seconds', '')} | {figures} |")
         ratio = document.get("summary", {}).get("hopper_cores_over_gpu_alone")
         if ratio is not None:
             out += [
@@ -133,3 +138,59 @@ def rollout_table() -> str:
             )
         return "\n".join(lines)
     return "No rollout measurement on a GPU is committed yet."
+
+
+def readme_line() -> str:
+    """The README's sentence on GPUs, from the newest GPU check artifact."""
+    found = artifacts()
+    if not found:
+        return "No GPU check has run yet (`docs/gpu.md`)."
+    _, document = found[-1]
+    by_name = {c["name"]: c for c in document["checks"]}
+    done = [c["name"] for c in document["checks"] if c.get("ok")]
+    missing = [c["name"] for c in document["checks"] if not c.get("ok")]
+    ratios = [
+        c["figures"]["measured_over_predicted"]
+        for c in document["checks"]
+        if c.get("ok") and "measured_over_predicted" in c.get("figures", {})
+    ]
+    text = f"On one {document['device']} (`python benchmarks/gpu_check.py`, `docs/gpu.md`): {len(done)} of "
+    text += f"{len(document['checks'])} checks passed"
+    if "gpu_tests" in done:
+        text += (
+            f" ({by_name['gpu_tests']['figures']['summary'].split(',')[0]} GPU tests, context switching of "
+        )
+        text += "Qwen2 and Llama models with their AdamW state among them)"
+    ratio = document.get("summary", {}).get("hopper_cores_over_gpu_alone")
+    if ratio is not None:
+        text += f"; Hopper ran {ratio:.2f}x faster with its environments on the CPU cores beside the GPU"
+    if ratios:
+        text += (
+            f"; measured iterations were {min(ratios):.2f}x to {max(ratios):.2f}x the predicted ones, so predictions"
+            " on a GPU are not yet to be trusted"
+        )
+    if missing:
+        text += f"; not yet measured: {', '.join(missing)}"
+    return text + "."
+
+
+def predictions() -> str:
+    """Every auto-mode check's measured against predicted iteration, every attempt (a GPU's prediction error)."""
+    lines = []
+    for _, document in artifacts():
+        runs = (
+            document["provenance"] if isinstance(document["provenance"], list) else [document["provenance"]]
+        )
+        number = {r["date"]: i + 1 for i, r in enumerate(runs)}
+        for check in document["checks"]:
+            for attempt in [*check.get("earlier", []), check]:
+                f = attempt.get("figures") or {}
+                if "predicted_iteration_s" not in f:
+                    continue
+                chosen = f.get("chosen", "").split(" (from")[0]
+                lines.append(
+                    f"- `{check['name']}`, run {number.get(attempt.get('run'), 1)}: measured "
+                    f"{1e3 * f['median_iteration_s']:.0f} ms against {1e3 * f['predicted_iteration_s']:.0f} ms "
+                    f"predicted ({f['measured_over_predicted']:.2f}x), plan `{chosen}`"
+                )
+    return "\n".join(lines) or "No auto-mode run on a GPU is committed yet."

@@ -196,8 +196,22 @@ def accuracy() -> str:
     return validate.accuracy() + "\n" + textwrap.fill(line, 115, subsequent_indent="  ")
 
 
+def analytic_line() -> str:
+    """The README's sentence on the analytic model, from ``docs/analytic_validation.json``."""
+    result = artifact("docs/analytic_validation.json")
+    now, cot = result["summary"], result["summary_long_cot"]
+    return fill(
+        f"With nothing fitted, the analytic model's step times for {now['num_runs']} published RL runs (NeMo RL, "
+        f"veRL, RLinf) are a median {now['median_ratio_exact']:.3f} of what they reported, "
+        f"{cot['median_ratio_exact']:.3f} for the {cot['num_runs']} long chain-of-thought runs, worst "
+        f"{now['worst_ratio']:.2f}: it is optimistic (`docs/analytic_validation.md`)."
+    )
+
+
 BLOCKS = (
     Block("README.md", "accuracy", accuracy),
+    Block("README.md", "analytic", analytic_line),
+    Block("README.md", "gpu", lambda: fill(measured_gpu.readme_line())),
     Block("docs/measurements.md", "accuracy", accuracy),
     Block("docs/measurements.md", "validate-hopper-runs", validate.hopper_table),
     Block("docs/measurements.md", "validate-hopper-tallies", validate.hopper_tallies),
@@ -223,6 +237,7 @@ BLOCKS = (
     Block("docs/grpo_hf.md", "hf-streaming", lambda: docs.hf_streaming("docs/grpo_hf_streaming.json")),
     Block("docs/gpu.md", "gpu-check", measured_gpu.gpu_check),
     Block("docs/gpu.md", "gpu-rollout", measured_gpu.rollout_table),
+    Block("docs/gpu.md", "gpu-predictions", measured_gpu.predictions),
     Block(
         "docs/grpo_hf.md",
         "hf-streaming-loaded",

@@ -327,3 +327,23 @@ def test_evening_out_probe_speeds_repairs_a_prediction_from_one_slow_probe(repla
     plan = "hybrid: actor@1 env@0 rollout@1 | loop=2"
     assert replayed["quiet_run3"]["as_measured"][plan] > 0.10
     assert replayed["quiet_run3"]["evened"][plan] <= 0.05
+
+
+def test_the_gpu_check_artifacts_agree_with_themselves() -> None:
+    """Each GPU check artifact's summary and ratios follow from its checks' own figures."""
+    gpu = load("measured_gpu")
+    found = gpu.artifacts()
+    for _, document in found:
+        by_name = {c["name"]: c for c in document["checks"]}
+        for check in document["checks"]:
+            figures = check.get("figures") or {}
+            assert check.get("ok") == bool(figures) or check.get("ok") is False
+            if "measured_over_predicted" in figures:
+                ratio = figures["median_iteration_s"] / figures["predicted_iteration_s"]
+                assert figures["measured_over_predicted"] == pytest.approx(ratio)
+        ratio = document["summary"].get("hopper_cores_over_gpu_alone")
+        if ratio is not None:
+            cores = by_name["hopper_auto_cpu_cores"]["figures"]["median_env_steps_per_s"]
+            alone = by_name["hopper_auto_gpu_only"]["figures"]["median_env_steps_per_s"]
+            assert ratio == pytest.approx(cores / alone)
+            assert by_name["hopper_auto_cpu_cores"]["run"] == by_name["hopper_auto_gpu_only"]["run"]  # one run

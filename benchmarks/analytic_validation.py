@@ -246,7 +246,7 @@ def tables_block(runs: tuple[PublishedRun, ...], predictions: dict[str, Any], he
     lines += ablation_table(runs, ratios)
     lines += [
         "",
-        "The published per-step costs (`rlinf/engine_costs.py`, `rlinf trace synth --engine KEY`):",
+        "The published per-step costs (`rlinf/analytic/engine_costs.py`, `rlinf trace synth --engine KEY`):",
         "",
     ]
     lines += engine_cost_table()

@@ -1,6 +1,6 @@
 """The analytic model's prediction of one published run (benchmarks/analytic_validation_rows.py), in each version.
 
-A run becomes an :class:`rlinf.llm_workload.LLMWorkload` (its facts, the model's default efficiencies, the terms a
+A run becomes an :class:`rlinf.analytic.llm_workload.LLMWorkload` (its facts, the model's default efficiencies, the terms a
 :class:`Variant` turns on), a trace synthesized at the run's device counts, a plan (collocated, or generation on
 its own GPUs) and one simulated iteration. A collocated run's prediction is the simulated iteration; a
 one-step-off-policy run, whose generation of step k+1 overlaps the training of step k, is predicted by the busy
@@ -21,17 +21,17 @@ import attrs
 import numpy as np
 from analytic_validation_runs import DEVICES, MESH_LINK_BYTES_PER_S, PublishedRun, step_cost_of
 
-from rlinf.analytic import synthesize
-from rlinf.cluster import Cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, RlinfWarning
-from rlinf.llm_workload import LLMWorkload, ResponseLengths
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_dict
-from rlinf.response_lengths import lognormal_for, with_draw_mean
-from rlinf.straggler import straggler_of
-from rlinf.timeline import Timeline
-from rlinf.trace import Trace
+from rlinf.analytic.llm_workload import LLMWorkload, ResponseLengths
+from rlinf.analytic.response_lengths import lognormal_for, with_draw_mean
+from rlinf.analytic.straggler import straggler_of
+from rlinf.analytic.synthesis import synthesize
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, RlinfWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_dict
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import Trace
 from simulator import simulate
 
 SEED = 0
@@ -51,9 +51,9 @@ class Variant:
     tensor_parallel_comm: bool
     free_kv_cache: bool
     kv_preemption: bool = False
-    """Decode as it happens: KV-pool admission and preemption (:func:`rlinf.decode.schedule_decode`)."""
+    """Decode as it happens: KV-pool admission and preemption (:func:`rlinf.analytic.decode.schedule_decode`)."""
     engine_cost: bool = False
-    """The engine's published per-step cost (:mod:`rlinf.engine_costs`)."""
+    """The engine's published per-step cost (:mod:`rlinf.analytic.engine_costs`)."""
     published_spread: bool = False
     """The spread of the response lengths from the statistics the source publishes (else sigma 0.6)."""
 
@@ -103,8 +103,8 @@ DEFAULT_INPUTS = Inputs()
 
 def median_for_mean(mean_tokens: float, max_tokens: int, *, sigma: float = RESPONSE_SIGMA, seed: int = SEED,
                     num_lengths: int = 4096) -> float:  # fmt: skip
-    """The lognormal median whose cut draw (as :func:`rlinf.analytic.synthesize` makes it) has the given mean
-    (:func:`rlinf.response_lengths.with_draw_mean`)."""
+    """The lognormal median whose cut draw (as :func:`rlinf.analytic.synthesis.synthesize` makes it) has the given mean
+    (:func:`rlinf.analytic.response_lengths.with_draw_mean`)."""
     start = ResponseLengths(median_tokens=1.0, sigma=sigma, max_tokens=max_tokens)
     return with_draw_mean(start, mean_tokens, num_lengths=num_lengths, seed=seed).median_tokens
 
@@ -209,7 +209,7 @@ class Prediction:
     ratio: float
     """predicted_s / reported_s."""
     straggler_s: float = 0.0
-    """Seconds of the generation's straggler tail (:mod:`rlinf.straggler`) in the simulated iteration."""
+    """Seconds of the generation's straggler tail (:mod:`rlinf.analytic.straggler`) in the simulated iteration."""
     tail_share: float = 0.0
     """Its share of the slowest rollout replica's generation."""
 

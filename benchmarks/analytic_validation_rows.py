@@ -21,7 +21,7 @@ from analytic_validation_runs import (
     nemo_prompt_tokens,
 )
 
-from rlinf.llm_workload import ModelSpec
+from rlinf.analytic.llm_workload import ModelSpec
 
 NEMO_DOC = (
     "NeMo RL performance summary, section 'Nemo RL v{release}', table '{table}' "

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import attrs
 
-from rlinf.cluster import DEVICE_PRESETS, DeviceSpec, Links
-from rlinf.engine_costs import ENGINE_STEP_COSTS
-from rlinf.llm_workload import MODEL_PRESETS, ModelSpec
+from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
+from rlinf.analytic.llm_workload import MODEL_PRESETS, ModelSpec
+from rlinf.core.cluster import DEVICE_PRESETS, DeviceSpec, Links
 
 
 @attrs.frozen(kw_only=True)
 class Engine:
-    """A run's inference engine, and the published per-step cost that prices it (:mod:`rlinf.engine_costs`)."""
+    """A run's inference engine, and the published per-step cost that prices it (:mod:`rlinf.analytic.engine_costs`)."""
 
     description: str
     step_cost: str
-    """A key of :data:`rlinf.engine_costs.ENGINE_STEP_COSTS`."""
+    """A key of :data:`rlinf.analytic.engine_costs.ENGINE_STEP_COSTS`."""
     match: str
     """How that published measurement relates to this engine (same version line, or the nearest there is)."""
 
@@ -75,7 +75,7 @@ QWEN3_32B = ModelSpec(
 )
 # DeepSeek-R1-Distill-Qwen-1.5B and -7B: the Qwen2.5-Math shapes of their Hugging Face configs (28 layers; hidden
 # 1536 with 12 heads and 2 KV heads, and 3584 with 28 heads and 4 KV heads; untied embeddings) and the parameter
-# counts of rlinf's 1.5b and 7b presets (rlinf/llm_workload.py), which are these models'.
+# counts of rlinf's 1.5b and 7b presets (rlinf/analytic/llm_workload.py), which are these models'.
 R1_DISTILL_1_5B = attrs.evolve(MODEL_PRESETS["1.5b"], name="R1-Distill-Qwen-1.5B")
 R1_DISTILL_7B = attrs.evolve(MODEL_PRESETS["7b"], name="R1-Distill-Qwen-7B")
 DEEPSEEK_7B = ModelSpec(
@@ -87,7 +87,7 @@ DEEPSEEK_7B = ModelSpec(
     num_kv_heads=32,
 )
 
-# Devices that rlinf.cluster has no preset for. GB200 (per GPU of a GB200 NVL72, 1,200 W): 2.5 PFLOP/s dense BF16
+# Devices that rlinf.core.cluster has no preset for. GB200 (per GPU of a GB200 NVL72, 1,200 W): 2.5 PFLOP/s dense BF16
 # and 8 TB/s HBM3e (glennklockwood.com/garden/processors/B200), 13.4 TB of HBM3e per 72 GPUs = 186 GB
 # (aiwiki.ai/wiki/nvidia_gb200_nvl72), NVLink 5 at 900 GB/s per direction across the rack
 # (verda.com/blog/gb300-nvl72-architecture); host link assumed 450 GB/s (NVLink-C2C of one Grace shared by two
@@ -172,7 +172,7 @@ class PublishedRun:
     """The share of responses cut at the generation limit, where the source logs it."""
     response_longest: float | None = None
     """The longest response of a step (averaged over the steps read), where the source logs it: with the batch
-    (prompts x group) it sets the spread of the lengths (:func:`rlinf.response_lengths.lognormal_for`)."""
+    (prompts x group) it sets the spread of the lengths (:func:`rlinf.analytic.response_lengths.lognormal_for`)."""
     rollout_devices: int = 0
     max_concurrent_sequences: int = 1024
     """The engine's cap on sequences in flight per replica (vLLM max_num_seqs, SGLang max_running_requests):

@@ -10,7 +10,7 @@ from typing import Any
 from analytic_validation_model import ABLATION, NOW, PREVIOUS, SENSITIVITY, Prediction, sigma_of
 from analytic_validation_runs import ENGINES, PHASES, PublishedRun, step_cost_of
 
-from rlinf.engine_costs import ENGINE_STEP_COSTS
+from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
 
 
 def summarize(runs: Sequence[PublishedRun], ratios: Sequence[float]) -> dict[str, Any]:

@@ -7,10 +7,10 @@ the workflow's unit otherwise (GRPO: samples, prompts x group size).
     python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set execution.heldout_eval=false
 
 The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. Each fixed mode is measured at every
-uniform granularity the workload allows (``rlinf.jobs.plans.uniform_granularities``: for Hopper's 8 envs, 1, 2, 4
+uniform granularity the workload allows (``rlinf.app.jobs.plans.uniform_granularities``: for Hopper's 8 envs, 1, 2, 4
 and 8 loop stages; ``--config-granularity-only`` keeps the config's own), so a fixed mode is compared at its best
 setting, not at whatever the example config sets. All plans train one at a time in turns with fresh workers
-(:func:`rlinf.profiling.measure_plans`), so load from other processes on a shared machine affects all plans alike;
+(:func:`rlinf.app.profiling.measure_plans`), so load from other processes on a shared machine affects all plans alike;
 a plan's env steps/s is its env steps per iteration over the median iteration time after warm-up. One run; prints
 a JSON report, with ``--json`` writes it as an artifact (provenance and every plan's measured iterations) and with
 ``--markdown`` writes a table.
@@ -28,13 +28,13 @@ from pathlib import Path
 import provenance
 
 from executor.devices import available_cores
-from rlinf.errors import ConfigError
-from rlinf.files import write_text_atomic
-from rlinf.jobs import load_job_config
-from rlinf.jobs.plans import fixed_plan, uniform_granularities
-from rlinf.profiling import ProfileSettings, measure_plans, profile
-from rlinf.runner import plan_from_trace
-from rlinf.trace import load_trace
+from rlinf.app.jobs import load_job_config
+from rlinf.app.jobs.plans import fixed_plan, uniform_granularities
+from rlinf.app.profiling import ProfileSettings, measure_plans, profile
+from rlinf.app.runner import plan_from_trace
+from rlinf.core.errors import ConfigError
+from rlinf.core.files import write_text_atomic
+from rlinf.core.trace import load_trace
 
 FIXED = ("collocated", "hybrid", "disaggregated")
 

@@ -3,7 +3,7 @@ own bias and noise.
 
     python benchmarks/bench_order_bias.py [--repeats 4] [--iterations 30] [--json docs/data/order_bias.json]
 
-Until commit cc49de9 :func:`rlinf.profiling.measure_plans` ran several plans with their workers alive and
+Until commit cc49de9 :func:`rlinf.app.profiling.measure_plans` ran several plans with their workers alive and
 iterations alternating between them, and ``rlinf validate`` ranked plans by it; it now measures one plan at a time
 in turns with fresh workers, and this benchmark measures that protocol. ``docs/data/order_bias.json`` is of it (its
 version of commit 7f3695c, in git history, is of the side-by-side one). Both entries are the same plan (the README
@@ -12,7 +12,7 @@ run's ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two setti
 
 * ``one generation``: one turn per entry, entry 0 first;
 * ``two generations``: two turns per entry, the second in the reverse order
-  (:func:`rlinf.profiling.generation_orders`; validate uses 4).
+  (:func:`rlinf.app.profiling.generation_orders`; validate uses 4).
 
 Prints one JSON object: per protocol the ratio of each run, their mean and how many runs had entry 0 slower; with
 ``--json`` also writes it with provenance (``benchmarks/provenance.py``) and every iteration's time.
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import provenance
 
-from rlinf.jobs import load_job_config
-from rlinf.plan import plan_from_dict
-from rlinf.profiling import local_backends, measure_plans
+from rlinf.app.jobs import load_job_config
+from rlinf.app.profiling import local_backends, measure_plans
+from rlinf.core.plan import plan_from_dict
 
 PLAN = {"placement": {"actor": "0", "env": "0", "rollout": "1"}, "granularity": {"loop": 2}}
 PROTOCOLS = {"one generation": 1, "two generations": 2}

@@ -22,8 +22,8 @@ import attrs
 import provenance
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
-from rlinf.jobs import get_job
-from rlinf.runner import train
+from rlinf.app.jobs import get_job
+from rlinf.app.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 JOB = get_job("embodied_ppo")

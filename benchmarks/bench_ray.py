@@ -27,7 +27,7 @@ import provenance
 
 import executor
 from executor.devices import available_cores
-from rlinf.jobs import load_job_config
+from rlinf.app.jobs import load_job_config
 
 KINDS = ("local", "ray")
 

@@ -38,7 +38,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rlinf.cluster import DEVICE_PRESETS  # noqa: E402
+from rlinf.core.cluster import DEVICE_PRESETS  # noqa: E402
 from rlinf.workloads.hf_grpo.checkpoints import hf_config  # noqa: E402
 from rlinf.workloads.hf_grpo.config import MODEL_PRESETS  # noqa: E402
 from rlinf.workloads.hf_grpo.generation import SamplingParams, generate_all, stream_groups  # noqa: E402

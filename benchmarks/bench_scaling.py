@@ -48,11 +48,11 @@ import torch
 
 from executor import local
 from executor.devices import Device, available_cores, cpu_devices
-from rlinf.files import write_text_atomic
-from rlinf.jobs import get_job
-from rlinf.plan import Placement, Plan
-from rlinf.runner import train
-from rlinf.worker_context import WorkerContext
+from rlinf.api.worker_context import WorkerContext
+from rlinf.app.jobs import get_job
+from rlinf.app.runner import train
+from rlinf.core.files import write_text_atomic
+from rlinf.core.plan import Placement, Plan
 from rlinf.workloads.embodied.actor_worker import ActorWorker
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.env_worker import EnvWorker

@@ -29,8 +29,8 @@ import attrs
 import provenance
 
 from executor.devices import available_cores, cpu_devices
-from rlinf.jobs import get_job, load_job_config
-from rlinf.runner import train
+from rlinf.app.jobs import get_job, load_job_config
+from rlinf.app.runner import train
 from rlinf.workloads.arith.config import ArithGrpoConfig
 
 JOB = get_job("grpo_arith")

@@ -4,10 +4,10 @@ the real executor, on the workload's natural response lengths (no knob forces a 
     python benchmarks/bench_streaming_hf.py [--profile-budget 120] [--iterations 30] [--cache DIR]
 
 First what ``rlinf train examples/grpo_hf.yaml --mode auto --devices 2`` does before it trains: profile the job's
-probe plans within ``--profile-budget`` seconds (:func:`rlinf.profiling.profile`; the trace records every measured
-response's length) and let the planner choose a plan from that trace (:func:`rlinf.runner.plan_from_trace`).
+probe plans within ``--profile-budget`` seconds (:func:`rlinf.app.profiling.profile`; the trace records every measured
+response's length) and let the planner choose a plan from that trace (:func:`rlinf.app.runner.plan_from_trace`).
 Then, in this one process, the chosen plan and the same plan with granularity 1 on every stream edge (whole-batch
-hand-off) train side by side (:func:`rlinf.profiling.measure_plans`: both plans' workers alive, iterations
+hand-off) train side by side (:func:`rlinf.app.profiling.measure_plans`: both plans' workers alive, iterations
 alternating in orders balanced for carry-over) from the same warm start with the same seeds, so that
 iteration k of either plan samples the same prompts. When the planner chooses granularity 1 itself, the same
 placement at ``--fallback-granularities`` is measured instead, and the best of them is reported against it;
@@ -37,13 +37,8 @@ import numpy as np
 
 from executor.devices import available_cores
 from planner.judge import quiet_copy
-from rlinf.cluster import cpu_cluster
-from rlinf.costs import fit
-from rlinf.files import write_text_atomic
-from rlinf.jobs import Job, load_job_config
-from rlinf.outputs import check_output_file, writing
-from rlinf.plan import Plan
-from rlinf.profiling import (
+from rlinf.app.jobs import Job, load_job_config
+from rlinf.app.profiling import (
     COST_STATISTIC,
     MeasuredPlan,
     ProfileResult,
@@ -51,8 +46,13 @@ from rlinf.profiling import (
     measure_plans,
     profile,
 )
-from rlinf.runner import plan_from_trace
-from rlinf.trace import Trace, load_trace
+from rlinf.app.runner import plan_from_trace
+from rlinf.core.cluster import cpu_cluster
+from rlinf.core.costs import fit
+from rlinf.core.files import write_text_atomic
+from rlinf.core.outputs import check_output_file, writing
+from rlinf.core.plan import Plan
+from rlinf.core.trace import Trace, load_trace
 from simulator import simulate
 
 NUM_DEVICES = 2
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             "chose_whole_batch": is_whole_batch(chosen),
             "predicted_iteration_s": auto.chosen.predicted_s,
         },
-        "measurement": "both plans' workers alive, iterations alternating (rlinf.profiling.measure_plans), "
+        "measurement": "both plans' workers alive, iterations alternating (rlinf.app.profiling.measure_plans), "
         "same warm start and seeds; medians over the measured iterations",
         "iterations_per_plan": args.iterations,
         "plans": [by_plan[plan] for plan in [*streaming, whole]],

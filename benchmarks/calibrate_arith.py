@@ -24,14 +24,14 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from rlinf.analytic import synthesize
-from rlinf.calibration import MOVEMENT_OPS, calibrate, calibrated_trace
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning
-from rlinf.llm_workload import LLMWorkload, ModelSpec, ResponseLengths
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_dict
-from rlinf.trace import Trace, load_trace
+from rlinf.analytic.calibration import MOVEMENT_OPS, calibrate, calibrated_trace
+from rlinf.analytic.llm_workload import LLMWorkload, ModelSpec, ResponseLengths
+from rlinf.analytic.synthesis import synthesize
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_dict
+from rlinf.core.trace import Trace, load_trace
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,9 +27,9 @@ from planner.brute_force import BruteForceResult, brute_force
 from planner.judge import Evaluation
 from planner.search import SearchResult, is_own, prepare, search
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.trace import load_trace
 
 TRACES = ("traces/grpo_1.5b_h100.json", "traces/grpo_7b_h100.json", "traces/grpo_32b_h200.json")
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)

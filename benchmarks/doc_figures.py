@@ -43,7 +43,7 @@ from rlinf.capacity import CapacityResult, SweepOptions, Target, parse_whatif, s
 from rlinf.capacity.document import number
 from rlinf.capacity.sections import build_document
 from rlinf.cli import main as rlinf
-from rlinf.trace import load_trace
+from rlinf.core.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = "traces/grpo_7b_h100.json"

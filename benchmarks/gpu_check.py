@@ -176,7 +176,7 @@ def rollout_throughput(limit_s: float) -> dict[str, Any]:
 
 def decode_steps(limit_s: float) -> dict[str, Any]:
     """rlinf's decode step on the 1.5B preset at batch 1-256 with ~100 tokens of context, and on both presets at
-    small batches with ~8,000 (the per-step engine cost the analytic model needs, ``rlinf/engine_costs.py``)."""
+    small batches with ~8,000 (the per-step engine cost the analytic model needs, ``rlinf/analytic/engine_costs.py``)."""
     runs = {  # the 0.5B at ~100 tokens of context is rollout_throughput's
         "1.5b-short": ("qwen2.5-1.5b", "64", ["1", "8", "64", "256"]),
         "0.5b-long": ("qwen2.5-0.5b", "8000", ["1", "8", "32"]),

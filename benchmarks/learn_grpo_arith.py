@@ -19,8 +19,8 @@ from pathlib import Path
 
 import provenance
 
+from rlinf.app.jobs import load_job_config
 from rlinf.cli import main as rlinf_main
-from rlinf.jobs import load_job_config
 
 
 def plot(curve: list[tuple[int, float]], warm: float, path: Path, title: str) -> None:

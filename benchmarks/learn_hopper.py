@@ -19,9 +19,9 @@ import attrs
 import provenance
 
 from executor.devices import available_cores, cpu_devices
-from rlinf.jobs import get_job
-from rlinf.run_dir import default_out
-from rlinf.runner import train
+from rlinf.app.jobs import get_job
+from rlinf.app.run_dir import default_out
+from rlinf.app.runner import train
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 JOB = get_job("embodied_ppo")

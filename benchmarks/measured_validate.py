@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from rlinf.fidelity import PlanFidelity
-from rlinf.profiling import split_iterations
+from rlinf.app.profiling import split_iterations
+from rlinf.core.fidelity import PlanFidelity
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = "docs/data/validate_hopper.json"
@@ -57,7 +57,7 @@ def on_cores(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def fidelity(plan: dict[str, Any], iterations: int) -> PlanFidelity:
-    """A plan row as :class:`rlinf.fidelity.PlanFidelity`, its iterations split into validate's turns."""
+    """A plan row as :class:`rlinf.core.fidelity.PlanFidelity`, its iterations split into validate's turns."""
     return PlanFidelity(
         name=plan["name"],
         predicted_s=plan["predicted_s"],

@@ -45,7 +45,7 @@ from measured_docs import (
 )
 from measured_validate import artifact, load
 
-from rlinf.files import write_text_atomic
+from rlinf.core.files import write_text_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 KIND = "measured"

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from executor.devices import processor_name
-from rlinf.files import write_text_atomic
+from rlinf.core.files import write_text_atomic
 
 FIELDS = (
     "command",

@@ -9,7 +9,7 @@ The profiles (5 MB each) are not in the tree: each run names the commit and path
 history (``profile``), and this script reads it from there (``git show COMMIT:PATH``), or, for a run added since
 (no commit), from the path it was written to; ``--profile LABEL=FILE`` reads one from a file instead (JSON, or JSON compressed with xz, as ``tests/data/`` holds two). Per run it
 stores, plan by plan: the relative error with the probes as measured and with their speeds evened out
-(:func:`rlinf.profiling.even_probe_speeds`), the signed error of a measured plan that was also a probe when
+(:func:`rlinf.app.profiling.even_probe_speeds`), the signed error of a measured plan that was also a probe when
 predicted from its own probe's samples alone, and the training step's median in each probe.
 """
 
@@ -29,15 +29,15 @@ import attrs
 import provenance
 
 from planner.judge import quiet_copy
-from rlinf.cluster import cpu_cluster
+from rlinf.app.jobs import load_job_config
+from rlinf.app.profiling import COST_STATISTIC, samples_by_plan
 from rlinf.commands.validate import out_of_sample
-from rlinf.costs import fit
-from rlinf.files import write_text_atomic
-from rlinf.jobs import load_job_config
-from rlinf.lowering import lower
-from rlinf.plan import Plan, plan_from_dict
-from rlinf.profiling import COST_STATISTIC, samples_by_plan
-from rlinf.trace import Trace, trace_from_dict
+from rlinf.core.cluster import cpu_cluster
+from rlinf.core.costs import fit
+from rlinf.core.files import write_text_atomic
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Plan, plan_from_dict
+from rlinf.core.trace import Trace, trace_from_dict
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ import provenance
 
 from executor import WorkerError
 from rlinf.cli import build_parser
-from rlinf.files import write_text_atomic
+from rlinf.core.files import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 ``run(program, workers, backend=...)`` dispatches each op when its dependencies are done and its devices have
 finished the ops before it in their order (the simulator's rule), and returns the measured
-:class:`rlinf.timeline.Timeline` plus one :class:`rlinf.trace.CostSample` per op. The executor imports only the
+:class:`rlinf.core.timeline.Timeline` plus one :class:`rlinf.core.trace.CostSample` per op. The executor imports only the
 ``rlinf`` core; it knows workers only through :mod:`executor.protocol`. Backends: :class:`LocalBackend` (processes
 on this machine) and ``executor.ray_backend.RayBackend`` (Ray actors across nodes; imported on demand so that
 Ray stays optional); both run :func:`executor.dispatch.drive`.
@@ -18,8 +18,8 @@ from executor.dispatch import Backend, OpInfo, RunResult, WorkerError
 from executor.local import LocalBackend
 from executor.protocol import Worker
 from executor.runtime import WorkerSpec
-from rlinf.errors import ConfigError
-from rlinf.program import Program
+from rlinf.core.errors import ConfigError
+from rlinf.core.program import Program
 
 BACKENDS = ("local", "ray")
 

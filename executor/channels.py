@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 
 SHM_MIN_BYTES = 16 * 1024
 """Arrays this large or larger go through shared memory; smaller ones inline."""

@@ -19,7 +19,7 @@ import tempfile
 
 import attrs
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 
 LOOPBACK_INTERFACES = ("lo", "lo0")
 """Names of the loopback interface (Linux, then macOS / BSD)."""

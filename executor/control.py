@@ -29,7 +29,7 @@ from executor.dispatch import (
 from executor.messages import Call, Command, EndRun, Failed, Prepare, Ready, Result, RunLane, ToDriver
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
-from rlinf.program import Program
+from rlinf.core.program import Program
 
 CHECK_EVERY_S = 1.0
 """While no reply arrives, how often the backend is asked whether a worker stopped without closing its

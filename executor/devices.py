@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import ConfigError, require
+from rlinf.core.errors import ConfigError, require
 
 KINDS = ("cpu", "cuda")
 ACCELERATORS = KINDS
@@ -184,10 +184,10 @@ def run_devices(
 
 
 def machine_for(accelerator: str, num_cores: int = 0) -> Any:
-    """The :class:`rlinf.cluster.Machine` a run trains on: CPU cores (the CPU preset), or this machine's GPU
+    """The :class:`rlinf.core.cluster.Machine` a run trains on: CPU cores (the CPU preset), or this machine's GPU
     with the memory torch reports (its peak FLOP/s and bandwidth from the preset of its type when its name
     holds one: H100, H200, A100; else the H100's) and ``num_cores`` CPU cores beside it."""
-    from rlinf.cluster import CPU_MACHINE, DEVICE_PRESETS, DeviceSpec, Machine
+    from rlinf.core.cluster import CPU_MACHINE, DEVICE_PRESETS, DeviceSpec, Machine
 
     if accelerator != "cuda":
         return CPU_MACHINE

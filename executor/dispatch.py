@@ -36,10 +36,10 @@ from executor.messages import (
 from executor.profile import MemoryMeter, OpRecord, build_timeline, cost_samples
 from executor.protocol import share_overlaps
 from executor.routing import Layout, Replica, Routes
-from rlinf.errors import ConfigError, RlinfError
-from rlinf.program import Op, Program
-from rlinf.timeline import Timeline
-from rlinf.trace import CostSample
+from rlinf.core.errors import ConfigError, RlinfError
+from rlinf.core.program import Op, Program
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import CostSample
 
 
 class WorkerError(RlinfError):
@@ -253,7 +253,7 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
 
 def _runners(layout: Layout, component: str, devices: tuple[int, ...]) -> tuple[Replica, ...]:
     """The replicas of ``component`` that run an op on ``devices``, each with its rank and world among them:
-    every replica as it is, or (a pinned loop step, :func:`rlinf.lowering.loop_pinned`) the one on its device,
+    every replica as it is, or (a pinned loop step, :func:`rlinf.core.lowering.loop_pinned`) the one on its device,
     holding the whole micro-batch."""
     replicas = layout.of(component)
     mine = tuple(r for r in replicas if r.device in devices)

@@ -4,7 +4,7 @@ A connection's first bytes are one :mod:`multiprocessing.connection` frame (a 4-
 holding the run's random 32-byte token and the sender's worker id; they are read as raw bytes, so nothing from an
 unauthenticated peer is unpickled. :class:`HelloServer` accepts connections and reads their hellos concurrently,
 each within :data:`HELLO_TIMEOUT_S`: a peer that sends garbage, the wrong token or nothing, or that closes early,
-is dropped with a :class:`rlinf.errors.RlinfWarning` naming it and the reason, and delays nobody else.
+is dropped with a :class:`rlinf.core.errors.RlinfWarning` naming it and the reason, and delays nobody else.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.errors import RlinfWarning
+from rlinf.core.errors import RlinfWarning
 
 HELLO = struct.Struct("!32si")
 """A hello's payload: the run's token and the sender's worker id."""

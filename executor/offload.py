@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import torch
 
-from rlinf.errors import RlinfError
+from rlinf.core.errors import RlinfError
 
 
 def tensor_bytes(tensors: Sequence[torch.Tensor]) -> int:

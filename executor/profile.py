@@ -1,5 +1,5 @@
-"""Recording a run: measured spans become a :class:`rlinf.timeline.Timeline` (the simulator's type, with
-``source="measured"``) and every op's measured cost becomes a :class:`rlinf.trace.CostSample`, so every run is
+"""Recording a run: measured spans become a :class:`rlinf.core.timeline.Timeline` (the simulator's type, with
+``source="measured"``) and every op's measured cost becomes a :class:`rlinf.core.trace.CostSample`, so every run is
 also a profile."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from rlinf.program import Program
-from rlinf.timeline import Timeline
-from rlinf.trace import CostSample
+from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import CostSample
 
 
 @attrs.frozen(kw_only=True)

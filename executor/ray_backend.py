@@ -35,7 +35,7 @@ from executor.messages import Failed, Shutdown
 from executor.ray_actor import RayWorker, socket_connection
 from executor.routing import Layout
 from executor.runtime import WorkerSpec, grouped_components
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 
 ACTOR_THREADS = 3
 """Threads per actor: ``serve`` (the ops), ``deliver`` (payloads from other nodes) and ``describe``."""

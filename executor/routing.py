@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from rlinf.program import Program
+from rlinf.core.program import Program
 
 
 @attrs.frozen(kw_only=True)
@@ -50,7 +50,7 @@ def layout_of(program: Program) -> Layout:
     """One replica per device of each component (model-parallel size 1), components in workflow order.
 
     A component's devices, ranked in ascending order as a plan lists them, are those its compute ops run on; a
-    pinned loop step (:func:`rlinf.lowering.loop_pinned`) runs on one of them."""
+    pinned loop step (:func:`rlinf.core.lowering.loop_pinned`) runs on one of them."""
     used: dict[str, set[int]] = {}
     for op in program.ops:
         if op.kind == "compute":

@@ -22,9 +22,9 @@ from planner.judge import Evaluation, judge, quiet_copy, rank
 from planner.space import PlanPoint, PlanSpace
 from planner.surrogate import cut_kind, estimate, group_peak_bytes
 from planner.tables import CostTables
-from rlinf.cluster import Cluster
-from rlinf.costs import CostModel
-from rlinf.workflow import Loop, Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.workflow import Loop, Workflow
 
 NUM_SIMULATED_SPLITS = 16
 

@@ -39,11 +39,11 @@ from planner.judge import Evaluation, judge, quiet_copy
 from planner.space import Group, PlanPoint, PlanSpace, micro_batch_counts, subsets
 from planner.spread import spread_placements
 from planner.tables import CostTables, build_tables, loop_busy
-from rlinf.cluster import Cluster
-from rlinf.costs import CostModel
-from rlinf.errors import ExtrapolationWarning
-from rlinf.plan import Plan
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.plan import Plan
+from rlinf.core.workflow import Workflow
 
 RELATIVE_TOLERANCE = 1e-9
 """Rounding allowed between the bound and a simulated time before the bound counts as broken."""

@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 from planner.space import PlanPoint, PlanSpace, canonical_granularity
 from planner.surrogate import Phase, phases, sync_terms
 from planner.tables import CostTables, micro_batch_options, tick_for
-from rlinf.errors import require
+from rlinf.core.errors import require
 
 KIB = 1024
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from planner.space import PlanSpace
 from planner.tables import CostTables, micro_batch_options
-from rlinf.cluster import GIB, Cluster
+from rlinf.core.cluster import GIB, Cluster
 
 
 def smallest_fit(tables: CostTables, name: str) -> tuple[int, int, int] | None:

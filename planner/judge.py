@@ -7,12 +7,12 @@ import warnings
 
 import attrs
 
-from rlinf.cluster import GIB, Cluster
-from rlinf.costs import CostModel
-from rlinf.errors import ExtrapolationWarning, InfeasiblePlanError
-from rlinf.lowering import lower
-from rlinf.plan import Plan
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import GIB, Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.errors import ExtrapolationWarning, InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Plan
+from rlinf.core.workflow import Workflow
 from simulator import replay
 
 

@@ -17,12 +17,12 @@ from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
 from planner.spread import SPREAD_SOURCE, spread_loop_plans
 from planner.tables import CostTables, build_tables
-from rlinf.cluster import Cluster
-from rlinf.costs import CostModel
-from rlinf.errors import InfeasiblePlanError
-from rlinf.lowering import lower
-from rlinf.plan import Plan
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.errors import InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Plan
+from rlinf.core.workflow import Workflow
 
 DEFAULT_K = 16
 DEFAULT_TIME_LIMIT_S = 10.0

@@ -14,7 +14,7 @@ A point of the space (:class:`PlanPoint`) is:
   groups, capped), and for the loop a number of pipeline stages from :attr:`PlanSpace.loop_ladder` (divisors of
   the environment count, capped);
 * an **offload** flag per component that shares its group with another component and has state to move;
-* on a cluster with CPU cores beside its GPUs (the core pool, :mod:`rlinf.cluster`), a **pool** per group: the
+* on a cluster with CPU cores beside its GPUs (the core pool, :mod:`rlinf.core.cluster`), a **pool** per group: the
   components that need no GPU (``Component.cpu_ok``) may leave the device pool together and form one group on a
   contiguous block of cores (any count up to the pool), the others being cut into device groups as above.
 """
@@ -28,9 +28,9 @@ from collections.abc import Iterator
 
 import attrs
 
-from rlinf.errors import ConfigError, require
-from rlinf.plan import Placement, Plan
-from rlinf.workflow import Loop, Workflow
+from rlinf.core.errors import ConfigError, require
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.workflow import Loop, Workflow
 
 DEFAULT_MAX_GRANULARITY = 64
 DEFAULT_MAX_LOOP_STAGES = 16

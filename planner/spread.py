@@ -2,7 +2,7 @@
 
 The space places each group of collocated components on its own block of devices, so it has no plan in which the
 env <-> policy loop runs on every device while another component (the actor) keeps a few of them. Such a plan is
-what a pinned loop needs (:func:`rlinf.lowering.loop_pinned`: as many env as policy replicas and a stage count that
+what a pinned loop needs (:func:`rlinf.core.lowering.loop_pinned`: as many env as policy replicas and a stage count that
 is a multiple of them; each device then steps its own stages, with no cross-device hand-off inside the loop), and
 it is the fastest layout measured on 2 CPU cores (``docs/executor.md``). :func:`spread_loop_plans` derives, from
 each judged plan, its variants with env and policy on every device that plan uses, at each stage count of the
@@ -11,9 +11,9 @@ space that pins the loop; :func:`planner.search` simulates them with the rest.
 
 from __future__ import annotations
 
-from rlinf.lowering import loop_pinned
-from rlinf.plan import Placement, Plan
-from rlinf.workflow import Workflow
+from rlinf.core.lowering import loop_pinned
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.workflow import Workflow
 
 SPREAD_SOURCE = "spread loop"
 """How :func:`planner.search` names a spread-loop candidate: ``"spread loop of <the source of the plan it spread>"``."""

@@ -42,7 +42,7 @@ import attrs
 
 from planner.space import Group, PlanPoint
 from planner.tables import CostTables
-from rlinf.workflow import Workflow
+from rlinf.core.workflow import Workflow
 
 
 @attrs.frozen

@@ -21,12 +21,12 @@ import attrs
 import numpy as np
 
 from planner.space import Group, PlanSpace, micro_batch_counts
-from rlinf.cluster import Cluster
-from rlinf.costs import CostModel
-from rlinf.errors import ExtrapolationWarning
-from rlinf.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_ranges
-from rlinf.program import Op
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_ranges
+from rlinf.core.program import Op
+from rlinf.core.workflow import Workflow
 
 MAX_EXACT_SIZES = 8
 """Groups with at most this many distinct device counts give CP-SAT all of them (see
@@ -324,7 +324,7 @@ def loop_busy(
     """Loop component ``name`` at ``count`` stages with env and policy on ``env_devices`` and ``policy_devices``
     devices, priced as the lowering's ops are (``shared``: steps whose env and policy share devices): (seconds it
     keeps each of its devices busy, seconds of one step, devices one step spans). Pinned
-    (:func:`rlinf.lowering.loop_pinned`), each device runs ``count / devices`` whole stages on its own; else every
+    (:func:`rlinf.core.lowering.loop_pinned`), each device runs ``count / devices`` whole stages on its own; else every
     stage's ops span all of the component's devices."""
     loop = workflow.loop
     assert loop is not None and name in (loop.env, loop.policy)

@@ -1,23 +1,26 @@
 """rlinf: RL training that plans its own execution.
 
-The functional core (this package's top-level modules) holds the values every other part shares:
-cluster, workflow, plan, program, timeline, trace and cost model, plus the M2Flow lowering. The workload API
-(:class:`Workload`, :class:`Worker`, :class:`WorkerContext`, :class:`ConfigKeys`, :func:`structure_config`) is
-what a user writes a workload against (``docs/workloads.md``).
+The package is split by layer (each imports only those below it; ``pyproject.toml``'s import contracts):
+``rlinf.core`` (the values every part shares: cluster, workflow, plan, program, timeline, trace, cost model, and
+the M2Flow lowering), ``rlinf.algorithms`` (RL math), ``rlinf.api`` (the workload API a user writes against,
+``docs/workloads.md``), ``rlinf.analytic`` (the analytic model of LLM-scale RL), ``rlinf.workloads`` (the
+built-in workloads, plug-ins like a user's), ``rlinf.app`` (training, profiling, planning, validation,
+checkpoints), ``rlinf.capacity`` (capacity reports) and ``rlinf.commands`` / ``rlinf.cli`` (the command line).
+This module re-exports the names most scripts need.
 """
 
-from rlinf.cluster import Cluster, DeviceSpec, parse_cluster
-from rlinf.config_structure import structure_config
-from rlinf.costs import CostModel, fit
-from rlinf.errors import ConfigError, InfeasiblePlanError, RlinfError, RlinfWarning
-from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan
-from rlinf.program import Op, Program
-from rlinf.timeline import Span, Timeline
-from rlinf.trace import CostSample, Trace
-from rlinf.worker_context import WorkerContext
-from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
-from rlinf.workload import ConfigKeys, Payload, Worker, Workload
+from rlinf.api.worker_context import WorkerContext
+from rlinf.api.workload import ConfigKeys, Payload, Worker, Workload
+from rlinf.core.cluster import Cluster, DeviceSpec, parse_cluster
+from rlinf.core.config_structure import structure_config
+from rlinf.core.costs import CostModel, fit
+from rlinf.core.errors import ConfigError, InfeasiblePlanError, RlinfError, RlinfWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.program import Op, Program
+from rlinf.core.timeline import Span, Timeline
+from rlinf.core.trace import CostSample, Trace
+from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 
 __all__ = [
     "Cluster",

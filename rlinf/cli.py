@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
-from rlinf.errors import RlinfError, RlinfWarning
+from rlinf.core.errors import RlinfError, RlinfWarning
 
 # Subcommand name -> module in rlinf.commands exposing add_arguments(parser) and run(args) -> int.
 COMMANDS = {

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from rlinf.costs import CostModel
-from rlinf.program import Program
-from rlinf.timeline import Timeline
+from rlinf.core.costs import CostModel
+from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
 
 
 def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: bool = False) -> Timeline:

@@ -10,9 +10,9 @@ import warnings
 import pytest
 
 from planner import search
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.trace import load_trace
 
 
 @pytest.mark.benchmark

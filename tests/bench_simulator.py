@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from factories import grpo_trace, grpo_workflow
 
-from rlinf.cluster import parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import RlinfWarning
-from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import RlinfWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Placement, Plan
 from simulator import simulate
 
 pytestmark = pytest.mark.benchmark

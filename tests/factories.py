@@ -4,10 +4,10 @@ Costs here are simple linear functions so expected timings can be computed by ha
 
 from __future__ import annotations
 
-from rlinf.cluster import GIB, parse_cluster
-from rlinf.costs import CostModel, fit
-from rlinf.trace import CostSample, Trace
-from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.costs import CostModel, fit
+from rlinf.core.trace import CostSample, Trace
+from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 
 SYNTHETIC = {"kind": "synthesized", "source": "tests/factories.py: linear costs for unit tests"}
 

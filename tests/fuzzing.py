@@ -34,7 +34,7 @@ import yaml
 from hypothesis import strategies as st
 
 from rlinf import cli
-from rlinf.errors import ConfigError, RlinfError
+from rlinf.core.errors import ConfigError, RlinfError
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = (
@@ -439,10 +439,10 @@ def stubbed() -> Iterator[None]:
     """The heavy stages replaced by :class:`Reached`, and a fixed machine of 2 CPU cores and no GPU (so that
     outcomes do not depend on the machine running the suite)."""
     import executor.devices
+    import rlinf.app.profiling
+    import rlinf.app.runner
     import rlinf.commands.plan
     import rlinf.commands.trace_calibrate
-    import rlinf.profiling
-    import rlinf.runner
 
     capacity_sweep = importlib.import_module(
         "rlinf.capacity.sweep"
@@ -453,9 +453,9 @@ def stubbed() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         for module, name in (
-            (rlinf.runner, "train"),
-            (rlinf.runner, "plan_from_trace"),
-            (rlinf.profiling, "profile"),
+            (rlinf.app.runner, "train"),
+            (rlinf.app.runner, "plan_from_trace"),
+            (rlinf.app.profiling, "profile"),
             (rlinf.commands.plan, "search"),
             (capacity_sweep, "_run"),
             (rlinf.commands.trace_calibrate, "calibrate"),

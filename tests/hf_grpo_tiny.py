@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from rlinf import WorkerContext
-from rlinf.jobs import load_job_config
+from rlinf.app.jobs import load_job_config
 
 CONFIG = "examples/grpo_hf.yaml"
 CPU = SimpleNamespace(torch_device="cpu")

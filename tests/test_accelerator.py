@@ -21,7 +21,7 @@ from executor.devices import (
 )
 from executor.offload import HostStore
 from rlinf.cli import main
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 
 HAS_GPU = torch.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="torch sees no CUDA device on this machine (GPU check)")

@@ -10,15 +10,15 @@ import attrs
 import numpy as np
 import pytest
 
-from rlinf import roofline
-from rlinf.analytic import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, synthesize
+from rlinf.analytic import roofline
+from rlinf.analytic.synthesis import MODEL_PRESETS, LLMWorkload, ModelSpec, ResponseLengths, synthesize
 from rlinf.cli import main
-from rlinf.cluster import Cluster, parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_yaml
-from rlinf.trace import Trace, load_trace
+from rlinf.core.cluster import Cluster, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_yaml
+from rlinf.core.trace import Trace, load_trace
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Decode as it happens (rlinf/decode.py) and the analytic model's use of it: the schedule, preemption, the slowest
+"""Decode as it happens (rlinf/analytic/decode.py) and the analytic model's use of it: the schedule, preemption, the slowest
 replica, the straggler tail."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import attrs
 import numpy as np
 import pytest
 
-from rlinf import roofline
-from rlinf.analytic import synthesize
-from rlinf.analytic_physics import Physics
-from rlinf.cluster import parse_cluster
-from rlinf.decode import TAIL_BATCH_FRACTION, schedule_decode, straggler_start
-from rlinf.errors import ConfigError
-from rlinf.llm_workload import LLMWorkload, ResponseLengths, model_preset
+from rlinf.analytic import roofline
+from rlinf.analytic.decode import TAIL_BATCH_FRACTION, schedule_decode, straggler_start
+from rlinf.analytic.llm_workload import LLMWorkload, ResponseLengths, model_preset
+from rlinf.analytic.physics import Physics
+from rlinf.analytic.synthesis import synthesize
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.errors import ConfigError
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Response lengths from published statistics (rlinf/response_lengths.py), the engine per-step cost table
-(rlinf/engine_costs.py), and the rlinf trace synth flags that use them."""
+"""Response lengths from published statistics (rlinf/analytic/response_lengths.py), the engine per-step cost table
+(rlinf/analytic/engine_costs.py), and the rlinf trace synth flags that use them."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import shlex
 import numpy as np
 import pytest
 
+from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS, EngineStepCost, StepLatency, engine_step_cost
+from rlinf.analytic.llm_workload import ResponseLengths
+from rlinf.analytic.response_lengths import clip_ratio, clipped_mean, lognormal_for, with_draw_mean
 from rlinf.cli import main
-from rlinf.engine_costs import ENGINE_STEP_COSTS, EngineStepCost, StepLatency, engine_step_cost
-from rlinf.errors import ConfigError
-from rlinf.llm_workload import ResponseLengths
-from rlinf.response_lengths import clip_ratio, clipped_mean, lognormal_for, with_draw_mean
-from rlinf.trace import load_trace
+from rlinf.core.errors import ConfigError
+from rlinf.core.trace import load_trace
 
 
 @pytest.mark.parametrize("sigma", [0.3, 0.6, 1.2])

@@ -12,15 +12,15 @@ import attrs
 import numpy as np
 import pytest
 
-from rlinf import roofline
-from rlinf.analytic import MODEL_PRESETS, LLMWorkload, Physics, ResponseLengths, synthesize
+from rlinf.analytic import roofline
+from rlinf.analytic.synthesis import MODEL_PRESETS, LLMWorkload, Physics, ResponseLengths, synthesize
 from rlinf.cli import main
-from rlinf.cluster import Cluster, parse_cluster
-from rlinf.costs import LINK_LATENCY_S, fit
-from rlinf.errors import ConfigError
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_dict
-from rlinf.trace import Trace, load_trace
+from rlinf.core.cluster import Cluster, parse_cluster
+from rlinf.core.costs import LINK_LATENCY_S, fit
+from rlinf.core.errors import ConfigError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_dict
+from rlinf.core.trace import Trace, load_trace
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 import pytest
 
-from rlinf.llm_workload import ResponseLengths
+from rlinf.analytic.llm_workload import ResponseLengths
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "analytic_validation.md"
@@ -189,7 +189,7 @@ def test_published_run_rejects_an_unknown_mode_device_phase_engine_or_layout(row
 
 
 def test_every_engine_is_priced_by_a_published_table(runs):
-    from rlinf.engine_costs import ENGINE_STEP_COSTS
+    from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
 
     for key, engine in runs.ENGINES.items():
         assert engine.step_cost in ENGINE_STEP_COSTS, key

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.backend_registry import rollout_backend_class, train_backend_class
 from rlinf.workloads.arith.backends import (
     OptimConfig,

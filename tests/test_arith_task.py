@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.config import config_from_mapping, load_config
 from rlinf.workloads.arith.task import (
     ArithProblem,

@@ -9,16 +9,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-import rlinf.profiling
+import rlinf.app.profiling
 from planner.search import is_own
+from rlinf.app.jobs import load_job_config
+from rlinf.app.profiling import merge_traces
+from rlinf.app.runner import plan_from_trace
 from rlinf.cli import main
-from rlinf.cluster import cpu_cluster
-from rlinf.errors import ConfigError
-from rlinf.jobs import load_job_config
-from rlinf.lowering import lower
-from rlinf.profiling import merge_traces
-from rlinf.runner import plan_from_trace
-from rlinf.trace import CostSample, Trace, load_trace
+from rlinf.core.cluster import cpu_cluster
+from rlinf.core.errors import ConfigError
+from rlinf.core.lowering import lower
+from rlinf.core.trace import CostSample, Trace, load_trace
 
 CONFIG = "examples/hopper_ppo.yaml"
 SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "checkpoint_every=100"]
@@ -95,7 +95,7 @@ def test_reused_trace_skips_profiling(
     def no_profiling(*args: object, **kwargs: object) -> None:
         raise AssertionError("profiling ran although --trace was given")
 
-    monkeypatch.setattr(rlinf.profiling, "profile", no_profiling)
+    monkeypatch.setattr(rlinf.app.profiling, "profile", no_profiling)
     out = tmp_path / "run"
     code = main(
         ["train", CONFIG, "--mode", "auto", "--trace", str(trace_path), "--iterations", "3", "--devices", "2"]

@@ -12,15 +12,15 @@ import attrs
 import numpy as np
 import pytest
 
-from rlinf.analytic import MODEL_PRESETS, OP_OF_ROLE, Physics, synthesize
-from rlinf.calibration import calibrate, calibrated_trace
-from rlinf.calibration_samples import split_observations
+from rlinf.analytic.calibration import calibrate, calibrated_trace
+from rlinf.analytic.calibration_samples import split_observations
+from rlinf.analytic.llm_workload import LLMWorkload, ModelSpec, ResponseLengths
+from rlinf.analytic.synthesis import MODEL_PRESETS, OP_OF_ROLE, Physics, synthesize
 from rlinf.cli import main
-from rlinf.cluster import Cluster, parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError
-from rlinf.llm_workload import LLMWorkload, ModelSpec, ResponseLengths
-from rlinf.trace import Trace, load_trace
+from rlinf.core.cluster import Cluster, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError
+from rlinf.core.trace import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 ARITH = ROOT / "traces" / "grpo_arith_cpu2.json"

@@ -13,7 +13,7 @@ import pytest
 from factories import grpo_trace
 
 from planner import search
-from rlinf.analytic import synthesize
+from rlinf.analytic.synthesis import synthesize
 from rlinf.capacity import (
     BASELINE,
     SweepOptions,
@@ -26,10 +26,10 @@ from rlinf.capacity import (
 from rlinf.capacity.sweep import WAITING, breakdown, simulate_plan
 from rlinf.capacity.whatif import workload_of
 from rlinf.cli import main
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, ExtrapolationWarning
-from rlinf.plan import load_plan
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, ExtrapolationWarning
+from rlinf.core.plan import load_plan
+from rlinf.core.trace import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE_7B = REPO / "traces" / "grpo_7b_h100.json"

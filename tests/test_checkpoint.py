@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import executor
-from rlinf.checkpoint import MANIFEST, load_latest, read_manifest, save_checkpoint, verify
-from rlinf.errors import ConfigError, RlinfWarning
-from rlinf.jobs import get_job
-from rlinf.program import Program
+from rlinf.app.checkpoint import MANIFEST, load_latest, read_manifest, save_checkpoint, verify
+from rlinf.app.jobs import get_job
+from rlinf.core.errors import ConfigError, RlinfWarning
+from rlinf.core.program import Program
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rlinf.cluster import GIB, parse_cluster
-from rlinf.trace import CostSample, Trace
-from rlinf.workflow import Component, Edge, WeightSync, Workflow
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.trace import CostSample, Trace
+from rlinf.core.workflow import Component, Edge, WeightSync, Workflow
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = ("collocated", "disaggregated", "hybrid")

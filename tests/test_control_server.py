@@ -20,7 +20,7 @@ from test_executor import HYBRID, chain_program, specs
 
 import executor
 from executor.handshake import HELLO, BadHello, HelloServer, check_hello, hello
-from rlinf.errors import RlinfWarning
+from rlinf.core.errors import RlinfWarning
 
 TESTS = Path(__file__).resolve().parent
 TOKEN = b"t" * 32

@@ -18,16 +18,16 @@ from executor.devices import run_devices
 from planner import search
 from planner.brute_force import brute_force
 from planner.space import build_space
+from rlinf.app.jobs import load_job_config
+from rlinf.app.runner import train
 from rlinf.cli import main
-from rlinf.cluster import CPU_MACHINE, GIB, cluster_from_dict, parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
-from rlinf.jobs import load_job_config
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_yaml
-from rlinf.runner import train
-from rlinf.trace import Trace, load_trace
-from rlinf.workflow import Component
+from rlinf.core.cluster import CPU_MACHINE, GIB, cluster_from_dict, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_yaml
+from rlinf.core.trace import Trace, load_trace
+from rlinf.core.workflow import Component
 
 
 def cpu_ok_workflow(num_envs: int = 8, num_steps: int = 4):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from factories import grpo_trace, grpo_workflow
 
-from rlinf.cluster import parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, ExtrapolationWarning, RlinfError
-from rlinf.trace import CostSample, Trace
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, ExtrapolationWarning, RlinfError
+from rlinf.core.trace import CostSample, Trace
 
 
 def _trace(samples: list[CostSample], lengths: tuple[float, ...] = ()) -> Trace:
@@ -125,7 +125,7 @@ def test_stochastic_generation_depends_only_on_the_seed() -> None:
 
 
 def test_movement_uses_measured_bandwidth_or_links() -> None:
-    from rlinf.program import Op
+    from rlinf.core.program import Op
 
     samples = [
         CostSample(component="actor", op="offload", devices=1, samples=0, seconds=2.0, num_bytes=10**9)
@@ -189,8 +189,8 @@ def test_shared_loop_steps_are_priced_from_shared_samples_where_measured() -> No
 
 
 def test_shared_flag_round_trips_and_is_checked(tmp_path) -> None:
-    from rlinf.errors import RlinfError as Error
-    from rlinf.trace import load_trace
+    from rlinf.core.errors import RlinfError as Error
+    from rlinf.core.trace import load_trace
 
     samples = [
         CostSample(component="env", op="env_step", devices=1, samples=4, seconds=1.0, shared=True),

@@ -18,12 +18,12 @@ from executor.dispatch import build_lanes
 from executor.offload import HostStore, tensor_bytes
 from executor.protocol import share_overlaps, share_slice
 from executor.routing import layout_of, routes_of
-from rlinf.cluster import parse_cluster
-from rlinf.errors import ConfigError
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_yaml
-from rlinf.timeline import Timeline
-from rlinf.workflow import Component, Edge, WeightSync, Workflow
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.errors import ConfigError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_yaml
+from rlinf.core.timeline import Timeline
+from rlinf.core.workflow import Component, Edge, WeightSync, Workflow
 from simulator import replay
 
 HYBRID = "placement: {rollout: 0, reward: 1, actor: 0-1}\ngranularity: {rollout->reward: 4}\n"
@@ -373,7 +373,7 @@ def test_a_worker_polls_only_for_workers_on_other_cores() -> None:
     rollout for both; with the actor on a third logical device that maps to core 0 again, the same; with everything
     on one core nobody polls; on GPUs nobody."""
     from executor.local import _spin_for
-    from rlinf.jobs import load_job_config
+    from rlinf.app.jobs import load_job_config
 
     job, config = load_job_config("examples/hopper_ppo.yaml", ["num_steps=4"])
     for placement, devices in (("actor: 0", 2), ("actor: 2", 3)):

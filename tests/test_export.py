@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlinf.export import (
+from rlinf.core.export import (
     chrome_trace,
     device_groups,
     link_lanes,
@@ -16,8 +16,8 @@ from rlinf.export import (
     write_gantt_png,
     write_timeline_pair_png,
 )
-from rlinf.program import Lane, Op, Program
-from rlinf.timeline import Timeline
+from rlinf.core.program import Lane, Op, Program
+from rlinf.core.timeline import Timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

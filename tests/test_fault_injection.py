@@ -26,8 +26,8 @@ from fault_workers import HangWorker
 from test_executor import HYBRID, chain_program
 
 import executor
-from rlinf.checkpoint import load_latest, read_manifest, verify
-from rlinf.errors import RlinfWarning
+from rlinf.app.checkpoint import load_latest, read_manifest, verify
+from rlinf.core.errors import RlinfWarning
 
 TESTS = Path(__file__).resolve().parent
 DETECTION_BOUND_S = 5.0
@@ -94,8 +94,9 @@ def test_ray_worker_killed_mid_op_is_reported_within_5s(
 WRITER = textwrap.dedent(
     """
     import pathlib, sys, time, torch
-    from rlinf import checkpoint, files
-    from rlinf.checkpoint import save_checkpoint
+    from rlinf.app import checkpoint
+    from rlinf.core import files
+    from rlinf.app.checkpoint import save_checkpoint
     directory, marker = sys.argv[1], sys.argv[2]
     for iteration in (1, 2):
         save_checkpoint(directory, iteration, {"iteration": iteration, "weights": torch.randn(1 << 18)})
@@ -148,7 +149,7 @@ def test_corrupt_newest_checkpoint_of_a_killed_run_falls_back(tmp_path: Path) ->
     script = textwrap.dedent(
         """
         import sys, torch
-        from rlinf.checkpoint import save_checkpoint
+        from rlinf.app.checkpoint import save_checkpoint
         for iteration in (1, 2):
             save_checkpoint(sys.argv[1], iteration, {"iteration": iteration, "weights": torch.randn(1 << 16)})
         """

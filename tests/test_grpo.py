@@ -15,7 +15,7 @@ from rlinf.algorithms.grpo import (
     kl_k3,
     masked_sequence_mean,
 )
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 
 
 def test_group_advantages_normalize_within_each_group():

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from rlinf.checkpoint import load_latest
+from rlinf.api.worker_context import WorkerContext, component_facts, context_for
+from rlinf.app.checkpoint import load_latest
+from rlinf.app.jobs import get_job, load_job_config
 from rlinf.cli import main
-from rlinf.errors import ConfigError
-from rlinf.jobs import get_job, load_job_config
-from rlinf.worker_context import WorkerContext, component_facts, context_for
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.backends import OptimConfig, TorchTrainBackend
 from rlinf.workloads.arith.config import ArithGrpoConfig, load_config
 from rlinf.workloads.arith.evaluation import model_config
@@ -187,7 +187,7 @@ def test_learn_loader_accepts_only_its_workload(tmp_path: Path) -> None:
 
 
 def test_probe_plans_run_and_the_shipped_trace_matches_the_example() -> None:
-    from rlinf.trace import load_trace
+    from rlinf.core.trace import load_trace
 
     JOB, config = load_job_config(CONFIG)
     probes = JOB.probes(2, config)
@@ -230,8 +230,8 @@ def test_the_profile_records_every_response_length(tiny_config: ArithGrpoConfig)
     """The profiled trace keeps every response's length, so the cost model splits a streamed generation as the
     groups really complete (all within a few steps of each other here) instead of evenly; without the lengths the
     first of 2 micro-batches would be priced at exactly half of the generation."""
-    from rlinf.costs import fit
-    from rlinf.profiling import ProfileSettings, profile
+    from rlinf.app.profiling import ProfileSettings, profile
+    from rlinf.core.costs import fit
 
     settings = ProfileSettings(budget_s=1.0, iterations_per_plan=1, warmup_iterations=0)  # one plan, once
     result = profile(get_job("grpo_arith"), tiny_config, 1, settings=settings, num_cores=1, progress=False)

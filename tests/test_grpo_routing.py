@@ -16,10 +16,10 @@ from executor.dispatch import build_lanes
 from executor.messages import Compute
 from executor.protocol import share_slice
 from executor.routing import layout_of, routes_of
-from rlinf.errors import ConfigError
-from rlinf.jobs import Job, load_job_config
-from rlinf.plan import Placement, Plan
-from rlinf.worker_context import component_facts, context_for
+from rlinf.api.worker_context import component_facts, context_for
+from rlinf.app.jobs import Job, load_job_config
+from rlinf.core.errors import ConfigError
+from rlinf.core.plan import Placement, Plan
 
 CONFIG = "examples/grpo_arith.yaml"
 EDGES = ("rollout->reward", "reward->inference", "inference->actor")

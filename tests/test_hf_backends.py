@@ -247,7 +247,9 @@ def test_an_optional_backend_without_its_package_or_gpu_is_one_line_and_exit_2(
 
 
 def test_backend_names_are_checked() -> None:
-    with pytest.raises(ConfigError, match=r"backends.rollout='sglang': unknown backend.*\['hf', 'hf-generate', 'vllm'\]"):
+    with pytest.raises(
+        ConfigError, match=r"backends.rollout='sglang': unknown backend.*\['hf', 'hf-generate', 'vllm'\]"
+    ):
         BackendConfig(rollout="sglang")
     with pytest.raises(ConfigError, match=r"backends.actor='vllm': unknown backend.*\['hf', 'megatron'\]"):
         BackendConfig(actor="vllm")

@@ -15,7 +15,7 @@ from hf_grpo_tiny import CONFIG, context, one_thread, tiny_config
 
 from rlinf import ConfigError
 from rlinf.cli import main
-from rlinf.errors import RlinfWarning
+from rlinf.core.errors import RlinfWarning
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.checkpoints import (
     base_checkpoint,

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hf_grpo_tiny import CONFIG, tiny_config, tiny_sets
 
-from rlinf.checkpoint import load_latest
+from rlinf.app.checkpoint import load_latest
+from rlinf.app.jobs import get_job
+from rlinf.app.profiling import ProfileSettings, profile
 from rlinf.cli import main
-from rlinf.costs import fit
-from rlinf.jobs import get_job
-from rlinf.profiling import ProfileSettings, profile
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.trace import load_trace
 
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 

@@ -1,4 +1,4 @@
-"""The shared validation layer: reading files (rlinf.inputs), limits (rlinf.limits), output paths (rlinf.outputs),
+"""The shared validation layer: reading files (rlinf.core.inputs), limits (rlinf.core.limits), output paths (rlinf.core.outputs),
 typed conversion (rlinf.structure_config) and command-line values (rlinf.commands.values); every refusal names the
 field."""
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from rlinf import limits
 from rlinf.cli import main
-from rlinf.cluster import parse_cluster
 from rlinf.commands import values
-from rlinf.config_structure import structure_config
-from rlinf.errors import ConfigError
-from rlinf.inputs import decode_text, load_json, parse_json, parse_yaml, read_bytes
-from rlinf.outputs import check_output_dir, check_output_file
-from rlinf.plan import parse_devices
+from rlinf.core import limits
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.config_structure import structure_config
+from rlinf.core.errors import ConfigError
+from rlinf.core.inputs import decode_text, load_json, parse_json, parse_yaml, read_bytes
+from rlinf.core.outputs import check_output_dir, check_output_file
+from rlinf.core.plan import parse_devices
 
 SMALL = limits.Limits(max_input_bytes=16, max_json_depth=3, max_list_length=4, max_yaml_nodes=20)
 
@@ -253,8 +253,8 @@ def test_a_huge_arith_response_length_is_refused_before_the_model_is_built(
 def test_a_bad_plan_inside_a_trace_names_where_it_is(tmp_path: Path) -> None:
     """Found by the fuzz suite: a probe plan in a profile's provenance with a bad placement was reported as
     ``placement.actor``, a field the trace does not have; it is named by its path in the trace."""
-    from rlinf.profiling import samples_by_plan
-    from rlinf.trace import load_trace
+    from rlinf.app.profiling import samples_by_plan
+    from rlinf.core.trace import load_trace
 
     trace = load_trace(Path(__file__).resolve().parents[1] / "traces" / "grpo_arith_cpu2.json")
     entries = [dict(entry) for entry in trace.provenance["probe_plan_samples"]]

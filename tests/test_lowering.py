@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from factories import embodied_trace, embodied_workflow, grpo_workflow
 
-from rlinf.cluster import parse_cluster
-from rlinf.costs import fit
-from rlinf.lowering import lower, micro_batch_ranges
-from rlinf.plan import plan_from_yaml
+from rlinf.core.cluster import parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.lowering import lower, micro_batch_ranges
+from rlinf.core.plan import plan_from_yaml
 from simulator import simulate
 
 CLUSTER = parse_cluster("1x8xH100")
@@ -128,7 +128,7 @@ def test_streaming_lets_consumers_start_before_generation_ends() -> None:
 
 @pytest.mark.parametrize("stages", [3, 5])
 def test_loop_granularity_must_divide_envs(stages: int) -> None:
-    from rlinf.errors import ConfigError
+    from rlinf.core.errors import ConfigError
 
     plan = plan_from_yaml(f"placement: {{env: 0, rollout: 1, actor: 2}}\ngranularity: {{loop: {stages}}}", 8)
     with pytest.raises(ConfigError, match=rf"granularity.loop={stages}: does not divide the 8 environments"):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from benchmark_scripts import load
 
-from rlinf.trace import trace_from_dict
+from rlinf.core.trace import trace_from_dict
 
 measurements = load("measurements")
 validate = load("measured_validate")
@@ -346,4 +346,6 @@ def test_the_gpu_check_artifacts_agree_with_themselves() -> None:
             cores = by_name["hopper_auto_cpu_cores"]["figures"]["median_env_steps_per_s"]
             alone = by_name["hopper_auto_gpu_only"]["figures"]["median_env_steps_per_s"]
             assert ratio == pytest.approx(cores / alone)
-            assert by_name["hopper_auto_cpu_cores"]["run"] == by_name["hopper_auto_gpu_only"]["run"]  # one run
+            assert (
+                by_name["hopper_auto_cpu_cores"]["run"] == by_name["hopper_auto_gpu_only"]["run"]
+            )  # one run

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rlinf.app.jobs import load_job_config
 from rlinf.cli import main
-from rlinf.jobs import load_job_config
 
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import executor
-from rlinf.jobs import get_job
-from rlinf.plan import plan_from_yaml
+from rlinf.app.jobs import get_job
+from rlinf.core.plan import plan_from_yaml
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 CONFIG = EmbodiedConfig(

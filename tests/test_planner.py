@@ -18,11 +18,11 @@ from planner.space import PlanPoint, build_space, canonical_granularity, micro_b
 from planner.surrogate import estimate
 from planner.tables import _profile, micro_batch_options
 from rlinf.cli import main
-from rlinf.cluster import GIB
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, InfeasiblePlanError
-from rlinf.plan import load_plan, plan_from_yaml
-from rlinf.trace import load_trace
+from rlinf.core.cluster import GIB
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, InfeasiblePlanError
+from rlinf.core.plan import load_plan, plan_from_yaml
+from rlinf.core.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,10 +23,10 @@ from planner.judge import judge, quiet_copy
 from planner.search import is_own
 from planner.space import build_space
 from planner.spread import spread_placements
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning, InfeasiblePlanError, RlinfError
-from rlinf.plan import load_plan
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning, InfeasiblePlanError, RlinfError
+from rlinf.core.plan import load_plan
+from rlinf.core.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "traces").glob("*.json"))

@@ -25,12 +25,12 @@ from planner.space import build_space
 from planner.tables import build_tables
 from rlinf.capacity.planning import STRATEGIES, propose
 from rlinf.cli import main as rlinf
-from rlinf.cluster import GIB, parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning, InfeasiblePlanError
-from rlinf.lowering import lower
-from rlinf.trace import CostSample, Trace, load_trace
-from rlinf.workflow import Component, Edge, WeightSync, Workflow
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning, InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.trace import CostSample, Trace, load_trace
+from rlinf.core.workflow import Component, Edge, WeightSync, Workflow
 
 ROOT = Path(__file__).resolve().parent.parent
 search_module = importlib.import_module(

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 from factories import grpo_trace
 
-from rlinf.cluster import cpu_cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError
-from rlinf.jobs import load_job_config
-from rlinf.lowering import lower
-from rlinf.plan import plan_from_dict
-from rlinf.profiling import (
+from rlinf.app.jobs import load_job_config
+from rlinf.app.profiling import (
     ProfileSettings,
     dispatch_inclusive_samples,
     merge_traces,
     profile,
     samples_by_plan,
 )
-from rlinf.timeline import Timeline
-from rlinf.trace import load_trace
+from rlinf.core.cluster import cpu_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import plan_from_dict
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import load_trace
 from simulator import replay
 
 CONFIG = "examples/hopper_ppo.yaml"
@@ -130,7 +130,7 @@ def test_merged_traces_keep_every_response_length() -> None:
 
 
 def test_generation_orders_reverse_the_start_order_and_share_the_iterations() -> None:
-    from rlinf.profiling import generation_orders, split_iterations
+    from rlinf.app.profiling import generation_orders, split_iterations
 
     assert generation_orders(3, 3) == [(0, 1, 2), (2, 1, 0), (0, 1, 2)]
     # Over two generations every plan's mean start position is the same.
@@ -145,7 +145,7 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
     """Each plan is measured in turns (warm-up, then its iterations back to back), each turn with new worker
     processes and no other plan's workers alive; the second generation of turns runs the plans in the reverse
     order (on real local backends, observed)."""
-    from rlinf.profiling import local_backends, measure_plans
+    from rlinf.app.profiling import local_backends, measure_plans
 
     job, config = load_job_config(CONFIG, SMALL)
     plans = [
@@ -204,7 +204,7 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
 
 def _probe(scale: float, train_s: float = 0.05) -> tuple:
     """One probe's samples: 3 training steps and 4 env steps, every op ``scale`` times its typical duration."""
-    from rlinf.trace import CostSample
+    from rlinf.core.trace import CostSample
 
     plan = plan_from_dict({"placement": {"actor": "0", "env": "0", "rollout": "0"}}, 1)
     train = [CostSample(component="actor", op="train", devices=1, samples=8, seconds=train_s * scale)] * 3
@@ -217,7 +217,7 @@ def test_probe_speeds_are_evened_out_against_the_op_every_probe_ran() -> None:
     """A probe that ran 20% slow (its training step against the other probes') has its compute samples brought to
     the typical probe's speed; its movement samples and the other probes' stay as measured; with too few probes
     sharing an op nothing changes."""
-    from rlinf.profiling import even_probe_speeds, evened, probe_speed_factors
+    from rlinf.app.profiling import even_probe_speeds, evened, probe_speed_factors
 
     groups = [_probe(1.0), _probe(1.2), _probe(1.0), _probe(0.9)]
     assert probe_speed_factors(groups) == pytest.approx((1.0, 1.2, 1.0, 0.9))
@@ -254,8 +254,8 @@ def test_a_profile_from_another_processor_model_is_named() -> None:
     import attrs
 
     from executor.devices import processor_name
-    from rlinf.profiling import other_processor, provenance
-    from rlinf.trace import load_trace
+    from rlinf.app.profiling import other_processor, provenance
+    from rlinf.core.trace import load_trace
 
     here = processor_name()
     assert here and provenance("test")["processor"] == here

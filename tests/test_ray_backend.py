@@ -21,9 +21,9 @@ import executor  # noqa: E402
 from executor import ray_session  # noqa: E402
 from executor.channels import SHM_MIN_BYTES  # noqa: E402
 from executor.ray_backend import RayBackend  # noqa: E402
-from rlinf.errors import ConfigError  # noqa: E402
-from rlinf.jobs import get_job  # noqa: E402
-from rlinf.plan import plan_from_yaml  # noqa: E402
+from rlinf.app.jobs import get_job  # noqa: E402
+from rlinf.core.errors import ConfigError  # noqa: E402
+from rlinf.core.plan import plan_from_yaml  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 BIG_ROWS = 512

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlinf.checkpoint import MANIFEST, load_latest, read_manifest, save_checkpoint
+from rlinf.app.checkpoint import MANIFEST, load_latest, read_manifest, save_checkpoint
+from rlinf.app.run_dir import default_out, read_metrics
 from rlinf.cli import main
-from rlinf.errors import ConfigError, RlinfWarning
-from rlinf.run_dir import default_out, read_metrics
+from rlinf.core.errors import ConfigError, RlinfWarning
 
 CONFIG = "examples/hopper_ppo.yaml"
 TINY = ["--mode", "collocated", "--devices", "1", "--no-progress"]
@@ -91,7 +91,7 @@ def test_a_planted_pickle_never_runs_on_resume(
 
 def test_a_planted_torch_save_never_runs_on_the_restart_path(run: Path, tmp_path: Path) -> None:
     """The restart after a worker failure loads checkpoints the same way as ``--resume``."""
-    from rlinf.runner import _restart
+    from rlinf.app.runner import _restart
 
     marker = tmp_path / "pwned"
     checkpoints = run / "checkpoints"

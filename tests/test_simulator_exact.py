@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from rlinf.cluster import GIB, parse_cluster
-from rlinf.costs import fit
-from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan
-from rlinf.trace import CostSample, Trace
-from rlinf.workflow import Component, Edge, Workflow
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.trace import CostSample, Trace
+from rlinf.core.workflow import Component, Edge, Workflow
 from simulator import simulate
 
 PROVENANCE = {"kind": "synthesized", "source": "hand-computed test costs"}

@@ -8,15 +8,15 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlinf.cluster import GIB, parse_cluster
-from rlinf.costs import fit
-from rlinf.errors import ExtrapolationWarning, RlinfWarning
-from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan
-from rlinf.program import Program
-from rlinf.timeline import Timeline
-from rlinf.trace import CostSample, Trace
-from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ExtrapolationWarning, RlinfWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import CostSample, Trace
+from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 from simulator import simulate
 
 MAX_DEVICES = 8

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from rlinf.state_codec import METADATA_KEY, StateFormatError, decode, encode
+from rlinf.app.state_codec import METADATA_KEY, StateFormatError, decode, encode
 
 
 def test_worker_states_round_trip_exactly() -> None:

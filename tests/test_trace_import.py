@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from rlinf.analytic.step_log import read_step_log
+from rlinf.analytic.trace_import import SYSTEMS
 from rlinf.cli import main
-from rlinf.costs import fit
-from rlinf.step_log import read_step_log
-from rlinf.trace import load_trace
-from rlinf.trace_import import SYSTEMS
+from rlinf.core.costs import fit
+from rlinf.core.trace import load_trace
 
 # A 1.5B GRPO run on one 8-GPU node, 64 prompts x 8 responses per step.
 RUN = ["--model", "1.5b", "--device", "H100", "--num-devices", "8", "--prompts", "64", "--group-size", "8"]

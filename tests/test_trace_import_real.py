@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from rlinf.cli import main
-from rlinf.costs import fit
-from rlinf.trace import load_trace
+from rlinf.core.costs import fit
+from rlinf.core.trace import load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "verl_logs"
 SOURCES = json.loads((DATA / "sources.json").read_text())["logs"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rlinf.checkpoint import load_latest
+from rlinf.app.checkpoint import load_latest
 from rlinf.cli import main
-from rlinf.trace import load_trace
+from rlinf.core.trace import load_trace
 
 CONFIG = "examples/hopper_ppo.yaml"
 SMALL = ["--set", "num_steps=8", "--set", "num_epochs=2", "--set", "checkpoint_every=1", "--no-progress"]

@@ -12,8 +12,8 @@ import pytest
 from test_auto_mode import CONFIG, SMALL, synthetic_trace
 
 from rlinf.cli import main
-from rlinf.errors import ConfigError
-from rlinf.fidelity import PlanFidelity, kendall_tau, relative_error, report, slower_p_value
+from rlinf.core.errors import ConfigError
+from rlinf.core.fidelity import PlanFidelity, kendall_tau, relative_error, report, slower_p_value
 
 
 def test_kendall_tau_by_hand() -> None:
@@ -147,9 +147,9 @@ def test_validate_rejects_bad_counts(capsys: pytest.CaptureFixture[str]) -> None
 def test_each_plan_is_predicted_without_its_own_samples_or_those_of_its_offload_variant() -> None:
     """Out of sample, as in real use: the profile's samples of the plan itself and of a probe with the same
     compute ops (differing only in offload) never feed its prediction; the others' all do."""
+    from rlinf.app.jobs import load_job_config
     from rlinf.commands.validate import out_of_sample, same_compute
-    from rlinf.jobs import load_job_config
-    from rlinf.trace import load_trace
+    from rlinf.core.trace import load_trace
 
     job, config = load_job_config(CONFIG)
     probes = [plan for plan, _ in job.probes(2, config)]
@@ -171,11 +171,11 @@ def test_each_plan_is_predicted_without_its_own_samples_or_those_of_its_offload_
 def test_a_profile_records_which_probe_plan_measured_which_samples() -> None:
     """``rlinf validate --trace`` on a profile written by rlinf predicts out of sample too: the trace's provenance
     says which probe plan measured which samples; samples merged in after them are no probe's and always feed."""
+    from rlinf.app.jobs import load_job_config
+    from rlinf.app.profiling import samples_by_plan
     from rlinf.commands.validate import out_of_sample
-    from rlinf.errors import RlinfError
-    from rlinf.jobs import load_job_config
-    from rlinf.profiling import samples_by_plan
-    from rlinf.trace import load_trace
+    from rlinf.core.errors import RlinfError
+    from rlinf.core.trace import load_trace
 
     job, config = load_job_config(CONFIG)
     first, second = (plan for plan, _ in job.probes(2, config)[:2])
@@ -204,9 +204,9 @@ def test_mirror_images_of_a_plan_are_measured_once() -> None:
     """Plans that differ only in which device is which (the actor beside a loop spread over both cores on core 0 or
     on core 1) share a layout and are predicted alike: validate measures one of them, not both, while distinct
     plans remain (an earlier run measured both twins, and its top-1 check came down to their order)."""
+    from rlinf.app.runner import Candidate
     from rlinf.commands.validate import _choose, layout
-    from rlinf.plan import plan_from_yaml
-    from rlinf.runner import Candidate
+    from rlinf.core.plan import plan_from_yaml
 
     def plan(text: str):
         return plan_from_yaml(text, 2)

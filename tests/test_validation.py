@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from factories import grpo_trace, grpo_workflow
 
-from rlinf.cluster import GIB, DeviceSpec, Links, cluster_from_dict, parse_cluster
-from rlinf.errors import ConfigError, InfeasiblePlanError
-from rlinf.lowering import lower
-from rlinf.plan import Placement, Plan, parse_devices, plan_from_yaml
-from rlinf.trace import CostSample, load_trace, trace_from_dict
-from rlinf.workflow import Component, Edge, Loop, Workflow, workflow_from_dict
+from rlinf.core.cluster import GIB, DeviceSpec, Links, cluster_from_dict, parse_cluster
+from rlinf.core.errors import ConfigError, InfeasiblePlanError
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Placement, Plan, parse_devices, plan_from_yaml
+from rlinf.core.trace import CostSample, load_trace, trace_from_dict
+from rlinf.core.workflow import Component, Edge, Loop, Workflow, workflow_from_dict
 
 
 def test_config_error_message_has_field_value_and_fix() -> None:

@@ -15,13 +15,13 @@ import pytest
 
 import rlinf
 from executor.protocol import share_slice
+from rlinf.api.worker_context import component_facts, context_for
+from rlinf.api.workload import WORKLOAD_METHODS
+from rlinf.app.jobs import Job, get_job, load_job_config
 from rlinf.cli import main
-from rlinf.errors import ConfigError
-from rlinf.jobs import Job, get_job, load_job_config
-from rlinf.plan import Placement, Plan
-from rlinf.trace import load_trace
-from rlinf.worker_context import component_facts, context_for
-from rlinf.workload import WORKLOAD_METHODS
+from rlinf.core.errors import ConfigError
+from rlinf.core.plan import Placement, Plan
+from rlinf.core.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = str(ROOT / "examples" / "custom_workload" / "config.yaml")
@@ -77,7 +77,7 @@ def test_the_example_lives_outside_the_package_and_uses_only_the_public_api() ->
 
 def test_no_per_workload_plan_functions_remain() -> None:
     found = subprocess.run(
-        ["grep", "-rn", r"def plan_for_mode\|def probe_plans\|def with_plan", "rlinf/workloads", "rlinf/jobs", "examples"],
+        ["grep", "-rn", r"def plan_for_mode\|def probe_plans\|def with_plan", "rlinf/workloads", "rlinf/app/jobs", "examples"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert found.returncode == 1 and found.stdout == "", found.stdout

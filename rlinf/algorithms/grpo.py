@@ -23,7 +23,7 @@ from __future__ import annotations
 import attrs
 import torch
 
-from rlinf.errors import non_negative, positive, require
+from rlinf.core.errors import non_negative, positive, require
 
 
 @attrs.frozen(kw_only=True)

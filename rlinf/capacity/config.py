@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import attrs
 
-from rlinf import limits
-from rlinf.errors import ConfigError, is_number, require, to_tuple
+from rlinf.core import limits
+from rlinf.core.errors import ConfigError, is_number, require, to_tuple
 
 TARGET_KINDS = ("throughput", "deadline")
 

@@ -11,7 +11,7 @@ import math
 
 import attrs
 
-from rlinf.errors import to_tuple
+from rlinf.core.errors import to_tuple
 
 
 @attrs.frozen(kw_only=True)

@@ -20,11 +20,11 @@ from planner.judge import Evaluation
 from planner.search import prepare
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES
 from planner.tables import CostTables
-from rlinf.cluster import Cluster
-from rlinf.costs import CostModel
-from rlinf.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
-from rlinf.plan import Plan
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import CostModel
+from rlinf.core.errors import ConfigError, ExtrapolationWarning, InfeasiblePlanError
+from rlinf.core.plan import Plan
+from rlinf.core.workflow import Workflow
 
 Baseline = Callable[[Workflow, Cluster, CostModel, CostTables], Evaluation | None]
 BASELINES: dict[str, Baseline] = {

@@ -1,7 +1,7 @@
 """The report's charts as PNG bytes (matplotlib, Agg canvas, no pyplot state).
 
 Strategies keep one colour across every chart; what-if series are drawn dashed or dotted against the solid
-baseline. Breakdown colours match the Gantt chart's (:func:`rlinf.export.component_colors`).
+baseline. Breakdown colours match the Gantt chart's (:func:`rlinf.core.export.component_colors`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from rlinf.capacity.result import BASELINE, CapacityResult, CapacityRow
 from rlinf.capacity.sweep import WAITING
-from rlinf.export import PALETTE, SYNC_COLOR
+from rlinf.core.export import PALETTE, SYNC_COLOR
 
 STRATEGY_COLORS = {
     "best": "#1f3a93",

@@ -11,7 +11,7 @@ from rlinf.capacity.result import CapacityResult
 CAPACITY_ASSUMPTIONS = (
     "each cluster size is the trace's kind of cluster with that many devices (whole nodes above one node)",
     "one iteration is simulated with expected response lengths (deterministic); costs come from the trace's "
-    "samples through rlinf.costs.fit, as in `rlinf simulate`",
+    "samples through rlinf.core.costs.fit, as in `rlinf simulate`",
     "cost counts every device of the cluster for the whole iteration, idle or not",
     "the breakdown is the iteration's critical path: seconds per component add up to the iteration time",
 )

@@ -16,9 +16,9 @@ from rlinf.capacity.document import FIGURES, Bullets, Document, Figure, Section,
 from rlinf.capacity.result import CapacityResult
 from rlinf.capacity.sections import build_document
 from rlinf.capacity.sweep import simulate_plan
-from rlinf.export import component_colors, write_gantt_png
-from rlinf.files import write_bytes_atomic, write_text_atomic
-from rlinf.trace import Trace
+from rlinf.core.export import component_colors, write_gantt_png
+from rlinf.core.files import write_bytes_atomic, write_text_atomic
+from rlinf.core.trace import Trace
 
 
 @attrs.frozen(kw_only=True)

@@ -10,8 +10,8 @@ import attrs
 
 from rlinf.capacity.config import SweepOptions
 from rlinf.capacity.whatif import WhatIf
-from rlinf.errors import to_tuple
-from rlinf.plan import Plan
+from rlinf.core.errors import to_tuple
+from rlinf.core.plan import Plan
 
 BASELINE = "baseline"
 """Label of the series of the trace as given (what-if series are labelled by their settings)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlinf.capacity.document import FIGURES, Document, Figure, Section, Table, number
 from rlinf.capacity.provenance import provenance_section
 from rlinf.capacity.result import BASELINE, CapacityResult, CapacityRow
-from rlinf.cluster import GIB
+from rlinf.core.cluster import GIB
 
 
 def build_document(result: CapacityResult, *, has_gantt: bool) -> Document:

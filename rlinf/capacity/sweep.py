@@ -21,13 +21,13 @@ from rlinf.capacity.config import SweepOptions
 from rlinf.capacity.planning import check_strategies, propose
 from rlinf.capacity.result import BASELINE, CapacityResult, CapacityRow
 from rlinf.capacity.whatif import WhatIf, apply_whatif
-from rlinf.cluster import Cluster
-from rlinf.costs import fit
-from rlinf.errors import ConfigError, RlinfWarning
-from rlinf.lowering import lower
-from rlinf.plan import Plan
-from rlinf.timeline import Timeline
-from rlinf.trace import Trace
+from rlinf.core.cluster import Cluster
+from rlinf.core.costs import fit
+from rlinf.core.errors import ConfigError, RlinfWarning
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Plan
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import Trace
 from simulator import simulate
 
 MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")

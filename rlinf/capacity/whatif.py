@@ -1,7 +1,7 @@
 """What-if knobs on a trace (``--set trace.KEY=VALUE``): each ``--set`` becomes one extra series of the sweep.
 
 The registry :data:`KNOBS` is explicit: an unknown key raises and lists the valid ones. A trace synthesized by
-:func:`rlinf.analytic.synthesize` is re-synthesized from the workload its provenance records, with the knob
+:func:`rlinf.analytic.synthesis.synthesize` is re-synthesized from the workload its provenance records, with the knob
 applied, so every derived quantity (KV pool, concurrency, memory, weight-sync bytes) follows. A profiled trace
 only takes the knobs that are exact on its samples (``batch_scale``: the cost model reads costs per sample per
 replica); the others need the analytic model and say so.
@@ -17,15 +17,15 @@ from typing import Any
 
 import attrs
 
-from rlinf.analytic import synthesize
-from rlinf.cluster import DEVICE_PRESETS, Cluster
-from rlinf.config_structure import structure_config
-from rlinf.errors import ConfigError, require
-from rlinf.llm_workload import LLMWorkload, ResponseLengths
-from rlinf.trace import Trace
+from rlinf.analytic.llm_workload import LLMWorkload, ResponseLengths
+from rlinf.analytic.synthesis import synthesize
+from rlinf.core.cluster import DEVICE_PRESETS, Cluster
+from rlinf.core.config_structure import structure_config
+from rlinf.core.errors import ConfigError, require
+from rlinf.core.trace import Trace
 
 PREFIX = "trace."
-ANALYTIC_GENERATOR = "rlinf.analytic.synthesize"
+ANALYTIC_GENERATOR = "rlinf.analytic.synthesis.synthesize"
 MAX_SCALE = 1e6
 """A what-if scale beyond this is a typo, not a question (and would overflow the cost model)."""
 MAX_WHOLE = 1_000_000

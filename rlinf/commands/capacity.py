@@ -15,8 +15,8 @@ from rlinf.capacity.result import BASELINE, CapacityResult
 from rlinf.capacity.sweep import default_jobs, sweep
 from rlinf.capacity.whatif import KNOBS, PREFIX, parse_whatif
 from rlinf.commands import values
-from rlinf.outputs import check_output_dir, writing
-from rlinf.trace import load_trace
+from rlinf.core.outputs import check_output_dir, writing
+from rlinf.core.trace import load_trace
 
 MAX_JOBS = 1024
 

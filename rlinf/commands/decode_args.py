@@ -1,7 +1,7 @@
 """The flags of the analytic model's long-response terms: the engine, the decode schedule, response statistics.
 
 They describe what decides a long chain-of-thought generation (docs/analytic_validation.md): the inference
-engine's fixed per-step cost (``--engine``, from :mod:`rlinf.engine_costs`), its cap on sequences in flight
+engine's fixed per-step cost (``--engine``, from :mod:`rlinf.analytic.engine_costs`), its cap on sequences in flight
 (``--max-num-seqs``), the model's opt-in terms (``--terms``: attention FLOPs, tensor-parallel all-reduces, a KV
 cache freed on offload, KV-pool admission and preemption), and the response lengths from the statistics a run
 logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``). Every one defaults to the
@@ -16,11 +16,11 @@ from typing import Any
 
 import attrs
 
+from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS, engine_step_cost
+from rlinf.analytic.llm_workload import NUM_STORED_LENGTHS, LLMWorkload, ResponseLengths
+from rlinf.analytic.response_lengths import lognormal_for, with_draw_mean
 from rlinf.commands import values
-from rlinf.engine_costs import ENGINE_STEP_COSTS, engine_step_cost
-from rlinf.errors import ConfigError
-from rlinf.llm_workload import NUM_STORED_LENGTHS, LLMWorkload, ResponseLengths
-from rlinf.response_lengths import lognormal_for, with_draw_mean
+from rlinf.core.errors import ConfigError
 
 TERMS = {
     "attention": "count_attention_flops",

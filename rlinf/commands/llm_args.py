@@ -16,8 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf import limits
-from rlinf.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
+from rlinf.analytic.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, model_preset
 from rlinf.commands import values
 from rlinf.commands.decode_args import FLAG_OF_FIELD as DECODE_FLAG_OF_FIELD
 from rlinf.commands.decode_args import (
@@ -26,8 +25,9 @@ from rlinf.commands.decode_args import (
     decode_flags,
     response_from_args,
 )
-from rlinf.errors import ConfigError, require
-from rlinf.llm_workload import MODEL_PRESETS, LLMWorkload, ModelSpec, model_preset
+from rlinf.core import limits
+from rlinf.core.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
+from rlinf.core.errors import ConfigError, require
 
 DEVICES_PER_NODE = 8
 DEFAULT_PROMPT_TOKENS = 512

@@ -9,12 +9,12 @@ import sys
 from planner import search
 from planner.search import DEFAULT_K, DEFAULT_TIME_LIMIT_S, SearchResult
 from planner.space import DEFAULT_MAX_GRANULARITY
-from rlinf.cluster import GIB, parse_cluster
 from rlinf.commands import values
-from rlinf.costs import fit
-from rlinf.files import write_text_atomic
-from rlinf.outputs import check_output_file, writing
-from rlinf.trace import load_trace
+from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.files import write_text_atomic
+from rlinf.core.outputs import check_output_file, writing
+from rlinf.core.trace import load_trace
 
 MAX_TOP = 10_000
 """More CP-SAT candidates than this cannot all be simulated in any useful time."""

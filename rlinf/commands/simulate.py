@@ -8,17 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlinf.cluster import GIB, Cluster, parse_cluster
+from rlinf.analytic.straggler import straggler_report, tail_intervals
 from rlinf.commands import values
-from rlinf.costs import fit
-from rlinf.export import device_groups, write_chrome_trace, write_gantt_png
-from rlinf.files import write_text_atomic
-from rlinf.lowering import lower
-from rlinf.outputs import check_output_dir, writing
-from rlinf.plan import load_plan
-from rlinf.straggler import straggler_report, tail_intervals
-from rlinf.timeline import Timeline
-from rlinf.trace import load_trace
+from rlinf.core.cluster import GIB, Cluster, parse_cluster
+from rlinf.core.costs import fit
+from rlinf.core.export import device_groups, write_chrome_trace, write_gantt_png
+from rlinf.core.files import write_text_atomic
+from rlinf.core.lowering import lower
+from rlinf.core.outputs import check_output_dir, writing
+from rlinf.core.plan import load_plan
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import load_trace
 from simulator import simulate
 
 CRITICAL_PATH_SHOWN = 6

@@ -12,8 +12,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.analytic import synthesize
-from rlinf.cluster import GIB
+from rlinf.analytic.synthesis import synthesize
 from rlinf.commands import trace_calibrate, trace_import, values
 from rlinf.commands.decode_args import response_provenance
 from rlinf.commands.llm_args import (
@@ -23,8 +22,9 @@ from rlinf.commands.llm_args import (
     workload_flags,
     workload_from_args,
 )
-from rlinf.outputs import check_output_file, writing
-from rlinf.trace import Trace, load_trace
+from rlinf.core.cluster import GIB
+from rlinf.core.outputs import check_output_file, writing
+from rlinf.core.trace import Trace, load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

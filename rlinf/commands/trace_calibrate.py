@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from rlinf.calibration import Calibration, calibrate, calibrated_trace
-from rlinf.cluster import Cluster
+from rlinf.analytic.calibration import Calibration, calibrate, calibrated_trace
+from rlinf.analytic.llm_workload import LLMWorkload
 from rlinf.commands import values
 from rlinf.commands.llm_args import (
     add_workload_arguments,
@@ -32,11 +32,11 @@ from rlinf.commands.llm_args import (
     workload_flags,
     workload_from_args,
 )
-from rlinf.config_structure import structure_config
-from rlinf.errors import ConfigError, is_number
-from rlinf.llm_workload import LLMWorkload
-from rlinf.outputs import check_output_file, writing
-from rlinf.trace import Trace, load_trace
+from rlinf.core.cluster import Cluster
+from rlinf.core.config_structure import structure_config
+from rlinf.core.errors import ConfigError, is_number
+from rlinf.core.outputs import check_output_file, writing
+from rlinf.core.trace import Trace, load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,8 +26,12 @@ from typing import Any
 
 import attrs
 
-from rlinf.analytic import synthesize
-from rlinf.cluster import Cluster
+from rlinf.analytic.llm_workload import LLMWorkload
+from rlinf.analytic.logged_settings import LoggedLimit, response_limit
+from rlinf.analytic.step_log import FORMATS, StepLog, format_of, read_step_log
+from rlinf.analytic.synthesis import synthesize
+from rlinf.analytic.trace_import import imported_samples, mean_lengths, switch_samples
+from rlinf.analytic.trace_import_names import SYSTEMS, MetricNames, metric_names
 from rlinf.commands import values
 from rlinf.commands.llm_args import (
     MAX_TOKENS,
@@ -38,15 +42,11 @@ from rlinf.commands.llm_args import (
     workload_from_args,
 )
 from rlinf.commands.trace_import_record import ASSUMPTIONS, imported_from, replay_plan, report
-from rlinf.errors import ConfigError, require
-from rlinf.inputs import read_text
-from rlinf.llm_workload import LLMWorkload
-from rlinf.logged_settings import LoggedLimit, response_limit
-from rlinf.outputs import check_output_file, writing
-from rlinf.step_log import FORMATS, StepLog, format_of, read_step_log
-from rlinf.trace_import import imported_samples, mean_lengths, switch_samples
-from rlinf.trace_import_names import SYSTEMS, MetricNames, metric_names
-from rlinf.workflow import Workflow
+from rlinf.core.cluster import Cluster
+from rlinf.core.errors import ConfigError, require
+from rlinf.core.inputs import read_text
+from rlinf.core.outputs import check_output_file, writing
+from rlinf.core.workflow import Workflow
 
 SHARDING = ("fsdp", "none")
 DEFAULT_SHARDING = {"verl": "fsdp", "rlinf": "none"}

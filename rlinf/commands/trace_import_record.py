@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlinf.plan import Plan, plan_from_dict
-from rlinf.trace import Trace
-from rlinf.trace_import import ImportSummary
-from rlinf.trace_import_names import MetricNames
-from rlinf.workflow import Workflow
+from rlinf.analytic.trace_import import ImportSummary
+from rlinf.analytic.trace_import_names import MetricNames
+from rlinf.core.plan import Plan, plan_from_dict
+from rlinf.core.trace import Trace
+from rlinf.core.workflow import Workflow
 
 ASSUMPTIONS = [
     "each sample is one logged step's phase over the whole batch (prompts x group size) on its component's "

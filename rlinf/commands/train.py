@@ -2,7 +2,7 @@
 
 ``--mode auto`` profiles the job's probe plans within ``--profile-budget`` seconds (or reuses ``--trace``), merges
 the samples of earlier runs (``--merge-trace RUN_DIR/trace.json``), lets the planner choose from the trace
-(:func:`rlinf.runner.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
+(:func:`rlinf.app.runner.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
 reporting each iteration's measured and predicted time. The run directory also gets ``profile_trace.json``.
 ``--backend ray`` runs workers as Ray actors (one Ray session for profiling and training); a failing worker makes
 the run restart its workers from the newest checkpoint, up to ``--max-restarts`` times; ``--resume RUN_DIR``
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.errors import ConfigError, RlinfWarning, require
-from rlinf.outputs import check_output_dir
-from rlinf.plan import load_plan
+from rlinf.core.errors import ConfigError, RlinfWarning, require
+from rlinf.core.outputs import check_output_dir
+from rlinf.core.plan import load_plan
 
 DEFAULT_MAX_RESTARTS = 3
 """Worker failures a run survives by restarting from its newest checkpoint."""
@@ -115,7 +115,7 @@ itself to its core; Ray's CPU count only gates placement)."""
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
     from executor.devices import physical_units, resolve_accelerator
-    from rlinf.jobs import load_job_config
+    from rlinf.app.jobs import load_job_config
 
     job, config = load_job_config(args.config, args.set)
     if args.iterations is not None:
@@ -180,7 +180,7 @@ def _machine(args: argparse.Namespace) -> Any:
 def _choose_out(args: argparse.Namespace, workload: str) -> None:
     """Settle the run directory before any work: ``--resume``'s, a fresh ``--out`` (refused when it holds a
     run), or a new default one; say which."""
-    from rlinf.run_dir import default_out, require_fresh, require_no_links
+    from rlinf.app.run_dir import default_out, require_fresh, require_no_links
 
     if args.resume is not None:
         run_dir = Path(args.resume)
@@ -225,7 +225,7 @@ def _plan_and_train(
     job: Any, config: Any, args: argparse.Namespace, cores: tuple[int, ...], num_devices: int
 ) -> int:
     """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
-    from rlinf.runner import train
+    from rlinf.app.runner import train
 
     predicted = None
     resume = _resume(args)
@@ -297,7 +297,7 @@ def _resume(args: argparse.Namespace) -> Any:
     checkpoint (a corrupt newest one is skipped with a warning)."""
     if args.resume is None:
         return None
-    from rlinf.checkpoint import load_latest
+    from rlinf.app.checkpoint import load_latest
 
     run_dir = Path(args.resume)
     if args.plan is None and args.mode is None:
@@ -356,9 +356,9 @@ def _backends(args: argparse.Namespace, num_devices: int) -> Any:
 
 def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
     """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
-    from rlinf.profiling import ProfileSettings, merge_traces, other_processor, profile
-    from rlinf.runner import Candidate, plan_from_trace
-    from rlinf.trace import load_trace
+    from rlinf.app.profiling import ProfileSettings, merge_traces, other_processor, profile
+    from rlinf.app.runner import Candidate, plan_from_trace
+    from rlinf.core.trace import load_trace
 
     if args.trace:
         trace = load_trace(args.trace)

@@ -6,13 +6,13 @@ them are chosen, spread over their predicted times, every mode represented. Each
 real use: from the profile (written to ``OUT/trace.json``), taken before any plan is measured, leaving out the
 samples of the plan itself and of every probe plan with the same compute ops (an offload variant), the remaining
 probes' compute samples evened out to the typical probe's speed as the auto mode evens out its profile
-(:func:`rlinf.profiling.even_probe_speeds`: the machine's speed drifts from probe to probe); ``validate.json``
+(:func:`rlinf.app.profiling.even_probe_speeds`: the machine's speed drifts from probe to probe); ``validate.json``
 records which probe plans fed each prediction. The chosen plans are then measured one at a time, each in 4 turns
 with fresh worker processes (warm-up, then its iterations back to back, as training runs them), the turns of all
-plans interleaved in orders that alternate direction (:func:`rlinf.profiling.measure_plans`: each worker process
+plans interleaved in orders that alternate direction (:func:`rlinf.app.profiling.measure_plans`: each worker process
 keeps its own speed for life, and every plan's workers alive at once slowed some plans by more than the model's
 error), and each plan's measured time is the median of its measured iterations; each prediction is also checked
-against the range of its plan's turn medians (:attr:`rlinf.fidelity.PlanFidelity.within_turn_range`: outside it,
+against the range of its plan's turn medians (:attr:`rlinf.core.fidelity.PlanFidelity.within_turn_range`: outside it,
 the error exceeds the measurement's own spread from one set of processes to the next). With ``--trace`` the predictions
 come from that file: out of sample as well when it is a profile written by rlinf (its provenance records which
 samples each probe plan measured), else from all of it (an imported or synthesized trace's plans are unknown). A
@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.errors import RlinfWarning, require
-from rlinf.files import write_text_atomic
-from rlinf.outputs import check_output_dir
-from rlinf.plan import Plan
+from rlinf.core.errors import RlinfWarning, require
+from rlinf.core.files import write_text_atomic
+from rlinf.core.outputs import check_output_dir
+from rlinf.core.plan import Plan
 
 DEFAULT_PLANS = 6
 MEASURE_TURNS = 4
@@ -100,12 +100,8 @@ def run(args: argparse.Namespace) -> int:
         resolve_accelerator,
     )
     from planner.judge import quiet_copy
-    from rlinf import fidelity
-    from rlinf.costs import fit
-    from rlinf.export import write_timeline_pair_png
-    from rlinf.jobs import load_job_config
-    from rlinf.lowering import lower
-    from rlinf.profiling import (
+    from rlinf.app.jobs import load_job_config
+    from rlinf.app.profiling import (
         COST_STATISTIC,
         ProfileSettings,
         local_backends,
@@ -115,8 +111,12 @@ def run(args: argparse.Namespace) -> int:
         samples_by_plan,
         split_iterations,
     )
-    from rlinf.runner import plan_from_trace
-    from rlinf.trace import load_trace
+    from rlinf.app.runner import plan_from_trace
+    from rlinf.core import fidelity
+    from rlinf.core.costs import fit
+    from rlinf.core.export import write_timeline_pair_png
+    from rlinf.core.lowering import lower
+    from rlinf.core.trace import load_trace
     from simulator import simulate
 
     require(args.plans >= 2, "--plans", args.plans, "must be >= 2", "compare at least two plans")
@@ -257,10 +257,10 @@ def out_of_sample(
     and the probe plans whose samples it keeps (``by_plan`` empty: the trace as it is). ``by_plan`` holds the
     trace's first samples; any after them (merged in later) are no probe's and are kept. ``even_speeds``: the kept
     probes' compute samples evened out to the typical probe's speed, among themselves
-    (:func:`rlinf.profiling.even_probe_speeds`)."""
+    (:func:`rlinf.app.profiling.even_probe_speeds`)."""
     import attrs
 
-    from rlinf.profiling import even_probe_speeds
+    from rlinf.app.profiling import even_probe_speeds
 
     if not by_plan:
         return trace, []

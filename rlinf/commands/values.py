@@ -11,14 +11,14 @@ import argparse
 import math
 from collections.abc import Callable
 
-from rlinf import limits
+from rlinf.core import limits
 
 MAX_SEED = 2**32 - 1
 """Seeds go to numpy, torch and Python's random; every one of them takes 0 .. 2**32 - 1."""
 
 
 def count(minimum: int = 1, maximum: int | None = None, *, limit: str | None = None) -> Callable[[str], int]:
-    """A whole number in ``[minimum, maximum]``; ``limit`` names a field of :class:`rlinf.limits.Limits` that caps
+    """A whole number in ``[minimum, maximum]``; ``limit`` names a field of :class:`rlinf.core.limits.Limits` that caps
     it instead of ``maximum`` (read when the flag is parsed, so its environment variable applies)."""
 
     def convert(text: str) -> int:

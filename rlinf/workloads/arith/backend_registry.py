@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.backends import TorchRolloutBackend, TorchTrainBackend
 
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import torch
 
-from rlinf.errors import ConfigError, non_negative, positive
+from rlinf.core.errors import ConfigError, non_negative, positive
 from rlinf.workloads.arith.batches import TrainBatch
 from rlinf.workloads.arith.generation import GroupRollout, SamplingParams, stream_groups
 from rlinf.workloads.arith.model import DecoderTransformer, TransformerConfig, token_logprobs

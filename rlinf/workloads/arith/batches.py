@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import attrs
 import torch
 
-from rlinf.errors import positive, require
+from rlinf.core.errors import positive, require
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,7 @@ import attrs
 import torch
 
 from rlinf.algorithms.grpo import GrpoConfig, group_advantages
-from rlinf.errors import ConfigError, require
+from rlinf.core.errors import ConfigError, require
 from rlinf.workloads.arith.backends import RolloutBackend, TrainBackend, TrainMetrics
 from rlinf.workloads.arith.batches import TrainBatch, sequences
 from rlinf.workloads.arith.generation import GroupRollout, SamplingParams

@@ -1,7 +1,7 @@
 """The configuration of the arithmetic GRPO run and its YAML loader.
 
 Every section is an attrs frozen class validated in its constructor. :func:`load_config` reads a YAML file
-whose keys must all be known: an unknown key (a typo) raises :class:`~rlinf.errors.ConfigError` naming the key
+whose keys must all be known: an unknown key (a typo) raises :class:`~rlinf.core.errors.ConfigError` naming the key
 and listing the valid ones, instead of being ignored.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from rlinf import limits
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.config_structure import structure_config
-from rlinf.errors import integer, non_negative, positive, require
-from rlinf.inputs import load_yaml
+from rlinf.api import structure_config
+from rlinf.core import limits
+from rlinf.core.errors import integer, non_negative, positive, require
+from rlinf.core.inputs import load_yaml
 from rlinf.workloads.arith.task import TaskConfig
 
 MAX_SEED = 2**32 - 1
@@ -246,7 +246,7 @@ def config_from_mapping(values: Mapping[str, Any], source: str = "config") -> Ar
 
 
 WORKLOAD = "grpo_arith"
-"""The ``workload:`` key of a config file that ``rlinf train`` reads (:mod:`rlinf.jobs`)."""
+"""The ``workload:`` key of a config file that ``rlinf train`` reads (:mod:`rlinf.app.jobs`)."""
 
 
 def load_config(path: str | Path) -> ArithGrpoConfig:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 import torch
 
-from rlinf.errors import non_negative, positive, require
+from rlinf.core.errors import non_negative, positive, require
 from rlinf.workloads.arith.model import DecoderTransformer
 
 

@@ -22,7 +22,7 @@ import attrs
 import torch
 from tqdm import tqdm
 
-from rlinf.errors import RlinfError
+from rlinf.core.errors import RlinfError
 from rlinf.workloads.arith.backend_registry import rollout_backend_class, train_backend_class
 from rlinf.workloads.arith.backends import (
     OptimConfig,

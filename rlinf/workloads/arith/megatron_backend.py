@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.backends import OptimConfig, TrainMetrics
 from rlinf.workloads.arith.batches import TrainBatch
 from rlinf.workloads.arith.model import TransformerConfig

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlinf.errors import positive, require
+from rlinf.core.errors import positive, require
 
 
 @attrs.frozen(kw_only=True)

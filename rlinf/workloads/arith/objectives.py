@@ -14,7 +14,7 @@ import attrs
 import torch
 
 from rlinf.algorithms.grpo import GrpoConfig, grpo_loss, masked_sequence_mean
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.batches import TrainBatch
 
 

@@ -17,7 +17,7 @@ from collections.abc import Collection
 
 import attrs
 
-from rlinf.errors import require
+from rlinf.core.errors import require
 
 ANSWER_FORMATS = ("reversed", "plain")
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from rlinf.errors import require
+from rlinf.core.errors import require
 
 PAD = "<pad>"
 BOS = "<bos>"

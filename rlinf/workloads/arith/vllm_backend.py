@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from rlinf.errors import ConfigError
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.arith.generation import GroupRollout, SamplingParams
 from rlinf.workloads.arith.model import TransformerConfig
 

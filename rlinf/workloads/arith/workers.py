@@ -26,9 +26,9 @@ import attrs
 import numpy as np
 import torch
 
-from rlinf.errors import ConfigError
-from rlinf.lowering import micro_batch_ranges
-from rlinf.worker_context import WorkerContext
+from rlinf.api import WorkerContext
+from rlinf.core.errors import ConfigError
+from rlinf.core.lowering import micro_batch_ranges
 from rlinf.workloads.arith import components
 from rlinf.workloads.arith.backend_registry import rollout_backend_class
 from rlinf.workloads.arith.backends import (
@@ -323,7 +323,7 @@ class ActorWorker:
         )
         assert self.seen + batch.num_sequences <= expected, (
             f"actor[{self.rank}] received {batch.num_sequences} sequences in micro-batch {micro_batch} after "
-            f"{self.seen}: more than its {expected} per iteration (rlinf.jobs.plans.check_plan admits only plans "
+            f"{self.seen}: more than its {expected} per iteration (rlinf.app.jobs.plans.check_plan admits only plans "
             f"that route each replica its share)"
         )
         info: dict[str, Any] = {}

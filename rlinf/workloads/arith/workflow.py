@@ -8,7 +8,7 @@ the inference component (the next iteration's old policy). A micro-batch holds w
 
 from __future__ import annotations
 
-from rlinf.workflow import Component, Edge, WeightSync, Workflow
+from rlinf.api import Component, Edge, WeightSync, Workflow
 from rlinf.workloads.arith.config import ArithGrpoConfig
 from rlinf.workloads.arith.evaluation import model_config
 from rlinf.workloads.arith.model import DecoderTransformer

@@ -11,8 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.workflow import Workflow
-from rlinf.workload import ConfigKeys, reported_response_lengths
+from rlinf.api import ConfigKeys, Workflow, reported_response_lengths
 from rlinf.workloads.arith.config import ArithGrpoConfig, config_from_mapping
 from rlinf.workloads.arith.workers import ActorWorker, InferenceWorker, RewardWorker, RolloutWorker
 from rlinf.workloads.arith.workflow import grpo_workflow

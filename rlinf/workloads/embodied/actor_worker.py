@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
-from rlinf.errors import require
-from rlinf.worker_context import WorkerContext
+from rlinf.api import WorkerContext
+from rlinf.core.errors import require
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload

@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from rlinf import limits
-from rlinf.config_structure import structure_config
-from rlinf.errors import ConfigError, integer, non_negative, number, positive, require
+from rlinf.api import structure_config
+from rlinf.core import limits
+from rlinf.core.errors import ConfigError, integer, non_negative, number, positive, require
 
 MODES = ("auto", "collocated", "disaggregated", "hybrid")
 COMPONENTS = ("env", "rollout", "actor")

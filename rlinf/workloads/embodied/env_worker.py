@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
-from rlinf.worker_context import WorkerContext
+from rlinf.api import WorkerContext
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
 

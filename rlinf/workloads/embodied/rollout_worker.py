@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
-from rlinf.errors import ConfigError
-from rlinf.worker_context import WorkerContext
+from rlinf.api import WorkerContext
+from rlinf.core.errors import ConfigError
 from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import ActorCritic, load_payload

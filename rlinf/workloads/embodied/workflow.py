@@ -6,7 +6,7 @@ edge carrying the trajectories, and weight sync ``actor -> rollout`` every itera
 
 from __future__ import annotations
 
-from rlinf.workflow import Component, Edge, Loop, WeightSync, Workflow
+from rlinf.api import Component, Edge, Loop, WeightSync, Workflow
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import parameter_bytes
 

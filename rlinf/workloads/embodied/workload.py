@@ -9,8 +9,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.workflow import Workflow
-from rlinf.workload import ConfigKeys
+from rlinf.api import ConfigKeys, Workflow
 from rlinf.workloads.embodied.actor_worker import ActorWorker
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
 from rlinf.workloads.embodied.env_worker import EnvWorker

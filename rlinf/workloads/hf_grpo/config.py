@@ -13,7 +13,7 @@ from types import MappingProxyType
 import attrs
 
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.errors import positive, require
+from rlinf.core.errors import positive, require
 from rlinf.workloads.hf_grpo.task import TaskConfig
 
 ARCHITECTURES = ("qwen2", "llama")

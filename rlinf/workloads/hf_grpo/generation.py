@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import torch
 
-from rlinf.errors import positive, require
+from rlinf.core.errors import positive, require
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ from collections.abc import Collection
 
 import attrs
 
-from rlinf.errors import positive, require
+from rlinf.core.errors import positive, require
 
 ANSWER_MARKER = "####"
 NAMES = ("Mia", "Tom", "Ava", "Leo", "Zoe", "Sam", "Ivy", "Max", "Eli", "Kai", "Nia", "Ben")

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
-from rlinf.workload import reported_response_lengths
+from rlinf.api import reported_response_lengths
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.backends import check_backends
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count

@@ -1,0 +1,192 @@
+"""The inference engine's fixed cost of one decode step, from published step latencies: one table, with provenance.
+
+A decode step of a small batch costs the read of the weights (and of the KV cache) plus work that no byte explains:
+scheduling the batch, preparing its inputs, sampling, processing outputs, launching kernels or a CUDA graph. No
+datasheet gives the second part, but an engine's published batch-1 latencies do: a step can be no faster than its
+bytes at the GPU's datasheet bandwidth, so what the fastest published step has left beyond that is time the engine
+spends whatever the model (:meth:`EngineStepCost.fixed_step_s`, a lower bound of the fixed cost). A straight line
+through the latencies of several model sizes gives a second reading (its intercept,
+:meth:`EngineStepCost.line_intercept_s`), reported beside it as a check.
+
+Every entry below is a published table, read as it is; the constants are computed from it, never fitted to the
+RL runs the analytic model is validated against (docs/analytic_validation.md). To add a measured value (for
+instance rlinf's own rollout backend on an H100), add an :class:`EngineStepCost` whose ``measurements`` are the
+measured step latencies of at least two model sizes, with the command that produced them as ``source``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from rlinf.core.errors import ConfigError, positive, require
+
+BYTES_PER_PARAM_BF16 = 2.0
+
+
+@attrs.frozen(kw_only=True)
+class StepLatency:
+    """One published decode-step latency: a model of ``num_params`` parameters in bf16, ``batch`` sequences."""
+
+    model: str
+    num_params: float
+    step_s: float
+    batch: int = 1
+    kv_bytes: float = 0.0
+    """KV-cache bytes the step reads (0 for a batch-1 step on a short prompt)."""
+
+    def __attrs_post_init__(self) -> None:
+        positive(f"{self.model}.num_params", self.num_params)
+        positive(f"{self.model}.step_s", self.step_s)
+
+    @property
+    def bytes_read(self) -> float:
+        """Weights (bf16) and KV cache read by the step."""
+        return BYTES_PER_PARAM_BF16 * self.num_params + self.kv_bytes
+
+
+def step_seconds_from_speed(tokens_per_s: float, *, input_tokens: int, output_tokens: int) -> float:
+    """Seconds per decode step from a speed benchmark that reports ``(input + output tokens) / time`` for one
+    request that prefills ``input_tokens`` and generates ``output_tokens`` (the Qwen speed benchmarks' metric)."""
+    positive("tokens_per_s", tokens_per_s)
+    return (input_tokens + output_tokens) / tokens_per_s / output_tokens
+
+
+@attrs.frozen(kw_only=True)
+class EngineStepCost:
+    """One engine version on one GPU, with the published step latencies its fixed cost is read from."""
+
+    key: str
+    engine: str
+    device: str
+    device_bandwidth_bytes_per_s: float
+    """The GPU's datasheet memory bandwidth."""
+    device_source: str
+    """Where that bandwidth was read."""
+    source: str
+    """Where the latencies were published (document, commit, section) and how they were measured."""
+    measurements: tuple[StepLatency, ...]
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            len({(m.bytes_read, m.batch) for m in self.measurements}) >= 2,
+            f"{self.key}.measurements",
+            len(self.measurements),
+            "need step latencies of at least two model sizes (or batches) to separate the fixed cost",
+            "add the latency of another model size",
+        )
+
+    def unexplained_s(self) -> np.ndarray:
+        """Per measurement, its step seconds less its bytes read at the datasheet bandwidth."""
+        return np.array(
+            [m.step_s - m.bytes_read / self.device_bandwidth_bytes_per_s for m in self.measurements]
+        )
+
+    @property
+    def per_sequence_s(self) -> float:
+        """Seconds per sequence in flight beyond the bytes, where the measurements include several batch sizes
+        of one model: the least-squares slope of their unexplained time over the batch (0 with batch-1 tables)."""
+        slopes = []
+        for model in {m.model for m in self.measurements}:
+            runs = [m for m in self.measurements if m.model == model]
+            if len({m.batch for m in runs}) >= 2:
+                unexplained = [m.step_s - m.bytes_read / self.device_bandwidth_bytes_per_s for m in runs]
+                slopes.append(float(np.polyfit([m.batch for m in runs], unexplained, 1)[0]))
+        return max(0.0, float(np.mean(slopes))) if slopes else 0.0
+
+    @property
+    def fixed_step_s(self) -> float:
+        """The least time any published step spent beyond reading its bytes at the datasheet bandwidth (and its
+        sequences' :attr:`per_sequence_s`): a lower bound of the engine's fixed per-step cost (never negative)."""
+        unexplained = self.unexplained_s() - self.per_sequence_s * np.array(
+            [m.batch for m in self.measurements]
+        )
+        return max(0.0, float(unexplained.min()))
+
+    def _line(self) -> tuple[float, float]:
+        bytes_read = np.array([m.bytes_read for m in self.measurements])
+        if len(set(bytes_read.tolist())) < 2:  # one model at several batches: no line over the bytes
+            return math.nan, math.nan
+        seconds = np.array([m.step_s for m in self.measurements])
+        slope, intercept = np.polyfit(bytes_read, seconds, 1)
+        return float(intercept), float(slope)
+
+    @property
+    def line_intercept_s(self) -> float:
+        """The intercept of a least-squares line through (bytes read, step seconds): the check on
+        :attr:`fixed_step_s` (a curved table puts it above or below)."""
+        return self._line()[0]
+
+    @property
+    def effective_bandwidth_bytes_per_s(self) -> float:
+        """The inverse slope of that line: the bytes per second the engine streams at these batches."""
+        return 1.0 / self._line()[1]
+
+
+def _qwen_speed(model: str, num_params: float, tokens_per_s: float) -> StepLatency:
+    """A row of a Qwen speed benchmark: batch 1, input length 1, 2,048 generated tokens, bf16."""
+    return StepLatency(
+        model=model,
+        num_params=num_params,
+        step_s=step_seconds_from_speed(tokens_per_s, input_tokens=1, output_tokens=2048),
+    )
+
+
+QWEN3_SPEED = (
+    "Qwen3 speed benchmark, SGLang tables, rows 'Input Length 1, BF16, 1 GPU' (docs/source/getting_started/"
+    "speed_benchmark.md of github.com/QwenLM/Qwen3 at c7f51a1, 2025-05-20; rendered at "
+    "https://qwen.readthedocs.io/en/latest/getting_started/speed_benchmark.html): NVIDIA H20 96GB, SGLang "
+    "0.4.6.post1 (CUDA graphs on, its default), batch 1, 2,048 generated tokens, speed = (prompt + generated "
+    "tokens) / time; parameter counts from the Qwen3 model cards"
+)
+QWEN25_SPEED = (
+    "Qwen2.5 speed benchmark, vLLM tables, rows 'Input Length 1, BF16' (docs/source/benchmark/speed_benchmark.rst "
+    "of github.com/QwenLM/Qwen2.5 at a912d23, 2024-11-06): NVIDIA A100 80GB, vLLM 0.6.3 with "
+    "enforce_eager=False (CUDA graphs), batch 1, 2,048 generated tokens, speed = (prompt + generated tokens) / "
+    "time; parameter counts from the Qwen2.5 model cards"
+)
+
+ENGINE_STEP_COSTS: dict[str, EngineStepCost] = {
+    "sglang-0.4": EngineStepCost(
+        key="sglang-0.4",
+        engine="SGLang 0.4.6.post1, CUDA graphs",
+        device="H20",
+        device_bandwidth_bytes_per_s=4.0e12,
+        device_source="96 GB HBM3 at 4.0 TB/s (willitrunai.com/gpus/h20-96gb; NVIDIA H20 product brief)",
+        source=QWEN3_SPEED,
+        measurements=(
+            _qwen_speed("Qwen3-0.6B", 0.6e9, 414.17),
+            _qwen_speed("Qwen3-1.7B", 1.7e9, 227.80),
+            _qwen_speed("Qwen3-4B", 4.0e9, 133.13),
+            _qwen_speed("Qwen3-8B", 8.2e9, 81.73),
+            _qwen_speed("Qwen3-14B", 14.8e9, 47.10),
+            _qwen_speed("Qwen3-32B", 32.8e9, 20.72),
+        ),
+    ),
+    "vllm-0.6": EngineStepCost(
+        key="vllm-0.6",
+        engine="vLLM 0.6.3, CUDA graphs",
+        device="A100 80GB",
+        device_bandwidth_bytes_per_s=2.0e12,
+        device_source="the A100 preset of rlinf.core.cluster (80 GB, 2.0 TB/s; NVIDIA's A100 80GB SXM datasheet: 2,039 GB/s)",
+        source=QWEN25_SPEED,
+        measurements=(
+            _qwen_speed("Qwen2.5-0.5B", 0.49e9, 311.55),
+            _qwen_speed("Qwen2.5-1.5B", 1.54e9, 183.33),
+            _qwen_speed("Qwen2.5-3B", 3.09e9, 127.61),
+            _qwen_speed("Qwen2.5-7B", 7.61e9, 84.28),
+        ),
+    ),
+}
+"""The engines whose fixed per-step cost has a published source, by key (``rlinf trace synth --engine KEY``)."""
+
+
+def engine_step_cost(key: str) -> EngineStepCost:
+    """The table entry ``key``; raises listing the known keys."""
+    if key not in ENGINE_STEP_COSTS:
+        raise ConfigError(
+            "engine", key, "has no published per-step cost here", f"use one of {sorted(ENGINE_STEP_COSTS)}"
+        )
+    return ENGINE_STEP_COSTS[key]

@@ -1,0 +1,126 @@
+"""The public workload API: what a user writes to train their own RL workflow with rlinf.
+
+A workload is an object with a name, the config keys rlinf reads, and five methods (:class:`Workload`); its
+components are plain worker classes (:class:`Worker`). Everything about plans is derived by rlinf from the
+workflow and the lowered program: fixed-mode and probe plans, feasibility checks, and each worker's
+:class:`~rlinf.api.worker_context.WorkerContext` (rank, share of every micro-batch, micro-batch count, loop stages,
+offload), handed to ``Worker.setup``. Point a config at a workload with ``workload: package.module:attribute`` or
+``workload: path/to/file.py:attribute``. A walk-through: ``docs/workloads.md``; a complete example:
+``examples/custom_workload/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+import numpy as np
+
+from rlinf.api.worker_context import WorkerContext
+from rlinf.core.workflow import Workflow
+
+C = TypeVar("C")
+Payload = Mapping[str, np.ndarray]
+"""Data between components: arrays whose first axis is the sample axis (environments, sequences), so rlinf can
+split a micro-batch between producer and consumer replicas without understanding it."""
+
+
+@attrs.frozen(kw_only=True)
+class ConfigKeys:
+    """Where the settings rlinf needs live in the workload's config: dotted attribute paths (``"seed"``,
+    ``"execution.checkpoint_every"``). ``--iterations`` and ``--seed`` change the config at those paths."""
+
+    iterations: str
+    """Training iterations."""
+    seed: str
+    """The run's seed (also handed to every worker as ``context.seed``)."""
+    mode: str
+    """Placement when the command gives neither ``--mode`` nor ``--plan``: ``auto``, ``collocated``,
+    ``disaggregated`` or ``hybrid``."""
+    checkpoint_every: str
+    """Iterations between checkpoints."""
+    granularity: str | None = None
+    """Micro-batches (loop: pipeline stages) of the fixed-mode plans, the same on every stream edge and loop;
+    ``None``: 1. The planner's and ``--plan``'s plans choose their own."""
+    offload: str | None = None
+    """Components the fixed-mode plans offload; ``None``: none."""
+
+
+class Worker(Protocol):
+    """One replica of one component, in its own process on its own device. Only :meth:`setup`, :meth:`compute`,
+    :meth:`checkpoint` and :meth:`restore` are required; :meth:`state_tensors` defaults to no state, and a
+    component that sends (receives) weights in a weight sync implements :meth:`weights` (:meth:`load_weights`)."""
+
+    def setup(self, config: Any, context: WorkerContext) -> None:
+        """Build models, environments and optimizers on ``context.device`` for this replica's share."""
+
+    def compute(
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, Mapping[str, Any]]:
+        """Run one op of micro-batch ``micro_batch`` (loop step ``step``) on the producers' payloads (one per
+        producer replica, already cut to this replica's share); return the payload for the consumers and small
+        JSON-ready values (losses, episode returns) for :meth:`Workload.metrics`."""
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Everything needed to resume this replica, between iterations: tensors, arrays, numbers, strings and
+        lists/tuples/dicts of them (stored as safetensors + JSON, never pickled)."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of the same replica, as if never stopped."""
+
+    def state_tensors(self) -> list[Any]:
+        """Live tensors of the resident state (weights, optimizer), moved in place by offload/onload."""
+
+    def weights(self) -> Payload:
+        """Weights for the destinations of a weight sync (rank 0 of the source sends)."""
+
+    def load_weights(self, payload: Payload) -> None:
+        """Take the weights of a weight sync."""
+
+
+class Workload(Protocol, Generic[C]):
+    """An RL workload, generic over its typed config ``C``. rlinf calls these five methods and, when the workload
+    has it, :meth:`response_lengths`; nothing else."""
+
+    name: str
+    """Short name (run directories, checkpoints)."""
+    config_keys: ConfigKeys
+    headline: Mapping[str, str]
+    """Metric key -> short label, shown in the progress bar (e.g. ``{"episodic_return": "ret"}``)."""
+
+    def load_config(self, data: Mapping[str, Any], source: str) -> C:
+        """The typed config from the YAML mapping (without its ``workload`` key); raise
+        :class:`rlinf.core.errors.ConfigError` naming the key for a bad or unknown one (:func:`rlinf.structure_config`
+        does this for a tree of attrs classes)."""
+
+    def workflow(self, config: C) -> Workflow:
+        """The macro flow of one iteration: components, edges, loop, weight syncs, batch."""
+
+    def workers(self, config: C) -> Mapping[str, type]:
+        """The worker class of every component of :meth:`workflow`."""
+
+    def metrics(self, result: Any, config: C, iteration: int) -> dict[str, Any]:
+        """JSON-ready metrics of one measured iteration. ``result.timeline`` is the measured
+        :class:`rlinf.core.timeline.Timeline` and ``result.infos`` the ``info`` mappings the workers returned, each
+        with its ``component``, ``op_name``, ``micro_batch`` and ``info``. Include ``iteration_s`` (the timeline's
+        ``iteration_s``) and a throughput."""
+
+    def summary(self, metrics: Mapping[str, Any]) -> str:
+        """One line about the last iteration, printed when training ends."""
+
+    def response_lengths(self, result: Any, config: C) -> Sequence[int]:
+        """Optional (language workloads): the generated tokens of every response of one measured iteration
+        (``result`` as in :meth:`metrics`), each >= 1. The profiler records them as the trace's response-length
+        distribution, from which the simulator draws the long tail (``rlinf simulate --stochastic``) and the
+        planner predicts when streamed micro-batches finish; without this method that distribution stays empty."""
+
+
+def reported_response_lengths(result: Any) -> list[int]:
+    """The lengths the workers of one iteration reported under ``info["response_lengths"]``, in record order: what
+    a workload whose rollout reports them returns from :meth:`Workload.response_lengths`."""
+    return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+
+
+WORKLOAD_METHODS = ("load_config", "workflow", "workers", "metrics", "summary")
+WORKER_METHODS = ("setup", "compute", "checkpoint", "restore")

@@ -1,0 +1,548 @@
+"""Profiling: measure a job's iterations under a few probe plans with real workers, and turn them into a trace.
+
+What the simulator must predict is what the executor really costs, so a profiled sample is an op's
+*dispatch-inclusive* duration: from the moment the op became ready (its dependencies and the ops before it on its
+devices had ended) to its end. That includes the driver round trip that dispatches the op and any wait for a core
+shared with another process; replayed by the simulator, the samples of one iteration reproduce that iteration's
+measured timeline exactly (:func:`dispatch_inclusive_samples`). Transfers are samples too, so the cost model
+measures their latency and bandwidth.
+
+The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs the job's probe plans one after
+the other (worker start-up, warm-up iterations, measured iterations) and starts no plan or iteration it does not
+expect to finish within the budget. :func:`measure_plans` measures several plans one at a time, in turns
+with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
+plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
+its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
+as the trace's response-length distribution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+import executor
+from executor.devices import physical_units, processor_name, run_devices
+from rlinf.app.jobs import Job
+from rlinf.core.cluster import CPU_MACHINE, Machine
+from rlinf.core.errors import ConfigError, require
+from rlinf.core.plan import Plan, plan_from_dict
+from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import CostSample, Trace
+
+DEFAULT_BUDGET_S = 120.0
+COST_STATISTIC = "mean"
+"""How :func:`rlinf.core.costs.fit` summarises repeated profiled samples of one op. On a machine shared with other
+processes, preemption makes op times right-skewed; an iteration is a sum of many ops, so it adds up their means
+(the median of each op underestimates it: two validate runs recomputed here gave median errors of 4.1% and 6.7%
+with medians, 2.7% and 2.9% with means; docs/plan_then_run.md)."""
+VERSIONED_PACKAGES = ("torch", "numpy", "mujoco", "gymnasium")
+
+
+@attrs.frozen(kw_only=True)
+class ProfileSettings:
+    """How much the profiling phase may measure."""
+
+    budget_s: float = DEFAULT_BUDGET_S
+    """Wall seconds for the whole phase, worker start-up included."""
+    iterations_per_plan: int = 6
+    """Measured iterations per probe plan (after the warm-up ones)."""
+    warmup_iterations: int = 2
+    """Iterations run first under each plan and not recorded (first resets, lazy initialisation)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(self.budget_s > 0, "--profile-budget", self.budget_s, "must be > 0", "give seconds, e.g. 90")
+        require(
+            self.iterations_per_plan >= 1,
+            "--profile-iterations",
+            self.iterations_per_plan,
+            "must be >= 1",
+            "measure at least one iteration per probe plan",
+        )
+        require(
+            self.warmup_iterations >= 0,
+            "warmup_iterations",
+            self.warmup_iterations,
+            "must be >= 0",
+            "use 0-2",
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ProfileResult:
+    """The profiled trace and what the phase did."""
+
+    trace: Trace
+    plans: tuple[str, ...]
+    """Probe plans that contributed measured iterations, as ``Plan.describe()``."""
+    iterations: int
+    """Measured iterations over all probe plans."""
+    elapsed_s: float
+    longest_step_s: float
+    """The longest single step (a plan's first iteration, worker start-up included, or one iteration): the
+    most the phase can run past its budget, besides stopping the workers."""
+    samples_by_plan: tuple[tuple[Plan, tuple[CostSample, ...]], ...] = ()
+    """The trace's samples, per probe plan that measured them (validation predicts a plan from the others')."""
+
+
+@attrs.frozen(kw_only=True)
+class MeasuredPlan:
+    """Measured iterations of one plan (warm-up excluded)."""
+
+    plan: Plan
+    num_devices: int
+    """Logical devices of the plan."""
+    iteration_s: tuple[float, ...]
+    last: Timeline
+    """The last measured iteration."""
+    samples: tuple[CostSample, ...]
+    """Dispatch-inclusive samples of every measured iteration."""
+    response_lengths: tuple[tuple[int, ...], ...] = ()
+    """Generated tokens of every response, per measured iteration (:meth:`rlinf.app.jobs.Job.response_lengths`;
+    empty tuples for a workload that does not report them)."""
+
+
+def dispatch_inclusive_samples(timeline: Timeline) -> tuple[CostSample, ...]:
+    """One sample per op of a measured timeline: seconds from the op becoming ready to its end.
+
+    An op is ready when its dependencies have ended and so has the op before it on each of its lanes (the
+    executor's and the simulator's rule); the earliest op of the iteration is ready at time 0."""
+    program = timeline.program
+    previous: dict[int, list[int]] = {}
+    for lane in program.lanes:
+        for before, after in zip(lane.ops, lane.ops[1:], strict=False):
+            previous.setdefault(after, []).append(before)
+    out = []
+    for op in program.ops:
+        waits = [timeline.end_s[d] for d in op.deps] + [timeline.end_s[p] for p in previous.get(op.index, [])]
+        ready = min(max(waits, default=0.0), timeline.start_s[op.index])
+        out.append(
+            CostSample(
+                component=op.component,
+                op=op.name,
+                devices=max(1, len(op.devices)),
+                samples=op.samples,
+                tokens=op.tokens,
+                seconds=max(0.0, timeline.end_s[op.index] - ready),
+                num_bytes=op.num_bytes if op.kind != "compute" else 0,
+                shared=op.shared,
+                pool=op.pool,
+            )
+        )
+    return tuple(out)
+
+
+def provenance(command: str, **extra: Any) -> dict[str, Any]:
+    """Where and when a profile was measured: machine, processor, Python and package versions, date, command."""
+    versions = {}
+    for name in VERSIONED_PACKAGES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return {
+        "kind": "profiled",
+        "machine": platform.node(),
+        "processor": processor_name(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        **extra,
+    }
+
+
+ARCHITECTURES = frozenset({"x86_64", "AMD64", "aarch64", "arm64", "i386", "i686", "ppc64le", "s390x"})
+"""What profiles written before rlinf recorded the processor model hold in ``processor``: no model to compare."""
+
+
+def other_processor(trace: Trace) -> str | None:
+    """A one-line warning when ``trace`` is a profile taken on another processor model than this machine's (its
+    op costs then need not predict this machine's); ``None`` when the models match or the trace names none (a
+    synthesized or imported trace, or a profile that records only the architecture)."""
+    recorded = trace.provenance.get("processor")
+    if (
+        trace.provenance.get("kind") != "profiled"
+        or not isinstance(recorded, str)
+        or recorded in ARCHITECTURES
+    ):
+        return None
+    here = processor_name()
+    if recorded == here:
+        return None
+    return (
+        f"the trace was profiled on {recorded!r}, this machine is {here!r}: its op costs may not predict this "
+        "machine (profile here for predictions that hold: leave out --trace)"
+    )
+
+
+def merge_traces(base: Trace, *others: Trace) -> Trace:
+    """``base`` with the samples and response lengths of ``others`` (e.g. the traces of earlier runs) appended.
+
+    The traces must describe the same workflow on the same device type; the merged provenance lists what was
+    merged in."""
+    merged = list(base.samples)
+    lengths = list(base.response_lengths)
+    sources = []
+    for other in others:
+        require(
+            other.workflow.same_flow(base.workflow),
+            "trace",
+            other.provenance.get("source", other.provenance.get("command", "?")),
+            f"describes another workflow than {base.workflow.name} as configured",
+            "merge traces of the same config (same envs, steps and policy size)",
+        )
+        require(
+            other.cluster.device.name == base.cluster.device.name,
+            "trace",
+            other.cluster.device.name,
+            f"was measured on other devices than {base.cluster.device.name}",
+            "merge traces from the same kind of device",
+        )
+        merged.extend(other.samples)
+        lengths.extend(other.response_lengths)
+        sources.append(
+            {
+                "source": other.provenance.get("source", other.provenance.get("command", "")),
+                "samples": len(other.samples),
+            }
+        )
+    info = dict(base.provenance)
+    if sources:
+        info["merged"] = [*info.get("merged", []), *sources]
+    return attrs.evolve(base, samples=tuple(merged), response_lengths=tuple(lengths), provenance=info)
+
+
+def _devices(
+    num_logical: int, num_cores: int | None, accelerator: str = "cpu", core_pool: int = 0
+) -> tuple[executor.Device, ...]:
+    units = physical_units(accelerator)
+    return run_devices(accelerator, num_logical, units[: num_cores or len(units)], core_pool)
+
+
+BackendFactory = Callable[[int], Any]
+"""Opens a backend (a context manager) for a plan on the given number of logical devices."""
+
+
+def local_backends(
+    num_cores: int | None = None, accelerator: str = "cpu", core_pool: int = 0
+) -> BackendFactory:
+    """Local backends over this process's first ``num_cores`` cores, or GPUs with ``accelerator="cuda"`` (all
+    by default), and ``core_pool`` CPU cores beside the GPUs."""
+    return lambda logical: executor.LocalBackend(_devices(logical, num_cores, accelerator, core_pool))
+
+
+def _program(
+    job: Job, config: Any, plan: Plan, num_devices: int, machine: Machine = CPU_MACHINE
+) -> tuple[Program, Any]:
+    """The checked program of ``plan`` and its workers' specs."""
+    program = job.lower(plan, config, num_devices, machine=machine)
+    return program, job.worker_specs(config, plan, program)
+
+
+def profile(
+    job: Job,
+    config: Any,
+    num_devices: int,
+    *,
+    settings: ProfileSettings = ProfileSettings(),
+    num_cores: int | None = None,
+    backends: BackendFactory | None = None,
+    progress: bool = True,
+    command: str = "rlinf.app.profiling.profile",
+    clock: Callable[[], float] = time.monotonic,
+    machine: Machine = CPU_MACHINE,
+) -> ProfileResult:
+    """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds; the trace
+    holds every measured iteration's ops as samples and, when the workload reports them, its response lengths.
+
+    A plan is started only when the estimated cost of its start-up, warm-up and one measured iteration (from
+    the plans measured so far: the slowest first iteration, the time per op) fits in what is left of the
+    budget, and another iteration only when the last one's duration does; the first plan always measures one
+    iteration (a trace needs samples). So the phase overruns its budget by at most one step
+    (:attr:`ProfileResult.longest_step_s`) plus stopping the workers."""
+    from tqdm import tqdm
+
+    entries = job.probes(num_devices, config, machine=machine)
+    require(bool(entries), "probe_plans", [], "the job proposes no probe plan", "check the config")
+    started = clock()
+    samples: list[CostSample] = []
+    lengths: list[int] = []
+    by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
+    recorded: list[dict[str, Any]] = []  # the provenance's probe_plan_samples (see samples_by_plan)
+    used: list[str] = []
+    iterations = 0
+    first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
+    settings_total = round(settings.budget_s)
+    bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
+    for plan, logical in entries:
+        program, specs = _program(job, config, plan, logical, machine)
+        left = settings.budget_s - (clock() - started)
+        # The first iteration of a plan includes starting its workers.
+        expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
+        if used and expected + per_op_s * program.num_ops > left:
+            continue
+        bar.set_description(f"profile {plan.describe()}")
+        count, first_sample = 0, len(samples)
+        with (backends or local_backends(num_cores))(logical) as backend:
+            for index in range(settings.warmup_iterations + settings.iterations_per_plan):
+                tick = clock()
+                result = executor.run(program, specs, backend=backend)
+                took = clock() - tick
+                longest_s = max(longest_s, took)
+                if index == 0:
+                    first_s = max(first_s, took)
+                else:
+                    per_op_s = max(per_op_s, took / program.num_ops)
+                if index >= settings.warmup_iterations:
+                    samples.extend(dispatch_inclusive_samples(result.timeline))
+                    lengths.extend(job.response_lengths(result, config))
+                    count += 1
+                bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
+                # Stop when the next iteration would not fit; the very first plan measures at least one.
+                if settings.budget_s - (clock() - started) < took and (count or used):
+                    break
+        if count:
+            used.append(plan.describe())
+            by_plan.append((plan, tuple(samples[first_sample:])))
+            recorded.append(
+                {"plan": plan.to_dict(), "devices": logical, "samples": len(samples) - first_sample}
+            )
+            iterations += count
+    bar.close()
+    require(
+        iterations > 0,
+        "--profile-budget",
+        settings.budget_s,
+        "too small to measure one iteration after warm-up",
+        "raise the budget or lower warm-up iterations",
+    )
+    workflow = job.workflow(config)
+    elapsed_s = clock() - started
+    trace = Trace(
+        workflow=workflow,
+        cluster=machine.cluster(num_devices),
+        provenance=provenance(
+            command,
+            source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
+            probe_plans=used,
+            probe_plan_samples=recorded,
+            elapsed_s=round(elapsed_s, 3),
+            budget_s=settings.budget_s,
+            sample_kind="dispatch-inclusive (op ready -> op end)",
+        ),
+        samples=tuple(samples),
+        response_lengths=tuple(float(n) for n in lengths),
+    )
+    return ProfileResult(
+        trace=trace,
+        plans=tuple(used),
+        iterations=iterations,
+        elapsed_s=elapsed_s,
+        longest_step_s=longest_s,
+        samples_by_plan=tuple(by_plan),
+    )
+
+
+def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tuple[CostSample, ...]], ...]:
+    """The samples of a profiled trace per probe plan that measured them, in order, from its provenance's
+    ``probe_plan_samples`` (written by :func:`profile`: the probes' samples come first, samples merged in later
+    follow); empty for a trace that does not record them (an imported or synthesized one, or an older profile)."""
+    entries = trace.provenance.get("probe_plan_samples")
+    if entries is None:
+        return ()
+    where = f"{field}.provenance.probe_plan_samples"
+    fix = "profile again, or delete probe_plan_samples from the trace's provenance"
+    require(isinstance(entries, list), where, entries, "must be a list", fix)
+    out, start = [], 0
+    for i, entry in enumerate(entries):
+        require(
+            isinstance(entry, dict) and set(entry) == {"plan", "devices", "samples"},
+            f"{where}[{i}]", entry, "must be an object with plan, devices and samples", fix,
+        )  # fmt: skip
+        devices, count = entry["devices"], entry["samples"]
+        for key, value in (("devices", devices), ("samples", count)):
+            require(
+                type(value) is int and value >= 1,
+                f"{where}[{i}].{key}",
+                value,
+                "must be an integer >= 1",
+                fix,
+            )
+        plan = plan_from_dict(entry["plan"], devices, source=f"{where}[{i}].plan")
+        out.append((plan, tuple(trace.samples[start : start + count])))
+        start += count
+    require(
+        start <= len(trace.samples),
+        where,
+        f"{start} samples",
+        f"the probe plans' samples add up to {start}, but the trace holds only {len(trace.samples)}",
+        fix,
+    )
+    return tuple(out)
+
+
+SPEED_REFERENCE_MIN_PROBES = 3
+"""Probes that must have measured the reference op (:func:`probe_speed_factors`) before probe speeds are evened."""
+MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
+
+
+def probe_speed_factors(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> tuple[float, ...]:
+    """How fast the machine ran each probe plan of a profile, relative to the typical probe (1.0 = typical, 1.1 =
+    10% slower): the mean of the probe's samples of a *reference op* over the median of that mean across the probes
+    that measured it; 1.0 for a probe that did not, and for every probe when fewer than
+    :data:`SPEED_REFERENCE_MIN_PROBES` did.
+
+    The reference op is the compute op at one size (component, op, devices, samples, shared flag) that the most
+    probes measured, the longest on a tie: on an on-policy workload, the actor's training step on the whole batch,
+    which nearly every probe runs alike. Probes run one after the other for a minute or two, and a shared machine's
+    speed drifts meanwhile (in one Hopper profile every op of one probe measured 13-20% slower than the same ops in
+    the probes around it); a plan whose loop-step size only that probe also measured was then predicted 12.6% slow
+    (docs/data/validate_hopper.json, run quiet_run3)."""
+    timed: list[dict[tuple, list[float]]] = []  # per probe: its compute samples' seconds by op and size
+    for _, samples in groups:
+        by_key: dict[tuple, list[float]] = {}
+        for sample in samples:
+            if sample.op not in MOVEMENT_OPS:
+                by_key.setdefault(_compute_key(sample), []).append(sample.seconds)
+        timed.append(by_key)
+    probes_with: dict[tuple, int] = {}
+    seconds_of: dict[tuple, float] = {}
+    for by_key in timed:
+        for key, times in by_key.items():
+            probes_with[key] = probes_with.get(key, 0) + 1
+            seconds_of[key] = seconds_of.get(key, 0.0) + sum(times)
+    if not probes_with or max(probes_with.values()) < SPEED_REFERENCE_MIN_PROBES:
+        return (1.0,) * len(groups)
+    reference = max(probes_with, key=lambda k: (probes_with[k], seconds_of[k]))
+    means = [statistics.fmean(by_key[reference]) if reference in by_key else None for by_key in timed]
+    typical = statistics.median(m for m in means if m is not None)
+    return tuple(m / typical if m is not None and typical > 0 else 1.0 for m in means)
+
+
+def even_probe_speeds(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> tuple[CostSample, ...]:
+    """The probes' samples, in order, each compute sample divided by its probe's :func:`probe_speed_factors`: the
+    profile as if every probe had run at the typical probe's speed. Movement samples (transfers, switches, weight
+    syncs) are kept as measured."""
+    factors = probe_speed_factors(groups)
+    return tuple(
+        sample
+        if sample.op in MOVEMENT_OPS or factor == 1.0
+        else attrs.evolve(sample, seconds=sample.seconds / factor)
+        for factor, (_, samples) in zip(factors, groups, strict=True)
+        for sample in samples
+    )
+
+
+def evened(trace: Trace) -> Trace:
+    """``trace`` with its probes' speeds evened out (:func:`even_probe_speeds`) when it records which probe plan
+    measured which samples (:func:`samples_by_plan`; samples merged in after them are kept as they are); else
+    ``trace`` itself. What the auto mode and ``rlinf validate`` fit the cost model to."""
+    by_plan = samples_by_plan(trace)
+    if not by_plan:
+        return trace
+    rest = trace.samples[sum(len(samples) for _, samples in by_plan) :]
+    return attrs.evolve(trace, samples=even_probe_speeds(by_plan) + tuple(rest))
+
+
+def _compute_key(sample: CostSample) -> tuple[str, str, int, int, bool]:
+    return (sample.component, sample.op, sample.devices, sample.samples, sample.shared)
+
+
+def generation_orders(num_plans: int, generations: int) -> list[tuple[int, ...]]:
+    """The order in which each generation of worker processes starts the plans: as given, reversed, as given, ...
+
+    On this project's machine the workers started first measured 1-2.5% slower for their whole life than the
+    same plan's workers started later (an A/A test: one plan entered twice; ``benchmarks/bench_order_bias.py``),
+    a difference that followed the start order, not the plan, through every iteration order we tried. Reversing
+    the start order in the next generation gives every plan the same mean start position."""
+    require(generations >= 1, "generations", generations, "must be >= 1", "use at least one generation")
+    forward = tuple(range(num_plans))
+    return [forward if generation % 2 == 0 else forward[::-1] for generation in range(generations)]
+
+
+def split_iterations(iterations: int, generations: int) -> list[int]:
+    """Measured iterations per generation: as even as possible, the earlier generations taking the remainder."""
+    return [
+        iterations // generations + (1 if g < iterations % generations else 0) for g in range(generations)
+    ]
+
+
+def measure_plans(
+    job: Job,
+    config: Any,
+    entries: Sequence[tuple[Plan, int]],
+    *,
+    iterations: int,
+    warmup_iterations: int = 2,
+    generations: int = 4,
+    num_cores: int | None = None,
+    backends: BackendFactory | None = None,
+    progress: bool = True,
+    machine: Machine = CPU_MACHINE,
+) -> list[MeasuredPlan]:
+    """Run each (plan, logical devices) for ``iterations`` measured iterations, one plan at a time, in
+    ``generations`` turns per plan (at most one per measured iteration), each turn with fresh worker processes.
+
+    A turn starts the plan's workers, runs ``warmup_iterations`` unmeasured iterations and then its share of the
+    measured ones back to back (:func:`split_iterations`), as training runs them, and stops the workers; no other
+    plan's workers are alive meanwhile. Each generation gives every plan one turn, in the order of
+    :func:`generation_orders` (as listed, reversed, ...), so that load from other processes over time falls on all
+    plans alike and no plan always comes first.
+
+    Why this protocol: on this project's 2-core machine each worker process runs at its own speed for its whole
+    life (the same plan measured up to ~7% apart in two sets of processes; those started first ran 1-2.5% slower,
+    ``benchmarks/bench_order_bias.py``), so every plan is measured over several sets; and every plan's workers
+    alive at once, iterations alternating between plans (this function until then), made GRPO plans on both cores
+    measure up to ~15% slower than they ran alone, which no profile of one plan sees and training never meets."""
+    from tqdm import tqdm
+
+    require(iterations >= 1, "--iterations", iterations, "must be >= 1", "measure at least one iteration")
+    generations = max(1, min(generations, iterations))
+    prepared = [(plan, logical, *_program(job, config, plan, logical, machine)) for plan, logical in entries]
+    times: list[list[float]] = [[] for _ in prepared]
+    samples: list[list[CostSample]] = [[] for _ in prepared]
+    lengths: list[list[tuple[int, ...]]] = [[] for _ in prepared]
+    last: list[Timeline | None] = [None] * len(prepared)
+    shares = split_iterations(iterations, generations)
+    total = len(prepared) * (iterations + generations * warmup_iterations)
+    open_backend = backends or local_backends(num_cores)
+    with tqdm(total=total, desc="measure", unit="it", disable=not progress) as bar:
+        for order, share in zip(generation_orders(len(prepared), generations), shares, strict=True):
+            for position in order:
+                plan, logical, program, specs = prepared[position]
+                bar.set_description(f"measure {plan.describe()}")
+                with open_backend(logical) as backend:
+                    for run in range(warmup_iterations + share):
+                        result = executor.run(program, specs, backend=backend)
+                        if run >= warmup_iterations:
+                            times[position].append(result.timeline.iteration_s)
+                            samples[position].extend(dispatch_inclusive_samples(result.timeline))
+                            lengths[position].append(job.response_lengths(result, config))
+                            last[position] = result.timeline
+                        bar.update(1)
+    out = []
+    for position, (plan, logical, _, _) in enumerate(prepared):
+        timeline = last[position]
+        if timeline is None:
+            raise ConfigError("iterations", iterations, "no iteration was measured", "measure at least one")
+        out.append(
+            MeasuredPlan(
+                plan=plan,
+                num_devices=logical,
+                iteration_s=tuple(times[position]),
+                last=timeline,
+                samples=tuple(samples[position]),
+                response_lengths=tuple(lengths[position]),
+            )
+        )
+    return out

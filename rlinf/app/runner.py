@@ -1,0 +1,513 @@
+"""The training loop of any job (:mod:`rlinf.app.jobs`): lower its workflow under a plan, execute the program once per
+iteration with real workers, and write metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
+
+Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
+``trace.json`` (every op of every iteration but the first (warm-up, when there are more) as a dispatch-inclusive
+cost sample, see :mod:`rlinf.app.profiling`; merge it into the next profile with ``--merge-trace``), ``timeline.json``
+(Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/`` (:mod:`rlinf.app.checkpoint`: atomic,
+checksummed, the last 3 kept). Given the predicted timeline of the plan (``--mode auto``), each iteration's metrics hold ``predicted_iteration_s`` too,
+and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.png`` and ``timeline_pair.png``
+(predicted above measured). :func:`plan_from_trace` is the planning step of ``--mode auto``.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+import executor
+from rlinf.app.checkpoint import (
+    LoadedCheckpoint,
+    check_resumable,
+    driver_rng_state,
+    load_latest,
+    read_manifest,
+    restore_driver_rng,
+    resume_workers,
+    save_checkpoint,
+)
+from rlinf.app.jobs import Job
+from rlinf.app.run_dir import append_metrics, metrics_until, remove_temporaries, require_fresh
+from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
+from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
+from rlinf.core.files import write_text_atomic
+from rlinf.core.lowering import lower
+from rlinf.core.plan import Plan
+from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
+from rlinf.core.trace import Trace
+
+
+@attrs.frozen(kw_only=True)
+class TrainResult:
+    """What a training run produced."""
+
+    run_dir: Path
+    metrics: tuple[dict[str, Any], ...]
+    program: Program
+    complete_before: bool = False
+    """``--resume`` of a run that had already trained every iteration: only missing final files were written."""
+    written: tuple[str, ...] = ()
+    """Final files written (with ``complete_before``: the ones that were missing)."""
+
+
+def train(
+    job: Job,
+    config: Any,
+    plan: Plan,
+    num_devices: int,
+    run_dir: str | Path,
+    *,
+    devices: tuple[executor.Device, ...] | None = None,
+    progress: bool = True,
+    on_iteration: Callable[[dict[str, Any]], None] | None = None,
+    predicted: Timeline | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    nodes: Sequence[int] | None = None,
+    resume: LoadedCheckpoint | None = None,
+    max_restarts: int = 0,
+    machine: Machine = CPU_MACHINE,
+) -> TrainResult:
+    """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
+    ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration.
+    ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
+    continues from a checkpoint of ``run_dir`` (:func:`rlinf.app.checkpoint.load_latest`) as if never stopped. When a
+    worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
+    checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
+    reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
+    options = job.options(config)
+    workflow = job.workflow(config)
+    cluster = machine.cluster(num_devices)
+    program = job.lower(plan, config, num_devices, machine=machine)
+    run_dir = Path(run_dir)
+    if resume is None:
+        require_fresh(run_dir)
+    else:
+        check_resumable(resume.state, workload=job.name, config=attrs.asdict(config), plan=plan.to_dict())
+        remove_temporaries(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "plan.yaml", plan.to_yaml())
+    devices = devices or executor.cpu_devices(cluster.num_ids)
+    metrics_path = run_dir / "metrics.jsonl"
+    history: list[dict[str, Any]] = metrics_until(metrics_path, resume.iteration if resume else 0)
+    measured = [] if resume is None else _measured_from(resume.state, program)
+    if resume is not None and resume.iteration >= options.iterations:
+        written = _write_outputs(
+            job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
+            only_missing=True,
+        )  # fmt: skip
+        return TrainResult(
+            run_dir=run_dir, metrics=tuple(history), program=program, complete_before=True, written=written
+        )
+    measured = _train_loop(
+        job, config, plan, program, run_dir, history, measured,
+        devices=devices, progress=progress, on_iteration=on_iteration, predicted=predicted,
+        backend=backend, address=address, nodes=nodes, resume=resume, max_restarts=max_restarts,
+    )  # fmt: skip
+    written = _write_outputs(
+        job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir
+    )
+    return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program, written=written)
+
+
+@attrs.frozen(kw_only=True)
+class MeasuredIteration:
+    """An iteration's measured timeline, and whether its ops count as cost samples (not a warm-up)."""
+
+    iteration: int
+    timeline: Timeline
+    counted: bool
+
+
+def _train_loop(
+    job: Job,
+    config: Any,
+    plan: Plan,
+    program: Program,
+    run_dir: Path,
+    history: list[dict[str, Any]],
+    measured: list[MeasuredIteration],
+    *,
+    devices: tuple[executor.Device, ...],
+    progress: bool,
+    on_iteration: Callable[[dict[str, Any]], None] | None,
+    predicted: Timeline | None,
+    backend: str,
+    address: str | None,
+    nodes: Sequence[int] | None,
+    resume: LoadedCheckpoint | None,
+    max_restarts: int,
+) -> list[MeasuredIteration]:
+    """Run the iterations left, appending to ``history`` (the metrics) and ``measured``; returns ``measured``."""
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    options = job.options(config)
+    specs = job.worker_specs(config, plan, program)
+    metrics_path = run_dir / "metrics.jsonl"
+    writer = SummaryWriter(str(run_dir / "tensorboard"))
+    started = time.perf_counter()
+    initial_rng = driver_rng_state()
+    restarts_left = max_restarts
+    try:
+        with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
+            first = 1 if resume is None else resume_workers(workers, program, specs, resume)
+            bar = tqdm(
+                total=options.iterations,
+                initial=first - 1,
+                desc=f"train {plan.mode}",
+                unit="it",
+                disable=not progress,
+            )
+            iteration = first
+            while iteration <= options.iterations:
+                due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
+                try:
+                    driver_cpu = time.process_time()
+                    last = executor.run(program, specs, backend=workers)
+                    driver_cpu = time.process_time() - driver_cpu
+                    snapshot = workers.snapshot() if due else None
+                except executor.WorkerError as error:
+                    kept = _keep_failure(run_dir, error)
+                    if restarts_left == 0:
+                        raise executor.WorkerError(
+                            f"{error}; traceback: {kept}", error.remote_traceback
+                        ) from None
+                    restarts_left -= 1
+                    restarted = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
+                    first = iteration = 1 if restarted is None else restarted.iteration + 1
+                    measured[:] = [] if restarted is None else _measured_from(restarted.state, program)
+                    history[:] = metrics_until(metrics_path, iteration - 1)
+                    bar.n = iteration - 1
+                    bar.refresh()
+                    tqdm.write(
+                        f"rlinf: {error}; restarted the workers at iteration {iteration} "
+                        f"({restarts_left} restarts left)",
+                        file=sys.stderr,
+                    )
+                    continue
+                metrics = job.iteration_metrics(last, config, iteration)
+                metrics["wall_s"] = time.perf_counter() - started
+                if last.op_overhead_s:
+                    metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
+                metrics["driver_cpu_s"] = driver_cpu
+                if predicted is not None:
+                    metrics["predicted_iteration_s"] = predicted.iteration_s
+                counted = iteration > first or options.iterations == first
+                measured.append(
+                    MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted)
+                )
+                history.append(metrics)
+                append_metrics(metrics_path, metrics)
+                for key, value in metrics.items():
+                    if isinstance(value, (int, float)) and key != "iteration":
+                        writer.add_scalar(key, value, iteration)
+                writer.flush()
+                bar.update(1)
+                bar.set_postfix(
+                    {**job.progress(metrics), **_time_fields(metrics)}
+                    if predicted is not None
+                    else job.progress(metrics)
+                )
+                if on_iteration is not None:
+                    on_iteration(metrics)
+                if snapshot is not None:
+                    state = {
+                        "iteration": iteration,
+                        "workload": job.name,
+                        "config": attrs.asdict(config),
+                        "plan": plan.to_dict(),
+                        "workers": snapshot,
+                        "driver_rng": driver_rng_state(),
+                        "measured": _measured_state(measured),
+                    }
+                    save_checkpoint(run_dir / "checkpoints", iteration, state)
+                iteration += 1
+            bar.close()
+    finally:
+        writer.close()
+    return measured
+
+
+def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:
+    """Write the failed worker's error and its full traceback to ``RUN_DIR/failure.txt`` (the newest failure; the
+    command line shows one line)."""
+    path = run_dir / "failure.txt"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    body = error.remote_traceback or "(the worker left no traceback: its process ended without one)\n"
+    write_text_atomic(path, f"{stamp} {error}\n\n{body}")
+    return path
+
+
+def _measured_state(measured: Sequence[MeasuredIteration]) -> dict[str, Any]:
+    """What a checkpoint keeps of the measured iterations: the counted ones and the last (tensors)."""
+    import torch
+
+    kept = [m for m in measured if m.counted]
+    if measured and not measured[-1].counted:
+        kept.append(measured[-1])
+    return {
+        "iteration": [m.iteration for m in kept],
+        "counted": [m.counted for m in kept],
+        "start_s": torch.tensor([m.timeline.start_s for m in kept], dtype=torch.float64),
+        "end_s": torch.tensor([m.timeline.end_s for m in kept], dtype=torch.float64),
+        "peak_memory_bytes": [list(m.timeline.peak_memory_bytes) for m in kept],
+    }
+
+
+def _measured_from(state: dict[str, Any], program: Program) -> list[MeasuredIteration]:
+    """The measured iterations a checkpoint kept (none for a checkpoint without them)."""
+    from rlinf.core.errors import ConfigError
+
+    kept: Any = state.get("measured")
+    try:
+        return [
+            MeasuredIteration(
+                iteration=int(iteration),
+                counted=bool(counted),
+                timeline=Timeline(
+                    program=program,
+                    start_s=[float(x) for x in start],
+                    end_s=[float(x) for x in end],
+                    peak_memory_bytes=[int(x) for x in peak],
+                    source="measured",
+                ),
+            )
+            for iteration, counted, start, end, peak in zip(
+                kept["iteration"],
+                kept["counted"],
+                kept["start_s"].tolist(),
+                kept["end_s"].tolist(),
+                kept["peak_memory_bytes"],
+                strict=True,
+            )
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as error:
+        raise ConfigError(
+            "checkpoint measured timelines",
+            type(error).__name__,
+            "do not match the program",
+            "resume with the plan and config the run was started with",
+        ) from None
+
+
+def _write_outputs(
+    job: Job,
+    plan: Plan,
+    num_iterations: int,
+    workflow: Any,
+    cluster: Cluster,
+    devices: Sequence[executor.Device],
+    measured: Sequence[MeasuredIteration],
+    predicted: Timeline | None,
+    run_dir: Path,
+    *,
+    only_missing: bool = False,
+) -> tuple[str, ...]:
+    """The run's final files: the measured trace (every counted iteration's ops as cost samples), the last
+    iteration's timeline and Gantt chart, and with a prediction its timeline and the pair chart. Returns the
+    names written (with ``only_missing``, just those that did not exist)."""
+    import torch
+
+    from rlinf.app.profiling import dispatch_inclusive_samples
+
+    assert measured, "a run measures at least one iteration"
+    last = measured[-1].timeline
+
+    def trace(path: Path) -> None:
+        samples = [s for m in measured if m.counted for s in dispatch_inclusive_samples(m.timeline)]
+        provenance = {
+            "kind": "profiled",
+            "machine": platform.node(),
+            "processor": executor.devices.processor_name(),
+            "devices": [f"{d.kind}:{d.core}" for d in devices],
+            "torch": torch.__version__,
+            "source": f"rlinf train ({job.name}, {plan.describe()}, {num_iterations} iterations)",
+        }
+        Trace(workflow=workflow, cluster=cluster, provenance=provenance, samples=samples).save(path)
+
+    outputs: dict[str, Callable[[Path], None]] = {
+        "trace.json": trace,
+        "timeline.json": lambda path: write_chrome_trace(last, path),
+        "gantt.png": lambda path: write_gantt_png(last, path),
+    }
+    if predicted is not None:
+        outputs["timeline_predicted.json"] = lambda path: write_chrome_trace(predicted, path)
+        outputs["gantt_predicted.png"] = lambda path: write_gantt_png(predicted, path)
+        outputs["timeline_pair.png"] = lambda path: write_timeline_pair_png(predicted, last, path)
+    written = []
+    for name, write in outputs.items():
+        if not (only_missing and (run_dir / name).exists()):
+            write(run_dir / name)
+            written.append(name)
+    return tuple(written)
+
+
+def _restart(
+    workers: Any, program: Program, specs: Any, checkpoints: Path, initial_rng: dict[str, Any]
+) -> LoadedCheckpoint | None:
+    """Restart the workers after a failure: from the newest valid checkpoint (returned; loaded as ``--resume``
+    loads one), else from scratch (``None``)."""
+    if checkpoints.is_dir() and read_manifest(checkpoints):
+        loaded = load_latest(checkpoints)
+        resume_workers(workers, program, specs, loaded)
+        return loaded
+    workers.start(program, specs)  # fresh workers are in their iteration-1 state
+    restore_driver_rng(initial_rng)
+    return None
+
+
+def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:
+    """Measured and predicted iteration time for the progress bar."""
+    return {"it_s": f"{metrics['iteration_s']:.3f}", "pred_s": f"{metrics['predicted_iteration_s']:.3f}"}
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """A plan the auto mode considered, with its simulated iteration time."""
+
+    plan: Plan
+    num_devices: int
+    """Logical devices of the plan (more than the cluster's for a fixed disaggregated plan on few cores)."""
+    predicted_s: float
+    source: str
+    """Who proposed it: the planner (``cp-sat#2``, ``collocated``, ...), the job's ``fixed <mode>`` plan or one
+    of its ``probe`` plans."""
+
+
+@attrs.frozen(kw_only=True)
+class AutoPlan:
+    """The plan ``--mode auto`` runs, why, and what the simulator predicts for it."""
+
+    chosen: Candidate
+    candidates: tuple[Candidate, ...]
+    """Every runnable plan considered, fastest (by simulation) first, those that need more logical devices than
+    the cluster has after the others; ``candidates[0] is chosen``."""
+    predicted: Timeline
+    """Simulated timeline of the chosen plan."""
+    search_s: float
+
+
+def plan_from_trace(
+    job: Job,
+    config: Any,
+    trace: Trace,
+    num_devices: int,
+    *,
+    seed: int = 0,
+    k: int = 16,
+    time_limit_s: float = 10.0,
+    machine: Machine = CPU_MACHINE,
+) -> AutoPlan:
+    """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
+    job's fixed-mode plans and probe plans (both also at each granularity the planner considers), each simulated from
+    the same trace (a profile's probes evened out to the typical probe's speed, :func:`rlinf.app.profiling.evened`);
+    keep those the job can run (``check_plan``) and take the fastest. Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
+    profiled for another workflow or no candidate can run."""
+    import warnings
+
+    import planner
+    from planner.judge import quiet_copy
+    from rlinf.app.profiling import COST_STATISTIC, evened
+    from rlinf.core.costs import fit
+    from rlinf.core.errors import ConfigError, ExtrapolationWarning
+    from simulator import simulate
+
+    started = time.perf_counter()
+    workflow = job.workflow(config)
+    if not trace.workflow.same_flow(workflow):
+        raise ConfigError(
+            "trace",
+            trace.provenance.get("source", trace.provenance.get("command", trace.workflow.name)),
+            "was profiled for another workflow than this config's (environments, steps, policy size)",
+            "profile this config (drop --trace) or pass the config the trace was made with",
+        )
+    cluster = machine.cluster(num_devices)
+    trace = evened(trace)  # each probe's samples at the typical probe's speed (the machine drifts meanwhile)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        result = planner.search(
+            workflow,
+            cluster,
+            fit(trace, cluster, statistic=COST_STATISTIC),
+            k=k,
+            time_limit_s=time_limit_s,
+            seed=seed,
+        )
+    proposals = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
+    granularities = _granularities(workflow, num_devices)
+    for mode in ("collocated", "hybrid", "disaggregated"):
+        try:
+            plan, logical = job.fixed_plan(mode, num_devices, config)
+        except ConfigError:
+            continue
+        proposals.append((plan, logical, f"fixed {mode}"))
+        # The fixed placement at every granularity the planner considers (e.g. env and rollout apart with the
+        # actor on all devices, which the planner's contiguous groups cannot express, with a pipelined loop).
+        for granularity in granularities:
+            variant = attrs.evolve(plan, granularity=dict(granularity))
+            proposals.append((variant, logical, f"{mode} placement"))
+    probes = job.probes(num_devices, config, machine=machine)
+    proposals += [(plan, logical, "probe") for plan, logical in probes]
+    # The probes' placements at every granularity too: probes place components in ways the planner's groups
+    # cannot (the loop spread over every device with the actor on one), at only some granularities.
+    for plan, logical in probes:
+        for granularity in granularities:
+            proposals.append((attrs.evolve(plan, granularity=dict(granularity)), logical, "probe placement"))
+    costs_by_devices = {}
+    seen: set[Plan] = set()
+    candidates = []
+    for plan, logical, source in proposals:
+        if plan in seen:
+            continue
+        seen.add(plan)
+        try:
+            job.check_plan(plan, config, machine=machine)
+        except ConfigError:
+            continue
+        if logical not in costs_by_devices:
+            costs_by_devices[logical] = fit(trace, machine.cluster(logical), statistic=COST_STATISTIC)
+        program = lower(workflow, plan, machine.cluster(logical))
+        timeline = simulate(program, quiet_copy(costs_by_devices[logical]))
+        candidates.append(
+            Candidate(plan=plan, num_devices=logical, predicted_s=timeline.iteration_s, source=source)
+        )
+    if not candidates:
+        raise ConfigError(
+            "plan", "auto", "no plan the planner proposed can run this config", "use --mode or --plan"
+        )
+    # Plans with more logical devices than the cluster has share cores, which the simulator does not model: they
+    # are ranked after every plan that fits (and chosen only when nothing else can run).
+    candidates.sort(key=lambda c: (c.num_devices > num_devices, c.predicted_s, c.plan.describe()))
+    chosen = candidates[0]
+    program = lower(workflow, chosen.plan, machine.cluster(chosen.num_devices))
+    predicted = simulate(program, costs_by_devices[chosen.num_devices])  # shows its extrapolation warnings
+    return AutoPlan(
+        chosen=chosen,
+        candidates=tuple(candidates),
+        predicted=predicted,
+        search_s=time.perf_counter() - started,
+    )
+
+
+MAX_GRANULARITY_VARIANTS = 32
+
+
+def _granularities(workflow: Any, num_devices: int) -> list[tuple[tuple[str, int], ...]]:
+    """The planner's granularity choices; when there are more than :data:`MAX_GRANULARITY_VARIANTS`, only those
+    that give every key the same value."""
+    from planner.space import build_space
+
+    space = build_space(workflow, num_devices)
+    choices = list(space.granularity_choices())
+    if len(choices) > MAX_GRANULARITY_VARIANTS:
+        choices = [c for c in choices if len({value for _, value in c}) == 1]
+    return choices

@@ -1,0 +1,545 @@
+"""M2Flow lowering: (workflow, plan, cluster) -> program.
+
+* Every component's batch is split into micro-batches (``m_c`` = the largest granularity of its stream edges;
+  the loop's env and policy into ``granularity['loop']`` pipeline stages). Micro-batch ``j`` of ``m`` holds the
+  groups ``[j*G/m, (j+1)*G/m)`` of the ``G`` prompt groups (or environments).
+* A consumer micro-batch depends on the producer micro-batches whose sample ranges overlap its own (``stream``)
+  or on all of them (``barrier``), through a transfer op when the two components do not share their devices.
+* The loop alternates policy (act) and env (step) for ``num_steps`` steps per stage; with several stages one
+  stage's env steps while another stage's policy infers (elastic pipelining). When env and policy have ``k > 1``
+  replicas each and the stages are a multiple of ``k``, stage ``s`` runs on replica ``s % k`` of each
+  (:func:`loop_pinned`): the replica pairs step their own environments without meeting at every step.
+* Ops get one global order, sorted by (batch fraction the op needs, component rank, ...), and each device runs its
+  ops in that order, so a program can never deadlock. Collocated consumers thus follow their producers micro-batch
+  by micro-batch (interleaved). A component that offloads and shares a device is *switched*: all its ops take the
+  largest fraction any of them needs, which makes them contiguous on every device, so it is onloaded once before
+  its first op and offloaded once after its last (context switching), while the others keep interleaving.
+* Weight sync (actor -> rollout) ends the iteration.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import attrs
+
+from rlinf.core.cluster import GIB, Cluster
+from rlinf.core.errors import InfeasiblePlanError, require
+from rlinf.core.plan import Plan
+from rlinf.core.program import Lane, Op, Program
+from rlinf.core.workflow import Workflow
+
+
+@attrs.frozen
+class _Pending:
+    """An op before its global index is known: ``deps`` are keys of other pending ops."""
+
+    key: tuple
+    op: Op
+    dep_keys: tuple[tuple, ...]
+
+
+def lower(workflow: Workflow, plan: Plan, cluster: Cluster) -> Program:
+    """Lower a macro flow under a plan into a program for ``cluster``.
+
+    Raises :class:`ConfigError` when the plan does not match the workflow or cluster, and
+    :class:`InfeasiblePlanError` when resident states do not fit in device memory without offload."""
+    plan = plan.validate_for(workflow, cluster.num_devices, cluster.num_cores)
+    check_memory(workflow, plan, cluster)
+    builder = _Builder(workflow, plan, cluster)
+    return builder.build()
+
+
+def global_devices(plan: Plan, cluster: Cluster) -> dict[str, tuple[int, ...]]:
+    """Each component's devices as global ids of ``cluster`` (devices, then the cores of the core pool)."""
+    return {p.component: tuple(cluster.global_id(p.pool, d) for d in p.devices) for p in plan.placements}
+
+
+def check_memory(workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
+    """Raise :class:`InfeasiblePlanError` if some device cannot hold its components' states.
+
+    Components that are not offloaded stay resident; offloaded ones are onloaded one at a time."""
+    placed = global_devices(plan, cluster)
+    for component in workflow.components:
+        need = component.state_bytes_per_device()
+        spec = cluster.spec_of(placed[component.name][0]) if component.name in placed else cluster.device
+        if need > spec.memory_bytes:
+            raise InfeasiblePlanError(
+                f"component {component.name} needs {need / GIB:.1f} GiB per device for its state, more than a "
+                f"{spec.name} holds ({spec.memory_bytes / GIB:.1f} GiB); fix: raise its model_parallel_size "
+                f"(now {component.model_parallel_size}) or use devices with more memory"
+            )
+    order = workflow.component_names
+    holders: dict[int, list[str]] = {}
+    for placement in sorted(plan.placements, key=lambda p: order.index(p.component)):
+        for device in placed[placement.component]:
+            holders.setdefault(device, []).append(placement.component)
+    # Devices hosting the same components need the same memory: check the first device of each such set.
+    first_of: dict[tuple[str, ...], int] = {}
+    for device, names in sorted(holders.items()):
+        first_of.setdefault(tuple(names), device)
+    for names_key, device in sorted(first_of.items(), key=lambda item: item[1]):
+        names = list(names_key)
+        sizes = {n: workflow.component(n).state_bytes_per_device() for n in names}
+        resident = [n for n in names if n not in plan.offload]
+        offloaded = [n for n in names if n in plan.offload]
+        loop = workflow.loop
+        if loop is not None and loop.env in offloaded and loop.policy in offloaded:
+            # env and policy alternate every step, so both are onloaded for the whole loop.
+            sizes[loop.env] = sizes[loop.policy] = sizes[loop.env] + sizes[loop.policy]
+        peak = sum(sizes[n] for n in resident) + max((sizes[n] for n in offloaded), default=0)
+        spec = cluster.spec_of(device)
+        capacity = spec.memory_bytes
+        if peak <= capacity:
+            continue
+        held = [n for n in resident if sizes[n] > 0] + sorted(
+            (n for n in offloaded if sizes[n] > 0), key=lambda n: -sizes[n]
+        )[:1]
+        parts = " + ".join(f"{n} {sizes[n] / GIB:.1f} GiB" for n in held)
+        raise InfeasiblePlanError(
+            f"plan does not fit: {_device_name(cluster, device)} ({spec.name}, {capacity / GIB:.1f} GiB) must hold "
+            f"{parts} = {peak / GIB:.1f} GiB at once; fix: {_offload_fix(sizes, resident, offloaded, capacity)}"
+        )
+
+
+def _device_name(cluster: Cluster, device: int) -> str:
+    """``device 3`` or ``core cpu:2``, as a plan names it."""
+    if cluster.pool_of(device) == "cpu":
+        return f"core cpu:{device - cluster.num_devices}"
+    return f"device {device}"
+
+
+def _offload_fix(sizes: dict[str, int], resident: list[str], offloaded: list[str], capacity: int) -> str:
+    """The smallest-first-to-mention offload set (largest states first) that makes a device fit, as advice."""
+    chosen = list(offloaded)
+    for name in sorted(resident, key=lambda n: -sizes[n]):
+        if sizes[name] == 0:
+            break
+        chosen.append(name)
+        still = sum(sizes[n] for n in resident if n not in chosen) + max(sizes[n] for n in chosen)
+        if still <= capacity:
+            return f"add 'offload: [{', '.join(sorted(chosen))}]' to the plan, or place these components on separate devices"
+    return "place these components on separate devices (offloading alone is not enough)"
+
+
+def micro_batch_ranges(num_groups: int, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
+    """Split ``num_groups`` groups into contiguous, near-equal ranges ``[lo, hi)``."""
+    return tuple(
+        (j * num_groups // num_micro_batches, (j + 1) * num_groups // num_micro_batches)
+        for j in range(num_micro_batches)
+    )
+
+
+class _Builder:
+    """Builds the pending ops of one lowering; used once."""
+
+    def __init__(self, workflow: Workflow, plan: Plan, cluster: Cluster) -> None:
+        self.workflow = workflow
+        self.plan = plan
+        self.cluster = cluster
+        self.placed = global_devices(plan, cluster)
+        """Each component's devices as global ids."""
+        self.order = workflow.topological_order()
+        self.rank = {name: i for i, name in enumerate(self.order)}
+        self.num_groups = workflow.batch_size // workflow.group_size
+        self.pending: dict[tuple, _Pending] = {}
+        self._range_cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._ends_cache: dict[int, list[int]] = {}  # upper group bound of each range, for bisection
+        self._link_cache: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
+        # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
+        self.output: dict[tuple[str, int], tuple] = {}
+        self.fraction: dict[tuple, float] = {}
+        loop = workflow.loop
+        self.loop_names = (loop.env, loop.policy) if loop is not None else ()
+        if loop is not None:
+            self.loop_rank = min(self.rank[loop.env], self.rank[loop.policy])
+            for name in self.loop_names:
+                self.rank[name] = self.loop_rank
+        self.micro_batches = {name: self._num_micro_batches(name) for name in self.order}
+        self.pinned = loop is not None and loop_pinned(
+            len(self.placed[loop.env]), len(self.placed[loop.policy]), self.micro_batches[loop.env]
+        )
+        """Whether the loop's stages run on one replica each (:func:`loop_pinned`)."""
+
+    # ---------------------------------------------------------------- sizes
+    def _num_micro_batches(self, name: str) -> int:
+        if name in self.loop_names:
+            stages = self.plan.granularity_of("loop")
+            require(
+                self.workflow.batch_size % stages == 0,
+                "granularity.loop",
+                stages,
+                f"does not divide the {self.workflow.batch_size} environments",
+                "use a divisor of the number of environments",
+            )
+            return stages
+        keys = [
+            e.key for e in self.workflow.incoming(name) + self.workflow.outgoing(name) if e.kind == "stream"
+        ]
+        count = max((self.plan.granularity_of(k) for k in keys), default=1)
+        require(
+            count <= self.num_groups,
+            f"granularity of {name}",
+            count,
+            f"exceeds the {self.num_groups} prompt groups in a batch",
+            f"use at most {self.num_groups} micro-batches",
+        )
+        return count
+
+    def _samples(self, name: str, micro_batch: int) -> int:
+        lo, hi = self._ranges(self.micro_batches[name])[micro_batch]
+        return (hi - lo) * self.workflow.group_size
+
+    def _link(self, a: tuple[int, ...], b: tuple[int, ...]) -> str:
+        """Where data between two device sets moves: ``local``, ``intra_node``, ``host`` (between the devices and
+        the cores of one node) or ``inter_node``."""
+        key = (a, b)
+        if key not in self._link_cache:
+            cluster = self.cluster
+            if a == b:
+                self._link_cache[key] = "local"
+            elif len(cluster.nodes_of(a) | cluster.nodes_of(b)) > 1:
+                self._link_cache[key] = "inter_node"
+            elif cluster.pool_of(a[0]) != cluster.pool_of(b[0]):
+                self._link_cache[key] = "host"
+            else:
+                self._link_cache[key] = "intra_node"
+        return self._link_cache[key]
+
+    def _ranges(self, num_micro_batches: int) -> tuple[tuple[int, int], ...]:
+        """Group ranges of ``num_micro_batches`` micro-batches, computed once per lowering."""
+        if num_micro_batches not in self._range_cache:
+            ranges = micro_batch_ranges(self.num_groups, num_micro_batches)
+            self._range_cache[num_micro_batches] = ranges
+            self._ends_cache[num_micro_batches] = [hi for _, hi in ranges]
+        return self._range_cache[num_micro_batches]
+
+    # ---------------------------------------------------------------- keys
+    def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
+        return (fraction, self.rank[name], step, index, sub, name)
+
+    def _add(self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float) -> tuple:
+        assert key not in self.pending, key
+        self.pending[key] = _Pending(key=key, op=op, dep_keys=dep_keys)
+        self.fraction[key] = fraction
+        return key
+
+    # ---------------------------------------------------------------- build
+    def build(self) -> Program:
+        for name in self.order:
+            if name not in self.loop_names:
+                self._lower_component(name)
+            elif (self.workflow.loop.env, 0) not in self.output:  # type: ignore[union-attr]
+                self._lower_loop()
+        self._lower_weight_sync()
+        self._insert_context_switches()
+        return self._finish()
+
+    def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float]:
+        """Dependency keys (through transfers where needed) and the batch fraction they need."""
+        m = self.micro_batches[name]
+        lo, hi = self._ranges(m)[micro_batch]
+        deps: list[tuple] = []
+        needed = (micro_batch + 1) / m
+        for edge in self.workflow.incoming(name):
+            producer_ranges = self._ranges(self.micro_batches[edge.src])
+            if edge.kind == "barrier":
+                overlapping = range(len(producer_ranges))
+            else:
+                # Ranges are contiguous and increasing: the first overlapping one ends after lo.
+                first = bisect.bisect_right(self._ends_cache[self.micro_batches[edge.src]], lo)
+                overlapping = range(first, len(producer_ranges))
+            for i in overlapping:
+                if producer_ranges[i][0] >= hi and edge.kind == "stream":
+                    break
+                key = self._transfer(edge.src, name, i, edge.bytes_per_sample)
+                deps.append(key)
+                needed = max(needed, self.fraction[key])
+        return tuple(deps), needed
+
+    def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
+        """Key that makes producer output ``micro_batch`` available to ``dst`` (a transfer op if needed)."""
+        produced = self.output[(src, micro_batch)]
+        src_devices, dst_devices = self.placed[src], self.placed[dst]
+        if src_devices == dst_devices:
+            return produced
+        key = produced[:4] + (produced[4] + 0.25, f"{src}->{dst}")
+        if key in self.fraction:
+            return key
+        samples = self._samples(src, micro_batch)
+        op = Op(
+            index=-1,
+            kind="transfer",
+            component=src,
+            peer=dst,
+            name="transfer",
+            micro_batch=micro_batch,
+            num_micro_batches=self.micro_batches[src],
+            samples=samples,
+            num_bytes=samples * bytes_per_sample,
+            link=self._link(src_devices, dst_devices),
+        )
+        return self._add(key, op, (produced,), self.fraction[produced])
+
+    def _lower_component(self, name: str) -> None:
+        component = self.workflow.component(name)
+        m = self.micro_batches[name]
+        devices = self.placed[name]
+        inputs = [self._inputs(name, j) for j in range(m)]
+        if name in self.plan.offload and self._shares_device(name):
+            # Switched: one onload per iteration, so its ops stay together at the latest fraction any needs.
+            latest = max(needed for _, needed in inputs)
+            inputs = [(dep_keys, latest) for dep_keys, _ in inputs]
+        for j, (dep_keys, needed) in enumerate(inputs):
+            samples = self._samples(name, j)
+            op = Op(
+                index=-1,
+                kind="compute",
+                component=name,
+                name=COMPUTE_NAMES[component.role],
+                micro_batch=j,
+                num_micro_batches=m,
+                devices=devices,
+                samples=samples,
+                tokens=int(round(samples * self.workflow.tokens_per_sample)),
+                pool=self.plan.pool_of(name),
+            )
+            key = self._add(self._key(name, needed, 0, j, 0.0), op, dep_keys, needed)
+            self.output[(name, j)] = key
+
+    def _lower_loop(self) -> None:
+        loop = self.workflow.loop
+        assert loop is not None
+        stages = self.micro_batches[loop.env]
+        envs = self.workflow.batch_size // stages
+        placed = [self._stage_devices(stage) for stage in range(stages)]
+        previous_env: dict[int, tuple] = {}
+        for step in range(loop.num_steps):
+            for stage in range(stages):
+                env_devices, policy_devices = placed[stage]
+                link = self._link(env_devices, policy_devices)
+                deps: tuple[tuple, ...] = ()
+                if stage in previous_env:
+                    deps = (
+                        self._loop_transfer(
+                            previous_env[stage],
+                            loop.env,
+                            loop.policy,
+                            stage,
+                            step,
+                            envs * loop.obs_bytes_per_env,
+                            link,
+                        ),
+                    )
+                act = Op(
+                    index=-1,
+                    kind="compute",
+                    component=loop.policy,
+                    name="act",
+                    micro_batch=stage,
+                    num_micro_batches=stages,
+                    step=step,
+                    devices=policy_devices,
+                    samples=envs,
+                    shared=link == "local",
+                    pool=self.plan.pool_of(loop.policy),
+                )
+                act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
+                to_env = self._loop_transfer(
+                    act_key, loop.policy, loop.env, stage, step, envs * loop.action_bytes_per_env, link
+                )
+                env_op = Op(
+                    index=-1,
+                    kind="compute",
+                    component=loop.env,
+                    name="env_step",
+                    micro_batch=stage,
+                    num_micro_batches=stages,
+                    step=step,
+                    devices=env_devices,
+                    samples=envs,
+                    shared=link == "local",
+                    pool=self.plan.pool_of(loop.env),
+                )
+                previous_env[stage] = self._add(
+                    self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0
+                )
+        for stage in range(stages):
+            # A stage's trajectory is complete after its last env step; both loop components "emit" it then.
+            self.output[(loop.env, stage)] = previous_env[stage]
+            self.output[(loop.policy, stage)] = previous_env[stage]
+            self.fraction[previous_env[stage]] = (stage + 1) / stages
+
+    def _stage_devices(self, stage: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Devices of a loop stage's env steps and policy calls: pinned to one replica of each (replica
+        ``stage % k``) when env and policy have ``k > 1`` replicas each and the stages are a multiple of ``k``,
+        else every device of each component."""
+        loop = self.workflow.loop
+        assert loop is not None
+        env, policy = self.placed[loop.env], self.placed[loop.policy]
+        if self.pinned:
+            return (env[stage % len(env)],), (policy[stage % len(policy)],)
+        return env, policy
+
+    def _loop_transfer(
+        self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
+    ) -> tuple:
+        if link == "local":
+            return src_key
+        op = Op(
+            index=-1,
+            kind="transfer",
+            component=src,
+            peer=dst,
+            name="transfer",
+            micro_batch=stage,
+            num_micro_batches=self.micro_batches[src],
+            step=step,
+            num_bytes=num_bytes,
+            link=link,
+        )
+        key = src_key[:4] + (src_key[4] + 0.25, f"{src}->{dst}")
+        return self._add(key, op, (src_key,), 0.0)
+
+    def _lower_weight_sync(self) -> None:
+        for sync in self.workflow.weight_sync:
+            last = max(
+                k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute"
+            )
+            devices = tuple(sorted(set(self.placed[sync.src]) | set(self.placed[sync.dst])))
+            op = Op(
+                index=-1,
+                kind="sync_weights",
+                component=sync.src,
+                peer=sync.dst,
+                name="sync_weights",
+                devices=devices,
+                num_bytes=sync.num_bytes,
+                link=self._link(self.placed[sync.src], self.placed[sync.dst]),
+            )
+            key = last[:4] + (last[4] + 0.5, f"sync:{sync.src}->{sync.dst}")
+            self._add(key, op, (last,), self.fraction[last])
+
+    def _insert_context_switches(self) -> None:
+        """Onload before and offload after each offloaded component's ops, where it shares a device."""
+        for name in sorted(self.plan.offload):
+            devices = self.placed[name]
+            if not self._shares_device(name):
+                continue
+            mine = sorted(
+                key
+                for key, item in self.pending.items()
+                if key[5] == name or (item.op.kind == "sync_weights" and item.op.component == name)
+            )
+            per_device = self.workflow.component(name).state_bytes_per_device()
+            first, last = mine[0], mine[-1]
+            onload = Op(
+                index=-1,
+                kind="onload",
+                component=name,
+                name="onload",
+                devices=devices,
+                num_bytes=per_device,
+                link="host",
+            )
+            offload = Op(
+                index=-1,
+                kind="offload",
+                component=name,
+                name="offload",
+                devices=devices,
+                num_bytes=per_device,
+                link="host",
+            )
+            self._add(first[:4] + (first[4] - 0.5, f"onload:{name}"), onload, (), 0.0)
+            self._add(last[:4] + (last[4] + 0.75, f"offload:{name}"), offload, (last,), 0.0)
+
+    def _finish(self) -> Program:
+        ordered = [self.pending[key] for key in sorted(self.pending)]
+        index = {item.key: i for i, item in enumerate(ordered)}
+        ops = tuple(
+            _placed(item.op, i, tuple(sorted({index[k] for k in item.dep_keys})))
+            for i, item in enumerate(ordered)
+        )
+        lanes = self._lanes(ops)
+        tokens = int(round(self.workflow.batch_size * self.workflow.tokens_per_sample))
+        return Program(
+            ops=ops,
+            num_devices=self.cluster.num_ids,
+            component_devices=tuple(sorted(self.placed.items())),
+            lanes=lanes,
+            state_bytes_per_device=tuple(
+                (c.name, c.state_bytes_per_device()) for c in self.workflow.components
+            ),
+            mode=self.plan.mode,
+            plan_summary=self.plan.describe(),
+            unit=self.workflow.unit,
+            units_per_iteration=self.workflow.units_per_iteration,
+            tokens_per_iteration=tokens,
+            samples_per_iteration=self.workflow.batch_size,
+        )
+
+    def _lanes(self, ops: tuple[Op, ...]) -> tuple[Lane, ...]:
+        """Group devices by the set of components they host: such devices run the same op sequence, since
+        every op spans whole component device sets - except the steps of a pinned loop
+        (:func:`loop_pinned`), which split such a group into one lane per device."""
+        hosted: dict[int, set[str]] = {}
+        for name, placed in self.placed.items():
+            for device in placed:
+                hosted.setdefault(device, set()).add(name)
+        groups: dict[tuple[frozenset[str], int], list[int]] = {}
+        for device, names in sorted(hosted.items()):
+            alone = self.pinned and not names.isdisjoint(self.loop_names)
+            groups.setdefault((frozenset(names), device if alone else -1), []).append(device)
+        owners = [(op.index, _owners(op), frozenset(op.devices)) for op in ops if op.devices]
+        lanes = []
+        for (group, _), devices in groups.items():
+            order = tuple(
+                index
+                for index, names, on in owners
+                if not names.isdisjoint(group) and not on.isdisjoint(devices)
+            )
+            resident = sum(
+                self.workflow.component(n).state_bytes_per_device()
+                for n in group
+                if not (n in self.plan.offload and self._shares_device(n))
+            )
+            lanes.append(Lane(devices=tuple(devices), ops=order, initial_resident_bytes=resident))
+        return tuple(sorted(lanes, key=lambda lane: lane.devices[0]))
+
+    def _shares_device(self, name: str) -> bool:
+        mine = set(self.placed[name])
+        return any(mine & set(devices) for other, devices in self.placed.items() if other != name)
+
+
+def loop_pinned(env_devices: int, policy_devices: int, stages: int) -> bool:
+    """Whether the loop's stages are pinned to replicas: each stage's env steps run on one env replica and its
+    policy calls on one policy replica (stage ``s`` on replica ``s % k``), so the ``k`` replica pairs step their
+    own environments independently instead of meeting at every step. That needs as many env as policy replicas
+    (``k > 1``, model-parallel size 1) and a stage count that is a multiple of ``k``; each replica then holds
+    ``stages / k`` whole stages, the same share of the environments as an unpinned split would give it."""
+    return env_devices == policy_devices > 1 and stages % env_devices == 0
+
+
+def _placed(draft: Op, index: int, deps: tuple[int, ...]) -> Op:
+    """``attrs.evolve(draft, index=index, deps=deps)`` for a draft op that only this lowering holds: the two
+    fields are set in place, skipping evolve's copy of every field (a planner search lowers thousands of ops)."""
+    object.__setattr__(draft, "index", index)
+    object.__setattr__(draft, "deps", deps)
+    return draft
+
+
+def _owners(op: Op) -> frozenset[str]:
+    """Components whose devices an op occupies (a weight sync spans source and destination)."""
+    return frozenset((op.component, op.peer)) if op.kind == "sync_weights" else frozenset((op.component,))
+
+
+COMPUTE_NAMES = {
+    "env": "env_step",
+    "rollout": "generate",
+    "reward": "reward",
+    "inference": "infer",
+    "actor": "train",
+    "critic": "train",
+}
+"""Op name of each role's compute outside the loop."""

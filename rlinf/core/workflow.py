@@ -1,0 +1,383 @@
+"""The macro flow: components and the data that flows between them, written once per workload.
+
+A :class:`Workflow` is a DAG of :class:`Component` joined by :class:`Edge`. A ``stream`` edge lets the consumer
+start on a micro-batch as soon as the producer has emitted it; a ``barrier`` edge makes the consumer wait for the
+whole batch. Embodied RL adds a :class:`Loop`: env and policy alternate for ``num_steps`` steps before the
+trajectory flows on. Weight sync (``actor -> rollout``) closes the iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from rlinf.core import limits
+from rlinf.core.config_structure import structure_config
+from rlinf.core.errors import ConfigError, integer, non_negative, positive, require, to_tuple
+
+ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
+EDGE_KINDS = ("stream", "barrier")
+UNITS = ("samples", "env_steps")
+
+
+@attrs.frozen(kw_only=True)
+class Component:
+    """One worker type of the workflow."""
+
+    name: str
+    """Unique name, used in plans and traces."""
+    role: str
+    """One of :data:`ROLES`; decides how the cost model reads its ops (e.g. rollout generation streams)."""
+    state_bytes: int = 0
+    """Resident state of one replica (weights, optimizer, reserved KV cache), sharded over its model-parallel
+    devices. This is what offload moves to host memory."""
+    model_parallel_size: int = 1
+    """Devices per replica (tensor x pipeline parallel). A component's device count is a multiple of it."""
+    cpu_ok: bool = False
+    """Whether the component needs no GPU (an environment simulator, a rule-based reward): the planner may then
+    place it on the CPU cores beside the GPUs (:mod:`rlinf.core.cluster`'s core pool)."""
+
+    def __attrs_post_init__(self) -> None:
+        _name("component.name", self.name)
+        require(
+            isinstance(self.cpu_ok, bool),
+            f"components.{self.name}.cpu_ok",
+            self.cpu_ok,
+            "must be true or false",
+            "write true for a component that needs no GPU",
+        )
+        require(
+            self.role in ROLES,
+            f"components.{self.name}.role",
+            self.role,
+            "unknown role",
+            f"use one of {list(ROLES)}",
+        )
+        _byte_count(f"components.{self.name}.state_bytes", self.state_bytes)
+        integer(
+            f"components.{self.name}.model_parallel_size",
+            self.model_parallel_size,
+            minimum=1,
+            maximum=limits.current().max_devices,
+            fix="set it to the devices one replica spans",
+        )
+
+    def state_bytes_per_device(self) -> int:
+        """Resident bytes this component keeps on each of its devices."""
+        return self.state_bytes // self.model_parallel_size
+
+
+@attrs.frozen(kw_only=True)
+class Edge:
+    """Data flowing from ``src`` to ``dst``."""
+
+    src: str
+    dst: str
+    kind: str = "stream"
+    """``stream`` (micro-batch granularity) or ``barrier`` (whole batch)."""
+    bytes_per_sample: int = 0
+    """Payload moved per sample (tokens, log-probs, trajectories)."""
+
+    def __attrs_post_init__(self) -> None:
+        _name("edge.src", self.src)
+        _name("edge.dst", self.dst)
+        require(
+            self.kind in EDGE_KINDS,
+            f"edges.{self.key}.kind",
+            self.kind,
+            "unknown edge kind",
+            f"use one of {list(EDGE_KINDS)}",
+        )
+        _byte_count(f"edges.{self.key}.bytes_per_sample", self.bytes_per_sample)
+
+    @property
+    def key(self) -> str:
+        """``src->dst``, the name a plan's granularity uses."""
+        return f"{self.src}->{self.dst}"
+
+
+@attrs.frozen(kw_only=True)
+class Loop:
+    """The embodied env <-> policy loop: ``num_steps`` alternations per iteration."""
+
+    env: str
+    policy: str
+    num_steps: int
+    obs_bytes_per_env: int = 0
+    """Observation payload per env per step (env -> policy)."""
+    action_bytes_per_env: int = 0
+    """Action payload per env per step (policy -> env)."""
+
+    def __attrs_post_init__(self) -> None:
+        _name("loop.env", self.env)
+        _name("loop.policy", self.policy)
+        integer("loop.num_steps", self.num_steps, fix="give the env steps per iteration")
+        positive("loop.num_steps", self.num_steps)
+        bound = limits.current().max_loop_steps
+        if self.num_steps > bound:
+            raise limits.exceeded("loop.num_steps", self.num_steps, "loop steps", "max_loop_steps", bound)
+        _byte_count("loop.obs_bytes_per_env", self.obs_bytes_per_env)
+        _byte_count("loop.action_bytes_per_env", self.action_bytes_per_env)
+
+    key = "loop"
+    """The name a plan's granularity uses for the loop's pipeline stages."""
+
+
+@attrs.frozen(kw_only=True)
+class WeightSync:
+    """After training, ``src`` (actor) pushes ``num_bytes`` of weights to ``dst`` (rollout)."""
+
+    src: str
+    dst: str
+    num_bytes: int
+
+    def __attrs_post_init__(self) -> None:
+        _name("weight_sync.src", self.src)
+        _name("weight_sync.dst", self.dst)
+        _byte_count("weight_sync.num_bytes", self.num_bytes)
+
+
+@attrs.frozen(kw_only=True)
+class Workflow:
+    """A whole RL iteration as a macro flow."""
+
+    name: str
+    components: tuple[Component, ...] = attrs.field(converter=to_tuple)
+    edges: tuple[Edge, ...] = attrs.field(converter=to_tuple, default=())
+    loop: Loop | None = None
+    weight_sync: tuple[WeightSync, ...] = attrs.field(converter=to_tuple, default=())
+    batch_size: int = 1
+    """Samples per iteration: prompts x group size, or the number of parallel environments."""
+    group_size: int = 1
+    """Responses per prompt (GRPO); micro-batches hold whole groups."""
+    tokens_per_sample: float = 0.0
+    """Mean generated tokens per sample, for tokens/s (0 when not a language workload)."""
+    unit: str = "samples"
+    """What throughput counts: ``samples`` or ``env_steps`` (env steps = batch_size x loop.num_steps)."""
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            isinstance(self.name, str), "workflow.name", self.name, "must be a string", "name the workflow"
+        )
+        require(len(self.components) > 0, "workflow.components", [], "is empty", "add at least one component")
+        for field, values, cls in (
+            ("components", self.components, Component),
+            ("edges", self.edges, Edge),
+            ("weight_sync", self.weight_sync, WeightSync),
+        ):
+            for i, value in enumerate(values):
+                require(
+                    isinstance(value, cls), f"workflow.{field}[{i}]", value, f"is not a {cls.__name__}", ""
+                )
+        require(
+            self.loop is None or isinstance(self.loop, Loop), "workflow.loop", self.loop, "is not a Loop", ""
+        )
+        for field in ("batch_size", "group_size"):
+            integer(f"workflow.{field}", getattr(self, field), fix=f"give the {field.replace('_', ' ')}")
+            positive(f"workflow.{field}", getattr(self, field))
+        bound = limits.current().max_batch_size
+        if self.batch_size > bound:
+            raise limits.exceeded("workflow.batch_size", self.batch_size, "samples", "max_batch_size", bound)
+        non_negative("workflow.tokens_per_sample", self.tokens_per_sample)
+        require(
+            self.batch_size % self.group_size == 0,
+            "workflow.batch_size",
+            self.batch_size,
+            f"is not a multiple of group_size={self.group_size}",
+            "use prompts x group_size samples",
+        )
+        require(self.unit in UNITS, "workflow.unit", self.unit, "unknown unit", f"use one of {list(UNITS)}")
+        names = [c.name for c in self.components]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        require(
+            not duplicates,
+            "workflow.components",
+            duplicates,
+            "duplicate component names",
+            "give each component a unique name",
+        )
+        known = set(names)
+        for edge in self.edges:
+            for end in (edge.src, edge.dst):
+                require(
+                    end in known,
+                    f"edges.{edge.key}",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
+                )
+            require(
+                edge.src != edge.dst,
+                f"edges.{edge.key}",
+                edge.key,
+                "is a self-loop",
+                "model env<->policy alternation with a loop",
+            )
+        keys = [e.key for e in self.edges]
+        require(len(set(keys)) == len(keys), "workflow.edges", keys, "duplicate edge", "list each edge once")
+        if self.loop is not None:
+            for end, side in ((self.loop.env, "env"), (self.loop.policy, "policy")):
+                require(
+                    end in known,
+                    f"loop.{side}",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
+                )
+            require(
+                self.unit == "env_steps",
+                "workflow.unit",
+                self.unit,
+                "an embodied loop counts env steps",
+                "set unit: env_steps",
+            )
+        pairs = [(sync.src, sync.dst) for sync in self.weight_sync]
+        for i, sync in enumerate(self.weight_sync):
+            require(
+                sync.src != sync.dst and pairs.index((sync.src, sync.dst)) == i,
+                f"weight_sync[{i}].dst",
+                sync.dst,
+                "repeats a weight sync or syncs a component with itself",
+                "list each src -> dst weight sync once",
+            )
+            for end, side in ((sync.src, "src"), (sync.dst, "dst")):
+                require(
+                    end in known,
+                    f"weight_sync[{i}].{side}",
+                    end,
+                    "names an unknown component",
+                    f"use one of {sorted(known)}",
+                )
+        self.topological_order()  # raises on cycles
+
+    def component(self, name: str) -> Component:
+        """The component called ``name``; raises listing the valid names."""
+        for component in self.components:
+            if component.name == name:
+                return component
+        raise ConfigError(
+            "component", name, "unknown component", f"use one of {[c.name for c in self.components]}"
+        )
+
+    @property
+    def component_names(self) -> tuple[str, ...]:
+        """Names in declaration order."""
+        return tuple(c.name for c in self.components)
+
+    def incoming(self, name: str) -> tuple[Edge, ...]:
+        """Edges into ``name``."""
+        return tuple(e for e in self.edges if e.dst == name)
+
+    def outgoing(self, name: str) -> tuple[Edge, ...]:
+        """Edges out of ``name``."""
+        return tuple(e for e in self.edges if e.src == name)
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Component names so that every edge goes forward; ties keep declaration order. The loop's env
+        comes before its policy."""
+        names = list(self.component_names)
+        preds: dict[str, set[str]] = {n: set() for n in names}
+        for edge in self.edges:
+            preds[edge.dst].add(edge.src)
+        if self.loop is not None:
+            preds[self.loop.policy].add(self.loop.env)
+        order: list[str] = []
+        remaining = list(names)
+        while remaining:
+            ready = [n for n in remaining if preds[n] <= set(order)]
+            if not ready:
+                raise ConfigError(
+                    "workflow.edges",
+                    sorted(remaining),
+                    "form a cycle",
+                    "make the edges a DAG (use a loop for env<->policy)",
+                )
+            order.append(ready[0])
+            remaining.remove(ready[0])
+        return tuple(order)
+
+    @property
+    def granularity_keys(self) -> tuple[str, ...]:
+        """Names a plan may give a granularity: each stream edge, and ``loop``."""
+        keys = [e.key for e in self.edges if e.kind == "stream"]
+        if self.loop is not None:
+            keys.append(Loop.key)
+        return tuple(keys)
+
+    def same_flow(self, other: Workflow) -> bool:
+        """Whether ``other`` is this workflow up to where its components may run (``cpu_ok``): what a trace
+        profiled before the flag existed, or on a machine without GPUs, still measures."""
+
+        def plain(workflow: Workflow) -> Workflow:
+            components = tuple(attrs.evolve(c, cpu_ok=False) for c in workflow.components)
+            return attrs.evolve(workflow, components=components)
+
+        return plain(self) == plain(other)
+
+    @property
+    def units_per_iteration(self) -> int:
+        """Samples (or env steps) one iteration produces."""
+        if self.unit == "env_steps" and self.loop is not None:
+            return self.batch_size * self.loop.num_steps
+        return self.batch_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; :func:`workflow_from_dict` reads it back."""
+        return {
+            "name": self.name,
+            "components": [_component_dict(c) for c in self.components],
+            "edges": [attrs.asdict(e) for e in self.edges],
+            "loop": None if self.loop is None else attrs.asdict(self.loop),
+            "weight_sync": [attrs.asdict(w) for w in self.weight_sync],
+            "batch_size": self.batch_size,
+            "group_size": self.group_size,
+            "tokens_per_sample": self.tokens_per_sample,
+            "unit": self.unit,
+        }
+
+
+def _component_dict(component: Component) -> dict[str, Any]:
+    """A component's JSON form (``cpu_ok`` only when true, so traces written before it existed read the same)."""
+    out = attrs.asdict(component)
+    if not component.cpu_ok:
+        del out["cpu_ok"]
+    return out
+
+
+def workflow_from_dict(data: Any, source: str = "workflow") -> Workflow:
+    """Build a workflow from its :meth:`Workflow.to_dict` form (types checked by
+    :func:`~rlinf.core.config_structure.structure_config`), naming the bad field's path under ``source`` on error."""
+    try:
+        return structure_config(Workflow, data, source, f"{source}.")
+    except ConfigError as error:
+        raise _edge_by_index(error, data, source) from None
+
+
+def _edge_by_index(error: ConfigError, data: Any, source: str) -> ConfigError:
+    """An error the workflow raised about edge ``src->dst``, renamed to that edge's place in ``data``."""
+    prefix = f"{source}.edges."
+    if not error.field.startswith(prefix) or not isinstance(data, Mapping):
+        return error
+    key = error.field[len(prefix) :]  # the whole rest: a component name may hold dots
+    for i, edge in enumerate(data.get("edges") or ()):
+        if isinstance(edge, Mapping) and f"{edge.get('src')}->{edge.get('dst')}" == key:
+            side = "src" if error.value == edge.get("src") and error.problem.startswith("names") else "dst"
+            return ConfigError(f"{source}.edges[{i}].{side}", error.value, error.problem, error.fix)
+    return error
+
+
+def _name(field: str, value: Any) -> None:
+    require(
+        isinstance(value, str) and bool(value) and "->" not in value,
+        field,
+        value,
+        "must be a non-empty name without '->'",
+        "write the component's name",
+    )
+
+
+def _byte_count(field: str, value: Any) -> None:
+    integer(field, value, fix=f"give {field} as a whole number of bytes")
+    non_negative(field, value)

@@ -5,7 +5,7 @@ the real executor, on the workload's natural response lengths (no knob forces a 
 
 First what ``rlinf train examples/grpo_hf.yaml --mode auto --devices 2`` does before it trains: profile the job's
 probe plans within ``--profile-budget`` seconds (:func:`rlinf.app.profiling.profile`; the trace records every measured
-response's length) and let the planner choose a plan from that trace (:func:`rlinf.app.runner.plan_from_trace`).
+response's length) and let the planner choose a plan from that trace (:func:`rlinf.app.auto.plan_from_trace`).
 Then, in this one process, the chosen plan and the same plan with granularity 1 on every stream edge (whole-batch
 hand-off) train side by side (:func:`rlinf.app.profiling.measure_plans`: both plans' workers alive, iterations
 alternating in orders balanced for carry-over) from the same warm start with the same seeds, so that
@@ -37,6 +37,7 @@ import numpy as np
 
 from executor.devices import available_cores
 from planner.judge import quiet_copy
+from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import Job, load_job_config
 from rlinf.app.profiling import (
     COST_STATISTIC,
@@ -46,7 +47,6 @@ from rlinf.app.profiling import (
     measure_plans,
     profile,
 )
-from rlinf.app.runner import plan_from_trace
 from rlinf.core.cluster import cpu_cluster
 from rlinf.core.costs import fit
 from rlinf.core.files import write_text_atomic

@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(out: Path) -> dict:
     """What the run directory ``out`` says about the run: profile, chosen plan, iterations, fewer-device best."""
+    from rlinf.app.auto import plan_from_trace
     from rlinf.app.jobs import load_job_config
-    from rlinf.app.runner import plan_from_trace
     from rlinf.core.trace import load_trace
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]

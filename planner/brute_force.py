@@ -74,6 +74,7 @@ class _Block:
     sizes: tuple[int, ...]
     offload: frozenset[str]
     pools: tuple[str, ...] = ()
+    staleness: int = 0
     spread: tuple | None = None
     """The placements with the loop spread over every device (:func:`spread_placements`), for a spread-loop
     block; ``None`` for a point of the space."""
@@ -103,6 +104,7 @@ class Programs:
             granularity=granularity,
             offload=block.offload,
             pools=block.pools,
+            staleness=block.staleness,
         )
 
     def plan(self, index: int) -> Plan:
@@ -202,23 +204,31 @@ def distinct_programs(tables: CostTables) -> Programs:
             for sizes in itertools.product(*options):
                 if not space.fits_budgets(sizes, pools):
                     continue
-                blocks.append(_Block(groups=groups, sizes=sizes, offload=offload, pools=pools))
-                rows.append(block_seconds(groups, sizes, offload, pools))
+                row = block_seconds(groups, sizes, offload, pools)
+                for staleness in space.staleness_ladder:  # each device runs the same ops either way
+                    blocks.append(
+                        _Block(groups=groups, sizes=sizes, offload=offload, pools=pools, staleness=staleness)
+                    )
+                    rows.append(row)
     num_regular = len(blocks)
     seen: set[tuple] = set()
     for block in blocks[:num_regular] if loop is not None else ():
         if "cpu" in block.pools:
             continue  # the loop spreads over the devices of a device-only plan
         plan = PlanPoint(
-            groups=block.groups, sizes=block.sizes, granularity=(), offload=block.offload
+            groups=block.groups,
+            sizes=block.sizes,
+            granularity=(),
+            offload=block.offload,
+            staleness=block.staleness,
         ).to_plan()
         spread = spread_placements(space.workflow, plan)
         devices = sum(block.sizes)
         if spread is None or all(len(p.devices) == devices for p in spread):
             continue  # no loop to spread, or a collocated point already in the space
-        if (spread, block.offload) in seen:
+        if (spread, block.offload, block.staleness) in seen:
             continue
-        seen.add((spread, block.offload))
+        seen.add((spread, block.offload, block.staleness))
         blocks.append(attrs.evolve(block, spread=spread))
         # Every group's first device runs its other members' ops and, the loop being on every device, its
         # share of the loop's steps (a switch of a loop member is left out: the bound stays a bound).

@@ -17,7 +17,7 @@ import attrs
 from ortools.sat.python import cp_model
 
 from planner.space import PlanPoint, PlanSpace, canonical_granularity
-from planner.surrogate import Phase, phases, sync_terms
+from planner.surrogate import Phase, phases, sides_share_devices, staleness_sides, sync_terms
 from planner.tables import CostTables, micro_batch_options, tick_for
 from rlinf.core.errors import require
 
@@ -39,9 +39,10 @@ class _Model:
     the objective (a sum of maxima of linear terms, as in :func:`planner.surrogate.estimate`) has a tight linear
     relaxation."""
 
-    def __init__(self, tables: CostTables, partition: int) -> None:
+    def __init__(self, tables: CostTables, partition: int, staleness: int = 0) -> None:
         self.tables = tables
         self.partition = partition
+        self.staleness = staleness
         self.space: PlanSpace = tables.space
         self.groups = self.space.partitions[partition]
         self.pools = self.space.pools[partition]
@@ -224,7 +225,21 @@ class _Model:
         return seconds
 
     def _objective(self) -> None:
-        terms = [self._phase(i, phase) for i, phase in enumerate(phases(self.tables, self.groups))]
+        if self.staleness:
+            producer, trainer = staleness_sides(self.tables, self.groups)
+            sides = [
+                sum(self._phase(i + offset, phase) for i, phase in enumerate(side))
+                for offset, side in ((0, producer), (len(producer), trainer))
+            ]
+            if sides_share_devices(self.workflow, self.groups):
+                terms = [sides[0] + sides[1]]
+            else:
+                both = self.model.new_int_var(0, _HIGH, "sides")
+                self.model.add(both >= sides[0])
+                self.model.add(both >= sides[1])
+                terms = [both]
+        else:
+            terms = [self._phase(i, phase) for i, phase in enumerate(phases(self.tables, self.groups))]
         group_of = {n: g for g, names in enumerate(self.groups) for n in names}
         pool_of = {n: self.pools[g] for n, g in group_of.items()}
         sync = sum(self._ticks(t) for t in sync_terms(self.tables, group_of, pool_of))
@@ -257,6 +272,7 @@ class _Model:
             granularity=canonical_granularity(self.workflow, counts),
             offload=offload,
             pools=self.pools,
+            staleness=self.staleness,
         )
         return point, literals
 
@@ -294,7 +310,11 @@ def solve(
     # the default portfolio: measured on the shipped LLM traces at 8-1024 devices, the same points (each solve
     # is proven optimal either way) in about 25% less time.
     solver.parameters.search_branching = cp_model.FIXED_SEARCH
-    models = [_Model(tables, p) for p in range(len(tables.space.partitions))]
+    models = [
+        _Model(tables, p, staleness)
+        for p in range(len(tables.space.partitions))
+        for staleness in tables.space.staleness_ladder
+    ]
     models = [model for model in models if model.feasible]
     queue: list[tuple[int, int, PlanPoint, list]] = []
     # The budget is CP-SAT's deterministic time (about a second of work per unit on one core), not wall time,

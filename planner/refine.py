@@ -113,6 +113,9 @@ def _moves(tables: CostTables, point: PlanPoint) -> Iterator[PlanPoint]:
     for group in point.groups:
         for name in space.offloadable(group):
             yield _point(point, offload=point.offload ^ {name})
+    for staleness in space.staleness_ladder:
+        if staleness != point.staleness:
+            yield _point(point, staleness=staleness)
 
 
 def _point(point: PlanPoint, **changes: object) -> PlanPoint:
@@ -123,6 +126,7 @@ def _point(point: PlanPoint, **changes: object) -> PlanPoint:
         "granularity": point.granularity,
         "offload": point.offload,
         "pools": point.pools,
+        "staleness": point.staleness,
     }
     return PlanPoint(**{**fields, **changes})  # type: ignore[arg-type]
 

@@ -60,7 +60,13 @@ class SearchResult:
 
 
 def prepare(
-    workflow: Workflow, cluster: Cluster, costs: CostModel, *, max_granularity: int, max_loop_stages: int
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    *,
+    max_granularity: int,
+    max_loop_stages: int,
+    max_staleness: int = 0,
 ) -> tuple[PlanSpace, CostTables]:
     """The plan space and its cost tables (probed on a quiet copy of ``costs``)."""
     space = build_space(
@@ -69,6 +75,7 @@ def prepare(
         num_cores=cluster.num_cores,
         max_granularity=max_granularity,
         max_loop_stages=max_loop_stages,
+        max_staleness=max_staleness,
     )
     return space, build_tables(space, cluster, quiet_copy(costs))
 
@@ -90,12 +97,18 @@ def candidates(
     seed: int = 0,
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
+    max_staleness: int = 0,
 ) -> list[Plan]:
     """The ``k`` best distinct plans by the surrogate, best first (:func:`planner_points`).
 
     Raises :class:`InfeasiblePlanError` naming the component, memory, device type and fix when nothing fits."""
     space, tables = prepare(
-        workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+        workflow,
+        cluster,
+        costs,
+        max_granularity=max_granularity,
+        max_loop_stages=max_loop_stages,
+        max_staleness=max_staleness,
     )
     points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
     if not points:
@@ -113,13 +126,16 @@ def search(
     seed: int = 0,
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
+    max_staleness: int = 0,
 ) -> SearchResult:
     """Simulate the planner's ``k`` candidates (:func:`candidates`) plus the fixed-collocated,
     fixed-disaggregated and closed-form baselines' plans, and each of those with its loop spread over every device
     it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by simulation) wins. Same inputs and seed
     give the same plan."""
     with _without_cycle_collection():
-        return _search(workflow, cluster, costs, k, time_limit_s, seed, max_granularity, max_loop_stages)
+        return _search(
+            workflow, cluster, costs, k, time_limit_s, seed, max_granularity, max_loop_stages, max_staleness
+        )
 
 
 @contextlib.contextmanager
@@ -145,10 +161,16 @@ def _search(
     seed: int,
     max_granularity: int,
     max_loop_stages: int,
+    max_staleness: int = 0,
 ) -> SearchResult:
     started = time.perf_counter()
     space, tables = prepare(
-        workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+        workflow,
+        cluster,
+        costs,
+        max_granularity=max_granularity,
+        max_loop_stages=max_loop_stages,
+        max_staleness=max_staleness,
     )
     points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
     if not points:

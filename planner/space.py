@@ -14,6 +14,10 @@ A point of the space (:class:`PlanPoint`) is:
   groups, capped), and for the loop a number of pipeline stages from :attr:`PlanSpace.loop_ladder` (divisors of
   the environment count, capped);
 * an **offload** flag per component that shares its group with another component and has state to move;
+* with a staleness bound ``K >= 1`` (asynchronous plans), a **staleness** of 0 or 1: at 1 the rollout side of
+  iteration ``i + 1`` runs while iteration ``i`` trains (one step of the pipeline per iteration, the new weights
+  synced at its end); a larger staleness lowers to the same steady-state step with more samples buffered, so it
+  is never faster and the space holds 0 and 1 only;
 * on a cluster with CPU cores beside its GPUs (the core pool, :mod:`rlinf.core.cluster`), a **pool** per group: the
   components that need no GPU (``Component.cpu_ok``) may leave the device pool together and form one group on a
   contiguous block of cores (any count up to the pool), the others being cut into device groups as above.
@@ -54,6 +58,8 @@ class PlanPoint:
     offload: frozenset[str] = frozenset()
     pools: tuple[str, ...] = ()
     """Pool of each group: ``device`` or ``cpu`` (the cores beside GPUs); empty means every group on devices."""
+    staleness: int = 0
+    """The plan's ``max_staleness``: 0 (synchronous) or 1 (the rollout side one iteration ahead)."""
 
     def __attrs_post_init__(self) -> None:
         assert len(self.groups) == len(self.sizes), (self.groups, self.sizes)
@@ -70,7 +76,12 @@ class PlanPoint:
             for name in group:
                 placements.append(Placement(component=name, devices=range(first, first + size), pool=pool))
             start[pool] = first + size
-        return Plan(placements=placements, granularity=dict(self.granularity), offload=self.offload)
+        return Plan(
+            placements=placements,
+            granularity=dict(self.granularity),
+            offload=self.offload,
+            max_staleness=self.staleness,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +105,9 @@ class PlanSpace:
     """Cores of the core pool (CPU cores beside GPUs); 0: every group is on devices."""
     pools: tuple[tuple[str, ...], ...] = ()
     """Per partition, the pool of each of its groups (empty: every group on devices)."""
+    staleness_ladder: tuple[int, ...] = (0,)
+    """The staleness values the space holds: 0, and 1 under a bound ``K >= 1`` when the workflow has an edge into
+    its training side."""
 
     def __attrs_post_init__(self) -> None:
         if not self.pools:
@@ -179,9 +193,15 @@ class PlanSpace:
                     continue
                 for granularity in granularities:
                     for offload in offload_sets:
-                        yield PlanPoint(
-                            groups=groups, sizes=sizes, granularity=granularity, offload=offload, pools=pools
-                        )
+                        for staleness in self.staleness_ladder:
+                            yield PlanPoint(
+                                groups=groups,
+                                sizes=sizes,
+                                granularity=granularity,
+                                offload=offload,
+                                pools=pools,
+                                staleness=staleness,
+                            )
 
     def sample(self, rng: random.Random) -> PlanPoint | None:
         """A random point: a partition, then each group's size from those that leave room for the groups after
@@ -209,7 +229,12 @@ class PlanSpace:
         movable = [n for g in groups for n in self.offloadable(g)]
         offload = frozenset(n for n in movable if rng.random() < 0.5)
         return PlanPoint(
-            groups=groups, sizes=tuple(sizes), granularity=granularity, offload=offload, pools=pools
+            groups=groups,
+            sizes=tuple(sizes),
+            granularity=granularity,
+            offload=offload,
+            pools=pools,
+            staleness=rng.choice(self.staleness_ladder),
         )
 
     def count(self) -> int:
@@ -224,7 +249,7 @@ class PlanSpace:
                 if mine:
                     choices *= _num_size_choices(mine, self.budget(pool))
             total += choices * num_offload
-        return total * num_granularities
+        return total * num_granularities * len(self.staleness_ladder)
 
 
 def is_light(workflow: Workflow, name: str) -> bool:
@@ -241,6 +266,7 @@ def build_space(
     num_cores: int = 0,
     max_granularity: int = DEFAULT_MAX_GRANULARITY,
     max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
+    max_staleness: int = 0,
 ) -> PlanSpace:
     """The plan space of ``workflow`` on ``num_devices`` devices and ``num_cores`` cores beside them.
 
@@ -266,6 +292,13 @@ def build_space(
                 "env and policy are not consecutive in topological order",
                 "declare the loop's env and policy next to each other",
             )
+    require(
+        isinstance(max_staleness, int) and max_staleness >= 0,
+        "--max-staleness",
+        max_staleness,
+        "must be an integer >= 0",
+        "give how many iterations the rollout may run ahead of training (0: synchronous)",
+    )
     require(
         isinstance(num_cores, int) and num_cores >= 0,
         "num_cores",
@@ -301,6 +334,7 @@ def build_space(
         partitions=tuple(partitions),
         pools=tuple(pools),
         num_cores=num_cores,
+        staleness_ladder=(0, 1) if max_staleness >= 1 and workflow.buffered_edges else (0,),
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,

@@ -27,7 +27,12 @@ def spread_loop_plans(workflow: Workflow, plan: Plan, loop_ladder: tuple[int, ..
         return []
     devices = len(_spread_devices(plan))
     return [
-        Plan(placements=placements, granularity={**plan.granularity, "loop": stages}, offload=plan.offload)
+        Plan(
+            placements=placements,
+            granularity={**plan.granularity, "loop": stages},
+            offload=plan.offload,
+            max_staleness=plan.max_staleness,
+        )
         for stages in loop_ladder
         if loop_pinned(devices, devices, stages)
     ]

@@ -22,6 +22,9 @@ micro-batch counts ``m_c`` and offload set ``O``:
   the actor's devices with inference elsewhere: that group's device order sends every micro-batch round the
   chain before the next enters it) plus the others' first micro-batches, and at least ``loop cycle + sum(f_h)``, where the loop cycle is ``num_steps`` x (one act + one env step + the transfers)
   when env and policy sit in different groups;
+* with a staleness bound (``staleness`` 1) the rollout side's phases and the training side's (each taken as if the
+  other were absent) run at the same time: ``Z = max(P, T) + weight syncs``, or ``P + T + weight syncs`` when a
+  group holds components of both sides (they time-share its devices);
 * ``Z = sum(phases) + weight syncs`` (local bandwidth within a group, the cluster's link otherwise, the host link
   between a device group and a core group).
 
@@ -172,13 +175,65 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     """The surrogate iteration time and per-group peak memory of ``point`` (see the module docstring)."""
     workflow = tables.space.workflow
     counts = tables.counts(point.granularity)
-    loop = workflow.loop
-    position = tables.position
-    first_switch = min((position[n] for n in point.offload), default=len(position))
     group_of = {n: i for i, group in enumerate(point.groups) for n in group}
     pool_of = {n: point.pools[i] for n, i in group_of.items()}
+    if point.staleness:
+        producer, trainer = staleness_sides(tables, point.groups)
+        produce_s = _phases_seconds(tables, point, producer, counts, group_of, pool_of)
+        train_s = _phases_seconds(tables, point, trainer, counts, group_of, pool_of)
+        total_s = (
+            produce_s + train_s if sides_share_devices(workflow, point.groups) else max(produce_s, train_s)
+        )
+    else:
+        total_s = _phases_seconds(tables, point, phases(tables, point.groups), counts, group_of, pool_of)
+    for sync_s in sync_terms(tables, group_of, pool_of):
+        total_s += sync_s
+    peaks = tuple(
+        group_peak_bytes(tables, group, size, counts, point.offload, pool)
+        for group, size, pool in zip(point.groups, point.sizes, point.pools, strict=True)
+    )
+    capacities = tuple(tables.capacity(pool) for pool in point.pools)
+    return Estimate(iteration_s=total_s, peak_bytes=peaks, capacity_bytes=capacities)
+
+
+def staleness_sides(
+    tables: CostTables, groups: tuple[Group, ...]
+) -> tuple[tuple[Phase, ...], tuple[Phase, ...]]:
+    """The phases of the rollout side and of the training side of a partition, each as if alone (memoized): with
+    a staleness bound they run at the same time, the training side on buffered samples."""
+    key = ("sides", groups)
+    if key not in tables._memo:
+        workflow = tables.space.workflow
+        trainers = set(workflow.trainer_side)
+        out = []
+        for keep in (lambda n: n not in trainers, lambda n: n in trainers):
+            order = tuple(n for n in tables.space.order if keep(n))
+            kept = tuple(tuple(n for n in g if keep(n)) for g in groups)  # group indices stay
+            out.append(phases_of(workflow, order, kept) if order else ())
+        tables._memo[key] = (out[0], out[1])
+    return tables._memo[key]
+
+
+def sides_share_devices(workflow: Workflow, groups: tuple[Group, ...]) -> bool:
+    """Whether a group holds components of both sides (they then time-share its devices)."""
+    trainers = set(workflow.trainer_side)
+    return any(not trainers.isdisjoint(g) and not trainers.issuperset(g) for g in groups)
+
+
+def _phases_seconds(
+    tables: CostTables,
+    point: PlanPoint,
+    of: tuple[Phase, ...],
+    counts: dict[str, int],
+    group_of: dict[str, int],
+    pool_of: dict[str, str],
+) -> float:
+    """The seconds of ``of`` (phases of the point's partition, or of one side of it) run one after the other."""
+    loop = tables.space.workflow.loop
+    position = tables.position
+    first_switch = min((position[n] for n in point.offload), default=len(position))
     total_s = 0.0
-    for phase in phases(tables, point.groups):
+    for phase in of:
         busy, fill = [], []
         for g, members in phase.members:
             key = (
@@ -214,14 +269,7 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
                 cycle = loop.num_steps * (profiles[loop.env].first_s + profiles[loop.policy].first_s + moved)
                 seconds = max(seconds, cycle + fills)
         total_s += seconds
-    for sync_s in sync_terms(tables, group_of, pool_of):
-        total_s += sync_s
-    peaks = tuple(
-        group_peak_bytes(tables, group, size, counts, point.offload, pool)
-        for group, size, pool in zip(point.groups, point.sizes, point.pools, strict=True)
-    )
-    capacities = tuple(tables.capacity(pool) for pool in point.pools)
-    return Estimate(iteration_s=total_s, peak_bytes=peaks, capacity_bytes=capacities)
+    return total_s
 
 
 def sync_terms(tables: CostTables, group_of: dict[str, int], pool_of: dict[str, str]) -> list[float]:

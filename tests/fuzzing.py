@@ -439,6 +439,7 @@ def stubbed() -> Iterator[None]:
     """The heavy stages replaced by :class:`Reached`, and a fixed machine of 2 CPU cores and no GPU (so that
     outcomes do not depend on the machine running the suite)."""
     import executor.devices
+    import rlinf.app.auto
     import rlinf.app.profiling
     import rlinf.app.runner
     import rlinf.commands.plan
@@ -454,7 +455,7 @@ def stubbed() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         for module, name in (
             (rlinf.app.runner, "train"),
-            (rlinf.app.runner, "plan_from_trace"),
+            (rlinf.app.auto, "plan_from_trace"),
             (rlinf.app.profiling, "profile"),
             (rlinf.commands.plan, "search"),
             (capacity_sweep, "_run"),

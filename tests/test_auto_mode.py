@@ -11,9 +11,9 @@ import pytest
 
 import rlinf.app.profiling
 from planner.search import is_own
+from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import merge_traces
-from rlinf.app.runner import plan_from_trace
 from rlinf.cli import main
 from rlinf.core.cluster import cpu_cluster
 from rlinf.core.errors import ConfigError

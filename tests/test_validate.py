@@ -204,7 +204,7 @@ def test_mirror_images_of_a_plan_are_measured_once() -> None:
     """Plans that differ only in which device is which (the actor beside a loop spread over both cores on core 0 or
     on core 1) share a layout and are predicted alike: validate measures one of them, not both, while distinct
     plans remain (an earlier run measured both twins, and its top-1 check came down to their order)."""
-    from rlinf.app.runner import Candidate
+    from rlinf.app.auto import Candidate
     from rlinf.commands.validate import _choose, layout
     from rlinf.core.plan import plan_from_yaml
 

@@ -2,7 +2,7 @@
 
 ``--mode auto`` profiles the job's probe plans within ``--profile-budget`` seconds (or reuses ``--trace``), merges
 the samples of earlier runs (``--merge-trace RUN_DIR/trace.json``), lets the planner choose from the trace
-(:func:`rlinf.app.runner.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
+(:func:`rlinf.app.auto.plan_from_trace`), prints the chosen plan and the runner-ups' predicted times, then trains,
 reporting each iteration's measured and predicted time. The run directory also gets ``profile_trace.json``.
 ``--backend ray`` runs workers as Ray actors (one Ray session for profiling and training); a failing worker makes
 the run restart its workers from the newest checkpoint, up to ``--max-restarts`` times; ``--resume RUN_DIR``
@@ -356,8 +356,8 @@ def _backends(args: argparse.Namespace, num_devices: int) -> Any:
 
 def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
     """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
+    from rlinf.app.auto import Candidate, plan_from_trace
     from rlinf.app.profiling import ProfileSettings, merge_traces, other_processor, profile
-    from rlinf.app.runner import Candidate, plan_from_trace
     from rlinf.core.trace import load_trace
 
     if args.trace:

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         resolve_accelerator,
     )
     from planner.judge import quiet_copy
+    from rlinf.app.auto import plan_from_trace
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import (
         COST_STATISTIC,
@@ -111,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
         samples_by_plan,
         split_iterations,
     )
-    from rlinf.app.runner import plan_from_trace
     from rlinf.core import fidelity
     from rlinf.core.costs import fit
     from rlinf.core.export import write_timeline_pair_png

@@ -37,6 +37,8 @@ class _Pending:
     key: tuple
     op: Op
     dep_keys: tuple[tuple, ...]
+    lagged_keys: tuple[tuple, ...] = ()
+    """Keys of ops whose output this op reads ``max_staleness`` iterations later (no dependency within one)."""
 
 
 def lower(workflow: Workflow, plan: Plan, cluster: Cluster) -> Program:
@@ -139,6 +141,8 @@ class _Builder:
         self.cluster = cluster
         self.placed = global_devices(plan, cluster)
         """Each component's devices as global ids."""
+        self.buffered = frozenset(workflow.buffered_edges) if plan.max_staleness else frozenset()
+        """Edges whose consumer reads what the producer made ``max_staleness`` iterations before."""
         self.order = workflow.topological_order()
         self.rank = {name: i for i, name in enumerate(self.order)}
         self.num_groups = workflow.batch_size // workflow.group_size
@@ -218,9 +222,11 @@ class _Builder:
     def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
         return (fraction, self.rank[name], step, index, sub, name)
 
-    def _add(self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float) -> tuple:
+    def _add(
+        self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float, lagged: tuple[tuple, ...] = ()
+    ) -> tuple:
         assert key not in self.pending, key
-        self.pending[key] = _Pending(key=key, op=op, dep_keys=dep_keys)
+        self.pending[key] = _Pending(key=key, op=op, dep_keys=dep_keys, lagged_keys=lagged)
         self.fraction[key] = fraction
         return key
 
@@ -235,11 +241,13 @@ class _Builder:
         self._insert_context_switches()
         return self._finish()
 
-    def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float]:
-        """Dependency keys (through transfers where needed) and the batch fraction they need."""
+    def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float, tuple[tuple, ...]]:
+        """Dependency keys (through transfers where needed), the batch fraction they need, and the keys read
+        ``max_staleness`` iterations later (the buffered edges into the training side: no dependency now)."""
         m = self.micro_batches[name]
         lo, hi = self._ranges(m)[micro_batch]
         deps: list[tuple] = []
+        lagged: list[tuple] = []
         needed = (micro_batch + 1) / m
         for edge in self.workflow.incoming(name):
             producer_ranges = self._ranges(self.micro_batches[edge.src])
@@ -249,13 +257,17 @@ class _Builder:
                 # Ranges are contiguous and increasing: the first overlapping one ends after lo.
                 first = bisect.bisect_right(self._ends_cache[self.micro_batches[edge.src]], lo)
                 overlapping = range(first, len(producer_ranges))
+            buffered = edge in self.buffered
             for i in overlapping:
                 if producer_ranges[i][0] >= hi and edge.kind == "stream":
                     break
                 key = self._transfer(edge.src, name, i, edge.bytes_per_sample)
+                if buffered:
+                    lagged.append(key)
+                    continue
                 deps.append(key)
                 needed = max(needed, self.fraction[key])
-        return tuple(deps), needed
+        return tuple(deps), needed, tuple(lagged)
 
     def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
         """Key that makes producer output ``micro_batch`` available to ``dst`` (a transfer op if needed)."""
@@ -288,9 +300,9 @@ class _Builder:
         inputs = [self._inputs(name, j) for j in range(m)]
         if name in self.plan.offload and self._shares_device(name):
             # Switched: one onload per iteration, so its ops stay together at the latest fraction any needs.
-            latest = max(needed for _, needed in inputs)
-            inputs = [(dep_keys, latest) for dep_keys, _ in inputs]
-        for j, (dep_keys, needed) in enumerate(inputs):
+            latest = max(needed for _, needed, _ in inputs)
+            inputs = [(dep_keys, latest, lagged) for dep_keys, _, lagged in inputs]
+        for j, (dep_keys, needed, lagged) in enumerate(inputs):
             samples = self._samples(name, j)
             op = Op(
                 index=-1,
@@ -304,7 +316,7 @@ class _Builder:
                 tokens=int(round(samples * self.workflow.tokens_per_sample)),
                 pool=self.plan.pool_of(name),
             )
-            key = self._add(self._key(name, needed, 0, j, 0.0), op, dep_keys, needed)
+            key = self._add(self._key(name, needed, 0, j, 0.0), op, dep_keys, needed, lagged)
             self.output[(name, j)] = key
 
     def _lower_loop(self) -> None:
@@ -458,7 +470,12 @@ class _Builder:
         ordered = [self.pending[key] for key in sorted(self.pending)]
         index = {item.key: i for i, item in enumerate(ordered)}
         ops = tuple(
-            _placed(item.op, i, tuple(sorted({index[k] for k in item.dep_keys})))
+            _placed(
+                item.op,
+                i,
+                tuple(sorted({index[k] for k in item.dep_keys})),
+                tuple(sorted({index[k] for k in item.lagged_keys})),
+            )
             for i, item in enumerate(ordered)
         )
         lanes = self._lanes(ops)
@@ -477,7 +494,18 @@ class _Builder:
             units_per_iteration=self.workflow.units_per_iteration,
             tokens_per_iteration=tokens,
             samples_per_iteration=self.workflow.batch_size,
+            max_staleness=self.plan.max_staleness,
+            trainer_side=self.workflow.trainer_side if self.plan.max_staleness else (),
+            buffered_bytes_per_device=self._buffered_bytes(),
         )
+
+    def _buffered_bytes(self) -> tuple[tuple[str, int], ...]:
+        """Per training component fed by a buffered edge: ``max_staleness`` iterations of its input per device."""
+        out: dict[str, int] = {}
+        for edge in sorted(self.buffered, key=lambda e: e.key):
+            whole = self.plan.max_staleness * self.workflow.batch_size * edge.bytes_per_sample
+            out[edge.dst] = out.get(edge.dst, 0) + -(-whole // len(self.placed[edge.dst]))
+        return tuple(sorted(out.items()))
 
     def _lanes(self, ops: tuple[Op, ...]) -> tuple[Lane, ...]:
         """Group devices by the set of components they host: such devices run the same op sequence, since
@@ -499,11 +527,12 @@ class _Builder:
                 for index, names, on in owners
                 if not names.isdisjoint(group) and not on.isdisjoint(devices)
             )
+            buffered = dict(self._buffered_bytes())
             resident = sum(
                 self.workflow.component(n).state_bytes_per_device()
                 for n in group
                 if not (n in self.plan.offload and self._shares_device(n))
-            )
+            ) + sum(buffered.get(n, 0) for n in group)
             lanes.append(Lane(devices=tuple(devices), ops=order, initial_resident_bytes=resident))
         return tuple(sorted(lanes, key=lambda lane: lane.devices[0]))
 
@@ -521,11 +550,13 @@ def loop_pinned(env_devices: int, policy_devices: int, stages: int) -> bool:
     return env_devices == policy_devices > 1 and stages % env_devices == 0
 
 
-def _placed(draft: Op, index: int, deps: tuple[int, ...]) -> Op:
-    """``attrs.evolve(draft, index=index, deps=deps)`` for a draft op that only this lowering holds: the two
-    fields are set in place, skipping evolve's copy of every field (a planner search lowers thousands of ops)."""
+def _placed(draft: Op, index: int, deps: tuple[int, ...], lagged: tuple[int, ...] = ()) -> Op:
+    """``attrs.evolve(draft, index=index, deps=deps, lagged=lagged)`` for a draft op that only this lowering holds:
+    the fields are set in place, skipping evolve's copy of every field (a planner search lowers thousands of ops)."""
     object.__setattr__(draft, "index", index)
     object.__setattr__(draft, "deps", deps)
+    if lagged:
+        object.__setattr__(draft, "lagged", lagged)
     return draft
 
 

@@ -10,6 +10,7 @@ A plan is written in YAML with RLinf-style device ranges::
     granularity:          # micro-batches per stream edge, pipeline stages of the embodied loop
       rollout->reward: 8
     offload: [rollout, actor]   # components that move their state to host memory when they yield a device
+    max_staleness: 1      # the rollout side may run this many iterations ahead of training (0: synchronous)
 
 The mode is derived from the placement, never declared: every component on the same devices is ``collocated``,
 pairwise disjoint device sets are ``disaggregated``, anything else is ``hybrid``. Device ids count within their
@@ -35,6 +36,8 @@ from rlinf.core.inputs import parse_yaml, read_text
 from rlinf.core.workflow import Workflow
 
 MODES = ("collocated", "disaggregated", "hybrid")
+MAX_STALENESS = 64
+"""The largest staleness bound a plan may hold."""
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +127,11 @@ class Plan:
     """Micro-batches per stream edge (``src->dst``) and pipeline stages of the embodied loop (``loop``)."""
     offload: frozenset[str] = attrs.field(factory=frozenset, converter=_names)
     """Components that offload their state when they yield a shared device."""
+    max_staleness: int = 0
+    """How many iterations the rollout side (everything that feeds the training components) may run ahead of
+    training: 0 is synchronous (an iteration's rollout starts after the previous iteration's training); with
+    ``k >= 1`` iteration ``i + k``'s rollout runs while iteration ``i`` trains, on weights at most ``k`` versions
+    old (an iteration of the program is then one step of that pipeline)."""
 
     def __attrs_post_init__(self) -> None:
         names = [p.component for p in self.placements]
@@ -156,9 +164,16 @@ class Plan:
                 "must be a component name",
                 "write offload: [name, ...]",
             )
+        integer(
+            "max_staleness",
+            self.max_staleness,
+            minimum=0,
+            maximum=MAX_STALENESS,
+            fix="give how many iterations the rollout may run ahead of training (0: synchronous)",
+        )
 
     def __hash__(self) -> int:
-        return hash((self.placements, tuple(self.granularity.items()), self.offload))
+        return hash((self.placements, tuple(self.granularity.items()), self.offload, self.max_staleness))
 
     def pool_of(self, component: str) -> str:
         """The pool ``component`` is placed in."""
@@ -297,6 +312,15 @@ class Plan:
                     f"exceeds the {num_groups} prompt groups in a batch",
                     f"use at most {num_groups} micro-batches",
                 )
+        if self.max_staleness:
+            require(
+                bool(workflow.buffered_edges),
+                "max_staleness",
+                self.max_staleness,
+                f"needs an edge from the rollout side into a training component (actor or critic); "
+                f"{workflow.name} has none",
+                "use max_staleness: 0",
+            )
         for name in sorted(self.offload):
             require(
                 name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}"
@@ -325,6 +349,8 @@ class Plan:
             out["granularity"] = dict(self.granularity)
         if self.offload:
             out["offload"] = sorted(self.offload)
+        if self.max_staleness:
+            out["max_staleness"] = self.max_staleness
         return out
 
     def to_yaml(self) -> str:
@@ -339,6 +365,8 @@ class Plan:
             text += " | " + " ".join(f"{k}={v}" for k, v in self.granularity.items())
         if self.offload:
             text += " | offload " + ",".join(sorted(self.offload))
+        if self.max_staleness:
+            text += f" | staleness {self.max_staleness}"
         return text
 
 
@@ -408,7 +436,7 @@ def format_devices(devices: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
-PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload")
+PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload", "max_staleness")
 
 
 def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:
@@ -460,7 +488,12 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores:
             "must be a component name",
             "write offload: [name, ...]",
         )
-    plan = Plan(placements=placements, granularity=granularity, offload=offload)
+    plan = Plan(
+        placements=placements,
+        granularity=granularity,
+        offload=offload,
+        max_staleness=data.get("max_staleness") or 0,
+    )
     bound = limits.current().max_micro_batches
     for key, value in plan.granularity.items():
         if value > bound:

@@ -46,6 +46,10 @@ class Op:
     peer: str = ""
     """Consumer of a transfer or destination of a weight sync."""
     deps: tuple[int, ...] = ()
+    lagged: tuple[int, ...] = ()
+    """Ops whose output this op reads :attr:`Program.max_staleness` iterations later: a training component's input
+    from the rollout side under a staleness bound. Not a dependency: the producer's output of this iteration waits
+    in a buffer while the op reads an earlier one."""
     pool: str = "device"
     """The pool of a compute op's devices (:mod:`rlinf.core.cluster`): ``device``, or ``cpu`` for the cores beside
     GPUs. Costs are measured and priced per pool."""
@@ -96,6 +100,14 @@ class Program:
     samples_per_iteration: int = 1
     component_devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Each component's devices (global ids), sorted by component."""
+    max_staleness: int = 0
+    """The plan's staleness bound: with ``k >= 1`` one run of this program is one step of the asynchronous pipeline,
+    the rollout side producing iteration ``i + k`` while the training side trains iteration ``i``."""
+    trainer_side: tuple[str, ...] = ()
+    """With a staleness bound, the training components (they sit out the first ``k`` steps, while the rollout side
+    fills the buffer, and the rollout side sits out the last ``k``)."""
+    buffered_bytes_per_device: tuple[tuple[str, int], ...] = ()
+    """Per training component, the bytes of samples it holds in its buffer per device (``k`` iterations' worth)."""
 
     def devices_of(self, component: str) -> tuple[int, ...]:
         """The devices (global ids) of ``component``."""

@@ -18,6 +18,9 @@ from rlinf.core.config_structure import structure_config
 from rlinf.core.errors import ConfigError, integer, non_negative, positive, require, to_tuple
 
 ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
+TRAINER_ROLES = ("actor", "critic")
+"""Roles of the training side: with a staleness bound (``Plan.max_staleness`` >= 1) they train on what the rollout
+side produced up to that many iterations before, while the rollout side runs ahead."""
 EDGE_KINDS = ("stream", "barrier")
 UNITS = ("samples", "env_steps")
 
@@ -315,6 +318,18 @@ class Workflow:
             return attrs.evolve(workflow, components=components)
 
         return plain(self) == plain(other)
+
+    @property
+    def trainer_side(self) -> tuple[str, ...]:
+        """The components that train (:data:`TRAINER_ROLES`), in declaration order."""
+        return tuple(c.name for c in self.components if c.role in TRAINER_ROLES)
+
+    @property
+    def buffered_edges(self) -> tuple[Edge, ...]:
+        """The edges from the rollout side into the training side: what a staleness bound buffers (the trainer
+        reads what the producer made ``max_staleness`` iterations before)."""
+        trainers = set(self.trainer_side)
+        return tuple(e for e in self.edges if e.dst in trainers and e.src not in trainers)
 
     @property
     def units_per_iteration(self) -> int:

@@ -51,9 +51,12 @@ def require_ray() -> None:
         ) from None
 
 
-def run(program: Program, workers: Mapping[str, WorkerSpec], *, backend: Backend) -> RunResult:
-    """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``."""
-    return backend.execute(program, workers)
+def run(
+    program: Program, workers: Mapping[str, WorkerSpec], *, backend: Backend, phase: str = "steady"
+) -> RunResult:
+    """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``; under a staleness
+    bound one step of the pipeline, ``phase`` ``fill``, ``steady`` or ``drain`` (:meth:`ControlDriver.execute`)."""
+    return backend.execute(program, workers, phase)
 
 
 __all__ = [

@@ -279,6 +279,28 @@ class Mailbox:
         for dst, key, packed in items:
             self._arrived[(dst, key)] = unpack(packed)
 
+    def pop(self, key: tuple, worker: int | None = None) -> Mapping[str, Any]:
+        """:meth:`receive`, then forget the payload (a buffered input, read once)."""
+        payload = self.receive(key, worker)
+        del self._arrived[(self.me.worker if worker is None else worker, key)]
+        return payload
+
+    def buffered(self, worker: int) -> list[tuple[tuple, Mapping[str, Any]]]:
+        """The buffered payloads ``worker`` holds (keys starting with ``"buffer"``), oldest first."""
+        return sorted(
+            (
+                (key, payload)
+                for (dst, key), payload in self._arrived.items()
+                if dst == worker and key[0] == "buffer"
+            ),
+            key=lambda item: item[0][1:],
+        )
+
+    def rebuffer(self, worker: int, items: list[tuple[tuple, Mapping[str, Any]]]) -> None:
+        """Put buffered payloads back for ``worker`` (a checkpoint's, when a run resumes)."""
+        for key, payload in items:
+            self._arrived[(worker, tuple(key))] = dict(payload)
+
     def clear(self) -> None:
-        """Drop every received payload (end of an iteration)."""
-        self._arrived.clear()
+        """Drop every received payload (end of an iteration) but the buffered ones, which a later run reads."""
+        self._arrived = {slot: payload for slot, payload in self._arrived.items() if slot[1][0] == "buffer"}

@@ -26,11 +26,26 @@ from executor.dispatch import (
     check_workers,
     drive,
 )
-from executor.messages import Call, Command, EndRun, Failed, Prepare, Ready, Result, RunLane, ToDriver
+from executor.messages import (
+    BUFFERED,
+    REBUFFER,
+    Call,
+    Command,
+    EndRun,
+    Failed,
+    Prepare,
+    Ready,
+    Result,
+    RunLane,
+    ToDriver,
+    buffer_key,
+)
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
 from rlinf.core.program import Program
 
+PHASES = ("fill", "steady", "drain")
+"""The phases of a run under a staleness bound (see :meth:`ControlDriver.execute`)."""
 CHECK_EVERY_S = 1.0
 """While no reply arrives, how often the backend is asked whether a worker stopped without closing its
 connection (e.g. a Ray node that vanished from the network)."""
@@ -38,6 +53,17 @@ connection (e.g. a Ray node that vanished from the network)."""
 
 Running = Mapping[int, str] | Callable[[], Mapping[int, str]]
 """Per worker, the label of what it runs (or a function giving it at the moment it is needed)."""
+
+
+def sitting_out(program: Program, layout: Layout, phase: str) -> frozenset[int]:
+    """The workers that sit a run of ``phase`` out: none in a ``steady`` run (and always without a staleness
+    bound), the training side's in a ``fill`` run, every other component's in a ``drain`` run."""
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r}: use one of {PHASES}")
+    if not program.max_staleness or phase == "steady":
+        return frozenset()
+    trainers = set(program.trainer_side)
+    return frozenset(r.worker for r in layout.replicas if (r.component in trainers) == (phase == "fill"))
 
 
 def _labels(running: Running) -> Mapping[int, str]:
@@ -60,6 +86,10 @@ class ControlDriver(WorkerStateMixin):
         """The program whose lanes were built last, and its lanes (rebuilt only for another program)."""
         self._lanes_sent: set[int] = set()
         """Workers that hold those lanes: later runs of the same program send them none."""
+        self._skip: frozenset[int] = frozenset()
+        """Workers that sit the current run out."""
+        self._lag = 0
+        """The current program's staleness bound."""
 
     def __enter__(self) -> Any:
         return self
@@ -127,9 +157,15 @@ class ControlDriver(WorkerStateMixin):
                     self.fail(message.worker, phase, message.description, message.traceback)
 
     # ------------------------------------------------------------------ running
-    def execute(self, program: Program, workers: Mapping[str, WorkerSpec]) -> RunResult:
-        """Run ``program`` once and return its measured timeline, cost samples and infos."""
+    def execute(
+        self, program: Program, workers: Mapping[str, WorkerSpec], phase: str = "steady"
+    ) -> RunResult:
+        """Run ``program`` once and return its measured timeline, cost samples and infos. Under a staleness bound
+        (``program.max_staleness``) ``phase`` says who works: ``fill`` (the rollout side only, while the training
+        side's buffer fills), ``steady`` (both) or ``drain`` (the training side only)."""
         layout = self._ensure_started(program, workers)
+        self._skip = sitting_out(program, layout, phase)
+        self._lag = program.max_staleness
         self._prepare(program, layout)
         self._run_id += 1
         if self._lanes is None or self._lanes[0] is not program:
@@ -142,6 +178,28 @@ class ControlDriver(WorkerStateMixin):
         self._resident = list(run.resident)
         return result
 
+    def buffered(self) -> list[list[Any]]:
+        """Every worker's buffered inputs, between runs, as ``[worker, age, op, producer worker, payload]`` (age:
+        how many runs before the last one they were produced), for a checkpoint."""
+        assert self._layout is not None, "no workers are running"
+        out = []
+        for replica in self._layout.replicas:
+            for key, payload in self.call(replica.component, BUFFERED, rank=replica.rank):
+                _, run, op, producer = key
+                out.append([replica.worker, self._run_id - run, op, producer, dict(payload)])
+        return out
+
+    def rebuffer(self, entries: Sequence[Sequence[Any]]) -> None:
+        """Put the buffered inputs of :meth:`buffered` back, due in the same runs from now on."""
+        assert self._layout is not None, "no workers are running: call start() first"
+        by_worker: dict[int, list] = {}
+        for worker, age, op, producer, payload in entries:
+            key = buffer_key(self._run_id - int(age), int(op), int(producer))
+            by_worker.setdefault(int(worker), []).append((key, payload))
+        for worker, items in sorted(by_worker.items()):
+            replica = self._layout.replicas[worker]
+            self.call(replica.component, REBUFFER, items, rank=replica.rank)
+
     def _prepare(self, program: Program, layout: Layout) -> None:
         """Offload the components the program onloads, onload the others (before the clock starts)."""
         onloaded = {op.component for op in program.ops if op.kind == "onload"}
@@ -151,9 +209,10 @@ class ControlDriver(WorkerStateMixin):
 
     def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
         """Send ``worker`` its lane, or only the run id when it holds this program's lane already (part of
-        :class:`executor.dispatch.Transport`)."""
+        :class:`executor.dispatch.Transport`), with the run's phase (who sits out) and lag."""
         held = worker in self._lanes_sent
-        self._connections[worker].send(RunLane(self._run_id, None if held else commands, worker))
+        lane = RunLane(self._run_id, None if held else commands, worker, skip=self._skip, lag=self._lag)
+        self._connections[worker].send(lane)
         self._lanes_sent.add(worker)
 
     def current_ops(self) -> dict[int, int]:

@@ -94,8 +94,8 @@ class Transport(Protocol):
 class Backend(Protocol):
     """What :func:`executor.run` needs: the local backend and the Ray backend both follow it."""
 
-    def execute(self, program: Program, workers: Mapping[str, Any]) -> RunResult:
-        """Run ``program`` once with ``workers`` (component -> spec)."""
+    def execute(self, program: Program, workers: Mapping[str, Any], phase: str = "steady") -> RunResult:
+        """Run ``program`` once with ``workers`` (component -> spec); ``phase`` under a staleness bound."""
 
     def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
         """Call ``method`` (e.g. ``checkpoint``) on replica ``rank`` of ``component`` and return its answer."""
@@ -206,13 +206,21 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
     """(worker, command) pairs that run ``op`` (without their waits and signals)."""
     if op.kind == "compute":
         out: list[tuple[int, Command]] = []
+        lagged_producers = routes.lagged_producers[op.index] if routes.lagged_producers else ()
+        lagged_consumers = routes.lagged_consumers[op.index] if routes.lagged_consumers else ()
         for replica in _runners(layout, op.component, op.devices):
-            inputs = tuple(
-                (producer, source.worker)
-                for producer in routes.producers[op.index]
-                for source in _overlapping(_runners_of(layout, program.ops[producer]), replica)
+            inputs, lagged = (
+                tuple(
+                    (producer, source.worker)
+                    for producer in producers
+                    for source in _overlapping(_runners_of(layout, program.ops[producer]), replica)
+                )
+                for producers in (routes.producers[op.index], lagged_producers)
             )
-            pushes = _pushes(layout, routes, op.index, replica, routes.direct_consumers[op.index])
+            pushes = _pushes(
+                layout, routes.reader_devices, op.index, replica, routes.direct_consumers[op.index]
+            )
+            later = _pushes(layout, routes.lagged_reader_devices, op.index, replica, lagged_consumers)
             command = Compute(
                 op=op.index,
                 name=op.name,
@@ -221,19 +229,24 @@ def _parts(program: Program, layout: Layout, routes: Routes, op: Op) -> list[tup
                 inputs=inputs,
                 pushes=pushes,
                 share=(replica.rank, replica.world),
+                lagged=lagged,
+                lagged_pushes=later,
             )
             out.append((replica.worker, command))
         return out
     if op.kind == "transfer":
         source = routes.transfer_source[op.index]
+        buffered = (op.index, op.peer) in routes.lagged_reader_devices  # the peer reads it in a later run
+        readers = routes.lagged_reader_devices if buffered else routes.reader_devices
         return [
             (
                 r.worker,
                 Send(
                     op=op.index,
                     source_op=source,
-                    pushes=_pushes(layout, routes, op.index, r, (op.peer,)),
+                    pushes=() if buffered else _pushes(layout, readers, op.index, r, (op.peer,)),
                     share=(r.rank, r.world),
+                    lagged_pushes=_pushes(layout, readers, op.index, r, (op.peer,)) if buffered else (),
                 ),
             )
             for r in _runners_of(layout, program.ops[source])
@@ -271,12 +284,16 @@ def _overlapping(producers: Sequence[Replica], consumer: Replica) -> list[Replic
 
 
 def _pushes(
-    layout: Layout, routes: Routes, op: int, producer: Replica, components: Sequence[str]
+    layout: Layout,
+    readers: Mapping[tuple[int, str], tuple[int, ...]],
+    op: int,
+    producer: Replica,
+    components: Sequence[str],
 ) -> tuple[Push, ...]:
     return tuple(
         (consumer.worker, consumer.rank, consumer.world)
         for name in components
-        for consumer in _runners(layout, name, routes.reader_devices[(op, name)])
+        for consumer in _runners(layout, name, readers[(op, name)])
         if share_overlaps(producer.rank, producer.world, consumer.rank, consumer.world)
     )
 

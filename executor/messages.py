@@ -45,6 +45,11 @@ class Compute(Command):
     pushes: tuple[Push, ...] = ()
     share: tuple[int, int] = (0, 1)
     """``(rank, world)`` of this worker among the op's workers: which part of the micro-batch its output is."""
+    lagged: tuple[tuple[int, int], ...] = ()
+    """``(producer op, producer worker)`` outputs read from the run :attr:`RunLane.lag` runs before (a training
+    component's buffered input under a staleness bound), after ``inputs``."""
+    lagged_pushes: tuple[Push, ...] = ()
+    """Consumers that read this op's output :attr:`RunLane.lag` runs later (it waits in their buffer)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -55,6 +60,8 @@ class Send(Command):
     pushes: tuple[Push, ...] = ()
     share: tuple[int, int] = (0, 1)
     """``(rank, world)`` of this worker among the workers of ``source_op``."""
+    lagged_pushes: tuple[Push, ...] = ()
+    """Consumers that read the output :attr:`RunLane.lag` runs later."""
 
 
 @attrs.frozen(kw_only=True)
@@ -105,6 +112,11 @@ class RunLane:
     run_id: int
     commands: tuple[Command, ...] | None
     worker: int
+    skip: frozenset[int] = frozenset()
+    """Workers that sit this run out (their commands only signal): under a staleness bound, the training side
+    while the rollout side fills the buffer, and the rollout side while the training side drains it."""
+    lag: int = 0
+    """The program's staleness bound: lagged inputs come from the run this many runs before."""
 
 
 @attrs.frozen
@@ -191,3 +203,15 @@ def done_key(run_id: int, op: int, worker: int) -> tuple:
 def data_key(run_id: int, op: int, worker: int) -> tuple:
     """Mailbox key of the rows of ``op``'s output that ``worker`` sends (also a weight sync's weights)."""
     return (run_id, op, worker)
+
+
+def buffer_key(run_id: int, op: int, worker: int) -> tuple:
+    """Mailbox key of the rows of ``op``'s output that ``worker`` sent in run ``run_id`` for a consumer that reads
+    them in a later run (kept across runs until read)."""
+    return ("buffer", run_id, op, worker)
+
+
+BUFFERED = "rlinf.executor.buffered"
+"""The :class:`Call` method that returns a worker's buffered inputs (for a checkpoint)."""
+REBUFFER = "rlinf.executor.rebuffer"
+"""The :class:`Call` method that puts buffered inputs back (restoring a checkpoint)."""

@@ -82,6 +82,12 @@ class Routes:
     reader_devices: Mapping[tuple[int, str], tuple[int, ...]]
     """``(compute or transfer op, consumer component)`` -> the devices of the consumer's compute ops that read
     that op's output (every op of one consumer that reads it runs on the same devices)."""
+    lagged_producers: tuple[tuple[int, ...], ...] = ()
+    """Per op index, producer compute ops whose output it reads a staleness bound's runs later (``Op.lagged``)."""
+    lagged_consumers: tuple[tuple[str, ...], ...] = ()
+    """Per compute op, components that read its output a staleness bound's runs later without a transfer."""
+    lagged_reader_devices: Mapping[tuple[int, str], tuple[int, ...]] = attrs.field(factory=dict)
+    """:attr:`reader_devices` of those later readers."""
 
 
 def routes_of(program: Program) -> Routes:
@@ -98,24 +104,32 @@ def routes_of(program: Program) -> Routes:
             )
             transfer_source[op.index] = sources[0]
     readers: dict[tuple[int, str], tuple[int, ...]] = {}
+    lagged: list[list[int]] = [[] for _ in ops]
+    lagged_consumers: list[list[str]] = [[] for _ in ops]
+    lagged_readers: dict[tuple[int, str], tuple[int, ...]] = {}
     for op in ops:
         if op.kind != "compute":
             continue
-        for dep in op.deps:
+        for dep, into, to, devices in [(d, producers, consumers, readers) for d in op.deps] + [
+            (d, lagged, lagged_consumers, lagged_readers) for d in op.lagged
+        ]:
             source = ops[dep]
             if source.kind == "transfer":
-                producers[op.index].append(transfer_source[dep])
+                into[op.index].append(transfer_source[dep])
             elif source.kind == "compute" and source.component != op.component:
-                producers[op.index].append(dep)
-                if op.component not in consumers[dep]:
-                    consumers[dep].append(op.component)
+                into[op.index].append(dep)
+                if op.component not in to[dep]:
+                    to[dep].append(op.component)
             else:
                 continue
-            known = readers.setdefault((dep, op.component), op.devices)
+            known = devices.setdefault((dep, op.component), op.devices)
             assert known == op.devices, f"{op.component} reads {source.label} on {known} and {op.devices}"
     return Routes(
         producers=tuple(tuple(p) for p in producers),
         direct_consumers=tuple(tuple(c) for c in consumers),
         transfer_source=transfer_source,
         reader_devices=readers,
+        lagged_producers=tuple(tuple(p) for p in lagged),
+        lagged_consumers=tuple(tuple(c) for c in lagged_consumers),
+        lagged_reader_devices=lagged_readers,
     )

@@ -29,6 +29,8 @@ from executor.channels import Mailbox, WorkerAddress
 from executor.collective import FileRendezvous, join_group
 from executor.devices import Device, DeviceLocks
 from executor.messages import (
+    BUFFERED,
+    REBUFFER,
     Call,
     Command,
     Compute,
@@ -48,6 +50,7 @@ from executor.messages import (
     Shutdown,
     SyncRecv,
     SyncSend,
+    buffer_key,
     data_key,
     done_key,
 )
@@ -188,6 +191,10 @@ class CommandRunner:
         self.lane: tuple[Command, ...] = ()
         """The commands of the last lane received (reused when a run's :class:`RunLane` carries none)."""
         self.own_device = (self.replica.device,)
+        self.skip: frozenset[int] = frozenset()
+        """Workers that sit the current run out (:attr:`executor.messages.RunLane.skip`)."""
+        self.lag = 0
+        """How many runs before the current one lagged inputs come from."""
         self.last_resident: int | None = None
         """Resident bytes after the last command (CPU: counted from the state tensors)."""
 
@@ -208,6 +215,10 @@ class CommandRunner:
         is onloaded for the call and offloaded again after it (its state tensors are empty while offloaded, and
         a restore may replace them, e.g. an optimizer's state); what the call returns keeps host copies of the
         state it views (a checkpoint's optimizer ``state_dict`` holds the live tensors)."""
+        if method == BUFFERED:
+            return self.mailbox.buffered(self.replica.worker)
+        if method == REBUFFER:
+            return self.mailbox.rebuffer(self.replica.worker, args[0])
         if not self.store.holds_state:
             return getattr(self.worker, method)(*args)
         self._onload()
@@ -228,8 +239,21 @@ class CommandRunner:
         elif not offloaded and self.store.holds_state:
             self._onload()
 
+    def sits_out(self, command: Command) -> bool:
+        """Whether this worker's part of ``command`` does nothing this run but signal: the worker sits the run out,
+        or it receives weights from one that does."""
+        if self.replica.worker in self.skip:
+            return True
+        return isinstance(command, SyncRecv) and command.source in self.skip
+
     def execute(self, command: Command) -> Record | Failed:
         """Run one command (its waits already met); returns its record or the failure."""
+        if self.sits_out(command):
+            now = self.clock()
+            with self.mailbox.bundle():
+                for destination in command.notify:
+                    self.mailbox.send(destination, done_key(self.run_id, command.op, self.replica.worker), {})
+            return Record(op=command.op, start=now, end=now, resident=self.last_resident or 0)
         holds_device = isinstance(command, _HOLDS_DEVICE) and self.locks is not None
         info: Mapping[str, Any] = {}
         if self.progress is not None:
@@ -274,13 +298,19 @@ class CommandRunner:
         if isinstance(command, Compute):
             me = self.replica.worker
             inputs = [self.mailbox.receive(data_key(self.run_id, op, w), me) for op, w in command.inputs]
+            earlier = self.run_id - self.lag
+            inputs += [self.mailbox.pop(buffer_key(earlier, op, w), me) for op, w in command.lagged]
             begin = self.clock()
             data, info = self.worker.compute(command.name, command.micro_batch, command.step, inputs)
             busy = self.clock() - begin
             self.outputs[command.op] = data
-            return self._push(command.op, command.pushes, command.share), info, busy
+            moved = self._push(command.op, command.pushes, command.share)
+            moved += self._push(command.op, command.lagged_pushes, command.share, buffered=True)
+            return moved, info, busy
         if isinstance(command, Send):
-            return self._push(command.source_op, command.pushes, command.share), {}, None
+            moved = self._push(command.source_op, command.pushes, command.share)
+            moved += self._push(command.source_op, command.lagged_pushes, command.share, buffered=True)
+            return moved, {}, None
         if isinstance(command, Onload):
             return self._onload(), {}, None
         if isinstance(command, Offload):
@@ -305,11 +335,17 @@ class CommandRunner:
         assert isinstance(command, Hold), f"unknown command {command!r}"
         return 0, {}, None
 
-    def _push(self, source_op: int, pushes: tuple[Push, ...], share: tuple[int, int]) -> int:
+    def _push(
+        self, source_op: int, pushes: tuple[Push, ...], share: tuple[int, int], *, buffered: bool = False
+    ) -> int:
+        """Send each consumer its rows of ``source_op``'s output (``buffered``: for a consumer that reads them in a
+        later run); the bytes carried."""
+        if not pushes:
+            return 0
         data = self.outputs[source_op]
         rows = num_rows(data)
         moved = 0
-        key = data_key(self.run_id, source_op, self.replica.worker)
+        key = (buffer_key if buffered else data_key)(self.run_id, source_op, self.replica.worker)
         for destination, rank, world in pushes:
             lo, hi = share_slice(rows, *share, rank, world)
             moved += self.mailbox.send(destination, key, slice_rows(data, lo, hi))
@@ -365,6 +401,7 @@ class Host:
         for worker, lane in lanes.items():
             runner = self.runners[worker]
             runner.run_id = lane.run_id
+            runner.skip, runner.lag = lane.skip, lane.lag
             if lane.commands is not None:
                 runner.lane, changed = lane.commands, True
         if changed or not self._merged:

@@ -161,14 +161,16 @@ def distinct_programs(tables: CostTables) -> Programs:
     stages = counts[:, position[loop.env]] if loop is not None else np.zeros(0, dtype=int)
 
     @functools.cache
-    def group_seconds(group: Group, size: int, offload: frozenset[str], pool: str = "device") -> np.ndarray:
+    def group_seconds(
+        group: Group, size: int, offload: frozenset[str], pool: str = "device", continuous: bool = False
+    ) -> np.ndarray:
         """Busy seconds of a group's first device under every count vector, from its members outside the loop,
-        plus the switch seconds of its members that offload."""
+        plus the switch seconds of its members that offload (``continuous``: a staleness-2 plan's generation)."""
         total = np.zeros(len(counts))
         for name in group:
             if name not in pair:
                 column = counts[:, position[name]].tolist()
-                busy = {c: tables.profile(name, size, c, pool).busy_s for c in set(column)}
+                busy = {c: tables.profile(name, size, c, pool, continuous).busy_s for c in set(column)}
                 total += np.array([busy[c] for c in column])
             total += tables.switch_s[name] if name in offload else 0.0
         return total
@@ -181,13 +183,17 @@ def distinct_programs(tables: CostTables) -> Programs:
         return _loop_seconds(tables, name, env_devices, policy_devices, shared, stages, pool)
 
     def block_seconds(
-        groups: tuple[Group, ...], sizes: tuple[int, ...], offload: frozenset[str], pools: tuple[str, ...]
+        groups: tuple[Group, ...],
+        sizes: tuple[int, ...],
+        offload: frozenset[str],
+        pools: tuple[str, ...],
+        continuous: bool = False,
     ) -> np.ndarray:
         devices = dict(zip(groups, sizes, strict=True))
         of = {name: devices[g] for g in groups for name in g}
         seconds = []
         for group, size, pool in zip(groups, sizes, pools, strict=True):
-            total = group_seconds(group, size, offload & frozenset(group), pool)
+            total = group_seconds(group, size, offload & frozenset(group), pool, continuous)
             for name in pair:
                 if name in group:
                     shared = all(n in group for n in pair)  # the lowering's Op.shared: a local hand-off
@@ -204,12 +210,11 @@ def distinct_programs(tables: CostTables) -> Programs:
             for sizes in itertools.product(*options):
                 if not space.fits_budgets(sizes, pools):
                     continue
-                row = block_seconds(groups, sizes, offload, pools)
                 for staleness in space.staleness_ladder:  # each device runs the same ops either way
                     blocks.append(
                         _Block(groups=groups, sizes=sizes, offload=offload, pools=pools, staleness=staleness)
                     )
-                    rows.append(row)
+                    rows.append(block_seconds(groups, sizes, offload, pools, staleness >= 2))
     num_regular = len(blocks)
     seen: set[tuple] = set()
     for block in blocks[:num_regular] if loop is not None else ():

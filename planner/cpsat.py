@@ -140,7 +140,7 @@ class _Model:
                 m.add_implication(u, self.micro[name][j])
                 row.append(u)
                 pairs.append(u)
-                profiles.append(self.tables.profile(name, size, count, self.pools[g]))
+                profiles.append(self.tables.profile(name, size, count, self.pools[g], self.staleness >= 2))
             m.add(sum(row) == self.size_choice[g][i])
             by_size.append(row)
         for j in range(len(counts)):

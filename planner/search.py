@@ -46,11 +46,30 @@ class SearchResult:
     search_s: float
     """Wall seconds of the whole search, simulation of every candidate included."""
 
+    @property
+    def best_synchronous(self) -> Evaluation | None:
+        """The fastest fitting plan without a staleness bound (the chosen one when it is synchronous)."""
+        return next((e for e in self.ranking if e.fits and e.plan.max_staleness == 0), None)
+
     def to_dict(self) -> dict:
-        """JSON-ready form: at least ``plan``, ``mode``, ``predicted_iteration_s``, ``search_s``, ``candidates``."""
+        """JSON-ready form: at least ``plan``, ``mode``, ``max_staleness``, ``predicted_iteration_s``, ``search_s``,
+        ``candidates``, and with an asynchronous plan ``best_synchronous`` (its plan and time) and
+        ``speedup_over_synchronous``."""
+        synchronous = self.best_synchronous
+        extra = {}
+        if self.plan.max_staleness and synchronous is not None:
+            extra = {
+                "best_synchronous": {
+                    "plan": synchronous.plan.to_dict(),
+                    "iteration_s": synchronous.iteration_s,
+                },
+                "speedup_over_synchronous": synchronous.iteration_s / self.best.iteration_s,
+            }
         return {
             "plan": self.plan.to_dict(),
             "mode": self.plan.mode,
+            "max_staleness": self.plan.max_staleness,
+            **extra,
             "predicted_iteration_s": self.best.iteration_s,
             "throughput": dict(self.best.throughput),
             "search_s": self.search_s,
@@ -180,6 +199,16 @@ def _search(
         judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat#{i + 1}", p.surrogate_s)
         for i, p in enumerate(points)
     ]
+    if len(space.staleness_ladder) > 1:
+        # The synchronous plans' own best candidates too: an asynchronous plan is compared with the best
+        # synchronous one the planner finds, not with whichever synchronous points ranked among the k best.
+        _, synchronous = prepare(
+            workflow, cluster, costs, max_granularity=max_granularity, max_loop_stages=max_loop_stages
+        )
+        for i, p in enumerate(planner_points(synchronous, k=k, time_limit_s=time_limit_s, seed=seed)):
+            evaluations.append(
+                judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat-sync#{i + 1}", p.surrogate_s)
+            )
     for point, surrogate_s in collocated_points(tables):
         evaluations.append(judge(workflow, cluster, quiet, point.to_plan(), "collocated", surrogate_s))
     # The best fixed-disaggregated split is judged too, so the chosen plan is never slower than that baseline.

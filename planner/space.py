@@ -14,10 +14,11 @@ A point of the space (:class:`PlanPoint`) is:
   groups, capped), and for the loop a number of pipeline stages from :attr:`PlanSpace.loop_ladder` (divisors of
   the environment count, capped);
 * an **offload** flag per component that shares its group with another component and has state to move;
-* with a staleness bound ``K >= 1`` (asynchronous plans), a **staleness** of 0 or 1: at 1 the rollout side of
-  iteration ``i + 1`` runs while iteration ``i`` trains (one step of the pipeline per iteration, the new weights
-  synced at its end); a larger staleness lowers to the same steady-state step with more samples buffered, so it
-  is never faster and the space holds 0 and 1 only;
+* with a staleness bound ``K >= 1`` (asynchronous plans), a **staleness** up to ``min(K, 2)``: at 1 the rollout
+  side of iteration ``i + 1`` runs while iteration ``i`` trains (one step of the pipeline per iteration, the new
+  weights synced at its end); at 2 the rollout may also admit the next iteration's prompts while it generates
+  (continuous generation, where the trace measured it); a larger staleness lowers to the same steady-state step
+  with more samples buffered, so it is never faster and the space stops at 2;
 * on a cluster with CPU cores beside its GPUs (the core pool, :mod:`rlinf.core.cluster`), a **pool** per group: the
   components that need no GPU (``Component.cpu_ok``) may leave the device pool together and form one group on a
   contiguous block of cores (any count up to the pool), the others being cut into device groups as above.
@@ -59,7 +60,7 @@ class PlanPoint:
     pools: tuple[str, ...] = ()
     """Pool of each group: ``device`` or ``cpu`` (the cores beside GPUs); empty means every group on devices."""
     staleness: int = 0
-    """The plan's ``max_staleness``: 0 (synchronous) or 1 (the rollout side one iteration ahead)."""
+    """The plan's ``max_staleness``: 0 (synchronous), 1 or 2 (the rollout side that many iterations ahead)."""
 
     def __attrs_post_init__(self) -> None:
         assert len(self.groups) == len(self.sizes), (self.groups, self.sizes)
@@ -106,8 +107,8 @@ class PlanSpace:
     pools: tuple[tuple[str, ...], ...] = ()
     """Per partition, the pool of each of its groups (empty: every group on devices)."""
     staleness_ladder: tuple[int, ...] = (0,)
-    """The staleness values the space holds: 0, and 1 under a bound ``K >= 1`` when the workflow has an edge into
-    its training side."""
+    """The staleness values the space holds: 0 to ``min(K, 2)`` under a bound ``K`` when the workflow has an edge
+    into its training side, else 0."""
 
     def __attrs_post_init__(self) -> None:
         if not self.pools:
@@ -334,7 +335,7 @@ def build_space(
         partitions=tuple(partitions),
         pools=tuple(pools),
         num_cores=num_cores,
-        staleness_ladder=(0, 1) if max_staleness >= 1 and workflow.buffered_edges else (0,),
+        staleness_ladder=tuple(range(min(max_staleness, 2) + 1)) if workflow.buffered_edges else (0,),
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,

@@ -22,9 +22,10 @@ micro-batch counts ``m_c`` and offload set ``O``:
   the actor's devices with inference elsewhere: that group's device order sends every micro-batch round the
   chain before the next enters it) plus the others' first micro-batches, and at least ``loop cycle + sum(f_h)``, where the loop cycle is ``num_steps`` x (one act + one env step + the transfers)
   when env and policy sit in different groups;
-* with a staleness bound (``staleness`` 1) the rollout side's phases and the training side's (each taken as if the
+* with a staleness bound (``staleness`` 1 or 2) the rollout side's phases and the training side's (each taken as if the
   other were absent) run at the same time: ``Z = max(P, T) + weight syncs``, or ``P + T + weight syncs`` when a
-  group holds components of both sides (they time-share its devices);
+  group holds components of both sides (they time-share its devices); at staleness 2 a rollout whose trace
+  measured continuous generation (``generate_continuous``) is priced so, its groups completing at an even rate;
 * ``Z = sum(phases) + weight syncs`` (local bandwidth within a group, the cluster's link otherwise, the host link
   between a device group and a core group).
 
@@ -244,6 +245,7 @@ def _phases_seconds(
                 point.offload.intersection(members),
                 first_switch <= position[members[-1]],
                 point.pools[g],
+                point.staleness >= 2,
             )
             if key not in tables._memo:
                 tables._memo[key] = _group_time(tables, *key[1:])
@@ -254,7 +256,8 @@ def _phases_seconds(
         seconds = max(b + fills - f for b, f in zip(busy, fill, strict=True))
         if phase.chains or phase.loop_cut:
             profiles = {
-                n: tables.profile(n, point.sizes[group_of[n]], counts[n], pool_of[n]) for n in phase.names
+                n: tables.profile(n, point.sizes[group_of[n]], counts[n], pool_of[n], point.staleness >= 2)
+                for n in phase.names
             }
             for chain in phase.chains:
                 around = sum(
@@ -291,11 +294,14 @@ def _group_time(
     offload: frozenset[str],
     phased: bool,
     pool: str = "device",
+    continuous: bool = False,
 ) -> tuple[float, float]:
     """Busy seconds and fill of a group's members in one phase (see the module docstring)."""
     loop = tables.space.workflow.loop
     loop_names = (loop.env, loop.policy) if loop is not None else ()
-    profiles = {n: tables.profile(n, size, count, pool) for n, count in zip(members, counts, strict=True)}
+    profiles = {
+        n: tables.profile(n, size, count, pool, continuous) for n, count in zip(members, counts, strict=True)
+    }
     switch = {n: tables.switch_s[n] if n in offload else 0.0 for n in members}
     total = sum(profiles[n].busy_s + switch[n] for n in members)
     in_loop = [n for n in members if n in loop_names]

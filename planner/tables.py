@@ -76,12 +76,15 @@ class CostTables:
     """Answers already computed (profiles, micro-batch counts per granularity, group peaks): the same questions
     recur across the thousands of points a search estimates."""
 
-    def profile(self, name: str, devices: int, micro_batches: int, pool: str = "device") -> Profile:
+    def profile(
+        self, name: str, devices: int, micro_batches: int, pool: str = "device", continuous: bool = False
+    ) -> Profile:
         """The profile of ``name`` on ``devices`` devices of ``pool`` (any count of the space), computed on first
         use at the largest of its change points (:attr:`component_sizes`, :attr:`core_sizes`) up to ``devices``
         (which costs the same)."""
         sizes = self.core_sizes[name] if pool == "cpu" else self.component_sizes[name]
-        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches, pool)
+        continuous = continuous and self.costs.continuous_generation(name)  # only a rollout measured so
+        key = (name, sizes[bisect.bisect_right(sizes, devices) - 1], micro_batches, pool, continuous)
         found = self._memo.get(key)
         if found is None:
             with warnings.catch_warnings():
@@ -269,7 +272,13 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
 
 
 def _profile(
-    workflow: Workflow, costs: CostModel, name: str, devices: int, count: int, pool: str = "device"
+    workflow: Workflow,
+    costs: CostModel,
+    name: str,
+    devices: int,
+    count: int,
+    pool: str = "device",
+    continuous: bool = False,
 ) -> Profile:
     component = workflow.component(name)
     loop = workflow.loop
@@ -296,8 +305,9 @@ def _profile(
         for s in set(sizes)
     )
     if op_name == "generate":
-        whole = costs.compute_seconds(name, "generate", devices, workflow.batch_size, pool=pool)
-        fractions = costs.generation_fractions(count)
+        measured = "generate_continuous" if continuous else "generate"
+        whole = costs.compute_seconds(name, measured, devices, workflow.batch_size, pool=pool)
+        fractions = (np.arange(count) + 1.0) / count if continuous else costs.generation_fractions(count)
         return Profile(
             busy_s=float(whole * fractions[-1]),
             first_s=float(whole * fractions[0]),

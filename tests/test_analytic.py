@@ -48,7 +48,10 @@ def seconds_of(trace: Trace, component: str, devices: int, samples: int) -> floa
     (match,) = [
         s.seconds
         for s in trace.samples
-        if s.component == component and s.devices == devices and s.samples == samples
+        if s.component == component
+        and s.devices == devices
+        and s.samples == samples
+        and s.op != "generate_continuous"
     ]
     return match
 

@@ -49,7 +49,7 @@ def seconds_of(trace: Trace, component: str, devices: int, samples: int) -> floa
     (match,) = [
         s.seconds
         for s in trace.samples
-        if s.component == component and s.devices == devices and s.samples == samples and s.op != "onload"
+        if s.component == component and s.devices == devices and s.samples == samples and s.op not in ("onload", "generate_continuous")
         and s.op != "offload"
     ]  # fmt: skip
     return match

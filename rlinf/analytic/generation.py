@@ -120,9 +120,43 @@ class Generation:
         then runs every decode step; each step reads the weights and the KV cache of its sequences, computes
         ``2 * N`` FLOPs per sequence, exchanges its activations among tensor-parallel ranks and waits
         ``decode_step_overhead_s`` on the engine."""
+        per_replica, schedule = self.decode_schedule(samples, replicas)
+        return self._schedule_time(per_replica, schedule)
+
+    def continuous_generate_seconds(self, samples: int, replicas: int) -> float:
+        """Seconds one batch takes in a stream of batches two at a time (an asynchronous rollout with a staleness
+        bound of 2 or more admits the next iteration's prompts while the current one generates, so its engine
+        fills the slots that ending responses free instead of idling through the straggler tail): half the time
+        the slowest replica takes for its share of two batches admitted in turn, at the workload's efficiencies."""
+        w = self.workload
+        mine = self.batch_lengths(samples)[::-1][::replicas]
+        order = np.sort(mine)[roofline.admission_order(mine.size)]
+        if w.kv_preemption:
+            twice = schedule_decode(
+                np.concatenate([order, order]),
+                prompt_tokens=w.prompt_tokens,
+                max_running=w.max_concurrent_sequences,
+                kv_capacity_tokens=self.kv_pool_bytes_per_replica / self.kv_bytes_per_token,
+            )
+        else:
+            active, context = roofline.decode_activity(
+                np.concatenate([order, order]),
+                prompt_tokens=w.prompt_tokens,
+                max_concurrent=self.max_concurrent,
+            )
+            twice = DecodeSchedule(active=active, context_tokens=context)
+        two = self._schedule_time(2 * mine.size, twice).seconds(
+            prefill_mfu=w.prefill_mfu,
+            train_mfu=w.train_mfu,
+            decode_mbu=w.decode_mbu,
+            reward_seconds_per_sample=0.0,
+        )
+        return two / 2
+
+    def _schedule_time(self, per_replica: int, schedule: DecodeSchedule) -> roofline.OpTime:
+        """The time of one replica that generates ``per_replica`` responses by ``schedule``."""
         w, device = self.workload, self.cluster.device
         mp = w.rollout_model_parallel
-        per_replica, schedule = self.decode_schedule(samples, replicas)
         prefill_tokens = per_replica * w.prompt_tokens + schedule.recomputed_tokens
         prefill = roofline.forward_seconds(
             prefill_tokens,

@@ -92,6 +92,18 @@ def synthesize(
                         seconds=seconds,
                     )
                 )
+                if component.role == "rollout":  # the same batch in a continuous stream (asynchronous plans)
+                    continuous = physics.continuous_generate_seconds(batch, replicas)
+                    samples.append(
+                        CostSample(
+                            component=component.name,
+                            op="generate_continuous",
+                            devices=devices,
+                            samples=batch,
+                            tokens=tokens,
+                            seconds=workload.overhead_s(op) + continuous,
+                        )
+                    )
     samples.extend(physics.movement_samples())
     return Trace(
         workflow=workflow,

@@ -313,5 +313,7 @@ def resume_workers(backend: Any, program: Any, specs: Mapping[str, Any], loaded:
     """Start ``backend``'s workers for ``program``, restore them and the driver's RNG; returns the next iteration."""
     backend.start(program, specs)
     backend.restore(loaded.state["workers"])
+    if loaded.state.get("buffered"):  # a staleness bound's samples produced but not yet trained on
+        backend.rebuffer(loaded.state["buffered"])
     restore_driver_rng(loaded.state["driver_rng"])
     return loaded.iteration + 1

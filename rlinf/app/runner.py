@@ -151,6 +151,11 @@ def _train_loop(
 
     options = job.options(config)
     specs = job.worker_specs(config, plan, program)
+    lag = program.max_staleness
+    # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
+    # steps that train on the batch produced k steps before, the last k of them on the training side alone: every
+    # batch produced is trained on once.
+    steps = options.iterations + lag
     metrics_path = run_dir / "metrics.jsonl"
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     started = time.perf_counter()
@@ -160,20 +165,22 @@ def _train_loop(
         with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             bar = tqdm(
-                total=options.iterations,
+                total=steps,
                 initial=first - 1,
                 desc=f"train {plan.mode}",
                 unit="it",
                 disable=not progress,
             )
             iteration = first
-            while iteration <= options.iterations:
-                due = iteration % options.checkpoint_every == 0 or iteration == options.iterations
+            while iteration <= steps:
+                due = iteration % options.checkpoint_every == 0 or iteration == steps
+                phase = step_phase(iteration, options.iterations, lag)
                 try:
                     driver_cpu = time.process_time()
-                    last = executor.run(program, specs, backend=workers)
+                    last = executor.run(program, specs, backend=workers, phase=phase)
                     driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
+                    buffered = workers.buffered() if due and lag else None
                 except executor.WorkerError as error:
                     kept = _keep_failure(run_dir, error)
                     if restarts_left == 0:
@@ -194,13 +201,17 @@ def _train_loop(
                     )
                     continue
                 metrics = job.iteration_metrics(last, config, iteration)
+                if lag:
+                    metrics["phase"] = phase
+                    metrics["trained_iterations"] = max(0, min(iteration - lag, options.iterations))
                 metrics["wall_s"] = time.perf_counter() - started
                 if last.op_overhead_s:
                     metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
                 metrics["driver_cpu_s"] = driver_cpu
                 if predicted is not None:
                     metrics["predicted_iteration_s"] = predicted.iteration_s
-                counted = iteration > first or options.iterations == first
+                # Fill and drain steps leave one side idle: their ops are not costs of the plan's steady state.
+                counted = phase == "steady" and (iteration > first or steps == first)
                 measured.append(
                     MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted)
                 )
@@ -228,12 +239,22 @@ def _train_loop(
                         "driver_rng": driver_rng_state(),
                         "measured": _measured_state(measured),
                     }
+                    if buffered is not None:
+                        state["buffered"] = buffered
                     save_checkpoint(run_dir / "checkpoints", iteration, state)
                 iteration += 1
             bar.close()
     finally:
         writer.close()
     return measured
+
+
+def step_phase(step: int, iterations: int, lag: int) -> str:
+    """The phase of run ``step`` (from 1) of a training of ``iterations`` under a staleness bound ``lag``: ``fill``
+    for the first ``lag`` steps, ``drain`` after the ``iterations``-th, ``steady`` between (always without one)."""
+    if step <= lag:
+        return "fill"
+    return "drain" if step > iterations else "steady"
 
 
 def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:

@@ -67,6 +67,8 @@ class SweepOptions:
     search_time_s: float = 5.0
     """CP-SAT time limit of the ``best`` search per cluster size (the baselines need none)."""
     seed: int = 0
+    max_staleness: int = 0
+    """The staleness bound the ``best`` search may use (asynchronous plans); the baselines stay synchronous."""
 
     def __attrs_post_init__(self) -> None:
         require(

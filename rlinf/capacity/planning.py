@@ -55,12 +55,22 @@ def check_strategies(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def propose(
-    workflow: Workflow, cluster: Cluster, costs: CostModel, strategy: str, *, time_limit_s: float, seed: int
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    strategy: str,
+    *,
+    time_limit_s: float,
+    seed: int,
+    max_staleness: int = 0,
 ) -> Proposal:
-    """The plan ``strategy`` picks on ``cluster``, or the reason it has none (nothing fits in memory)."""
+    """The plan ``strategy`` picks on ``cluster``, or the reason it has none (nothing fits in memory);
+    ``max_staleness`` bounds the ``best`` search's asynchronous plans."""
     if strategy == "best":
         try:
-            found = search(workflow, cluster, costs, time_limit_s=time_limit_s, seed=seed)
+            found = search(
+                workflow, cluster, costs, time_limit_s=time_limit_s, seed=seed, max_staleness=max_staleness
+            )
         except InfeasiblePlanError as error:
             return Proposal(strategy=strategy, plan=None, problem=str(error))
         return Proposal(strategy=strategy, plan=found.plan, source=found.best.source)

@@ -45,6 +45,7 @@ class Cell:
     strategy: str
     search_time_s: float
     seed: int
+    max_staleness: int = 0
 
 
 def check_trace(trace: Trace, source: str = "trace") -> None:
@@ -94,7 +95,13 @@ def evaluate(cell: Cell) -> CapacityRow:
         warnings.simplefilter("always", RlinfWarning)
         costs = fit(trace, cluster)
         proposal = propose(
-            trace.workflow, cluster, costs, cell.strategy, time_limit_s=cell.search_time_s, seed=cell.seed
+            trace.workflow,
+            cluster,
+            costs,
+            cell.strategy,
+            time_limit_s=cell.search_time_s,
+            seed=cell.seed,
+            max_staleness=cell.max_staleness,
         )
         timeline = None
         if proposal.plan is not None:
@@ -170,6 +177,7 @@ def sweep(
             strategy=strategy,
             search_time_s=options.search_time_s,
             seed=options.seed,
+            max_staleness=options.max_staleness,
         )
         for label, series_trace in series
         for n in sorted(options.device_counts, reverse=True)  # large sizes first: they take longest

@@ -70,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"worker processes (default: CPU count, {default_jobs()} here)",
     )
     parser.add_argument("--seed", type=values.seed, default=0, help="planner and simulator seed (default 0)")
+    parser.add_argument(
+        "--max-staleness",
+        type=values.count(0, 64),
+        default=0,
+        help="how many iterations the best plan's rollout may run ahead of training (default 0: synchronous)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         target=target,
         search_time_s=args.search_time_s,
         seed=args.seed,
+        max_staleness=args.max_staleness,
     )
     whatifs = [parse_whatif(text) for text in args.whatifs]
     result = sweep(

@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest micro-batch count tried (default 32)",
     )
     parser.add_argument(
+        "--max-staleness",
+        type=values.count(0, 64),
+        default=0,
+        help="how many iterations the rollout side may run ahead of training (default 0: synchronous plans only)",
+    )
+    parser.add_argument(
         "--out", default=None, help="write the chosen plan here as YAML (for rlinf simulate --plan)"
     )
     parser.add_argument(
@@ -67,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         seed=args.seed,
         max_granularity=args.max_granularity,
+        max_staleness=args.max_staleness,
     )
     report = result.to_dict()
-    report.update(trace=str(args.trace), cluster=cluster.spec(), seed=args.seed)
+    report.update(
+        trace=str(args.trace), cluster=cluster.spec(), seed=args.seed, max_staleness=args.max_staleness
+    )
     if out is not None:
         with writing(out, "--out"):
             write_text_atomic(
@@ -103,4 +112,10 @@ def format_table(result: SearchResult, cluster_spec: str) -> str:
             f"{rate:>10.4g} {unit.replace('_per_s', '/s'):<5} {evaluation.peak_memory_bytes / GIB:>9.1f}  {describe}"
         )
     lines.append(f"chosen: {result.plan.describe()} ({result.best.iteration_s:.4g} s per iteration)")
+    synchronous = result.best_synchronous
+    if result.plan.max_staleness and synchronous is not None:
+        lines.append(
+            f"the best synchronous plan takes {synchronous.iteration_s:.4g} s: the chosen plan is "
+            f"{synchronous.iteration_s / result.best.iteration_s:.2f}x faster ({synchronous.plan.describe()})"
+        )
     return "\n".join(lines) + "\n"

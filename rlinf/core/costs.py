@@ -150,6 +150,12 @@ class CostModel:
             )
         return seconds
 
+    def _pool_curves_or_none(self, component: str, op_name: str, pool: str) -> tuple[Curve, ...]:
+        """The curves of ``component.op_name`` on either pool (``pool``'s first), or ``()``."""
+        key = (component, op_name)
+        first, second = (self.core_curves, self.curves) if pool == "cpu" else (self.curves, self.core_curves)
+        return first.get(key) or second.get(key) or ()
+
     def _pool_curves(self, component: str, op_name: str, pool: str) -> tuple[Curve, ...]:
         """The curves of ``component.op_name`` measured on ``pool``, else (with a warning) on the other pool."""
         key = (component, op_name)
@@ -251,10 +257,20 @@ class CostModel:
         return float(self.durations_for((op,), rng=None)[0])
 
     def durations(self, program: Program, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Duration of every op of ``program``; stochastic (long-tail lengths drawn) when ``rng`` is given."""
-        return self.durations_for(program.ops, rng)
+        """Duration of every op of ``program``; stochastic (long-tail lengths drawn) when ``rng`` is given. Under
+        a staleness bound of 2 or more the rollout generates continuously (:meth:`continuous_generation`)."""
+        return self.durations_for(program.ops, rng, continuous=program.max_staleness >= 2)
 
-    def durations_for(self, ops: tuple[Op, ...], rng: np.random.Generator | None) -> np.ndarray:
+    def continuous_generation(self, component: str) -> bool:
+        """Whether the trace measured ``component``'s generation in a continuous stream of batches
+        (``generate_continuous`` samples: the analytic model's asynchronous rollout, which admits the next
+        iteration's prompts while the current one generates). Without them a plan with any staleness bound
+        generates one batch at a time, as rlinf's own rollout engines do."""
+        return bool(self._pool_curves_or_none(component, "generate_continuous", "device"))
+
+    def durations_for(
+        self, ops: tuple[Op, ...], rng: np.random.Generator | None, *, continuous: bool = False
+    ) -> np.ndarray:
         """Durations of ``ops`` (see :meth:`durations`)."""
         out = np.zeros(len(ops))
         fractions: dict[tuple[str, int], np.ndarray] = {}
@@ -269,14 +285,22 @@ class CostModel:
                 continue
             role = self.workflow.component(op.component).role
             if role == "rollout" and op.name == "generate":
+                streamed = continuous and self.continuous_generation(op.component)
                 whole_key = (op.component, len(op.devices))
                 if whole_key not in whole:
                     whole[whole_key] = self.compute_seconds(
-                        op.component, "generate", len(op.devices), self.workflow.batch_size, pool=op.pool
+                        op.component,
+                        "generate_continuous" if streamed else "generate",
+                        len(op.devices),
+                        self.workflow.batch_size,
+                        pool=op.pool,
                     )
                 m = op.num_micro_batches
                 if (op.component, m) not in fractions:
-                    fractions[(op.component, m)] = self.generation_fractions(m, rng)
+                    # In a continuous stream groups complete at an even rate, not by their longest response.
+                    fractions[(op.component, m)] = (
+                        (np.arange(m) + 1.0) / m if streamed else self.generation_fractions(m, rng)
+                    )
                 cumulative = fractions[(op.component, m)]
                 previous = cumulative[op.micro_batch - 1] if op.micro_batch > 0 else 0.0
                 out[position] = whole[whole_key] * (cumulative[op.micro_batch] - previous)

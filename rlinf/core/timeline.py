@@ -210,4 +210,6 @@ class Timeline:
             "critical_path_s": sum(self.spans[i].seconds for i in path),
             "component_seconds": self.component_seconds(),
             "num_ops": len(self.spans),
+            "max_staleness": self.program.max_staleness,
+            "buffered_bytes_per_device": dict(self.program.buffered_bytes_per_device),
         }

@@ -35,6 +35,7 @@ SAMPLE_OPS = (
     "env_step",
     "act",
     "generate",
+    "generate_continuous",
     "reward",
     "infer",
     "train",

@@ -56,12 +56,18 @@ def plan_from_trace(
     k: int = 16,
     time_limit_s: float = 10.0,
     machine: Machine = CPU_MACHINE,
+    max_staleness: int = 0,
 ) -> AutoPlan:
     """Choose a plan from a profiled trace: the planner's ranked candidates (:func:`planner.search`) plus the
     job's fixed-mode plans and probe plans (both also at each granularity the planner considers), each simulated from
     the same trace (a profile's probes evened out to the typical probe's speed, :func:`rlinf.app.profiling.evened`);
     keep those the job can run (``check_plan``) and take the fastest. Extrapolation warnings are shown for the chosen plan only. Raises :class:`ConfigError` when the trace was
-    profiled for another workflow or no candidate can run."""
+    profiled for another workflow or no candidate can run.
+
+    ``max_staleness`` (the user's bound K) lets asynchronous plans compete: the planner searches staleness
+    0..min(K, 2) and the fixed-mode and probe plans are tried at each of those bounds too (beyond 2 the simulated
+    steady state gains nothing: the rollout side is decoupled at 1 and generates continuously from 2). On a tie the
+    smaller bound wins."""
     import warnings
 
     import planner
@@ -91,8 +97,10 @@ def plan_from_trace(
             k=k,
             time_limit_s=time_limit_s,
             seed=seed,
+            max_staleness=max_staleness,
         )
-    proposals = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
+    planned = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
+    proposals: list[tuple[Plan, int, str]] = []
     granularities = _granularities(workflow, num_devices)
     for mode in ("collocated", "hybrid", "disaggregated"):
         try:
@@ -112,6 +120,16 @@ def plan_from_trace(
     for plan, logical in probes:
         for granularity in granularities:
             proposals.append((attrs.evolve(plan, granularity=dict(granularity)), logical, "probe placement"))
+    bounds = range(1, min(max_staleness, MAX_SEARCHED_STALENESS) + 1) if workflow.buffered_edges else range(0)
+    proposals = (
+        planned
+        + proposals
+        + [  # the job's own plans at each staleness bound too
+            (attrs.evolve(plan, max_staleness=k), logical, source)
+            for plan, logical, source in proposals
+            for k in bounds
+        ]
+    )
     costs_by_devices = {}
     seen: set[Plan] = set()
     candidates = []
@@ -136,7 +154,9 @@ def plan_from_trace(
         )
     # Plans with more logical devices than the cluster has share cores, which the simulator does not model: they
     # are ranked after every plan that fits (and chosen only when nothing else can run).
-    candidates.sort(key=lambda c: (c.num_devices > num_devices, c.predicted_s, c.plan.describe()))
+    candidates.sort(
+        key=lambda c: (c.num_devices > num_devices, c.predicted_s, c.plan.max_staleness, c.plan.describe())
+    )
     chosen = candidates[0]
     program = lower(workflow, chosen.plan, machine.cluster(chosen.num_devices))
     predicted = simulate(program, costs_by_devices[chosen.num_devices])  # shows its extrapolation warnings
@@ -147,6 +167,9 @@ def plan_from_trace(
         search_s=time.perf_counter() - started,
     )
 
+
+MAX_SEARCHED_STALENESS = 2
+"""The largest staleness bound auto-planning tries (see :func:`plan_from_trace`)."""
 
 MAX_GRANULARITY_VARIANTS = 32
 

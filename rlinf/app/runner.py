@@ -200,7 +200,9 @@ def _train_loop(
                         file=sys.stderr,
                     )
                     continue
-                metrics = job.iteration_metrics(last, config, iteration)
+                # The workload counts what was produced so far (a drain step produces nothing new).
+                metrics = job.iteration_metrics(last, config, min(iteration, options.iterations))
+                metrics["iteration"] = iteration
                 if lag:
                     metrics["phase"] = phase
                     metrics["trained_iterations"] = max(0, min(iteration - lag, options.iterations))

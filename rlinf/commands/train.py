@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from rlinf.commands import values
 from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
@@ -53,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
+    parser.add_argument(
+        "--max-staleness",
+        type=values.count(0, 64),
+        metavar="K",
+        help="asynchronous RL: the rollout side may run up to K iterations ahead of training (auto: the planner "
+        "chooses a bound <= K; a fixed mode runs with K; default 0: synchronous)",
+    )
     parser.add_argument(
         "--devices",
         type=int,
@@ -234,6 +243,11 @@ def _plan_and_train(
         require(path.is_file(), "--plan", str(path), "file does not exist", "pass a plan YAML file")
         plan = load_plan(path, max(num_devices, 64), field="--plan", num_cores=args.machine.num_cores)
         logical = max(1, plan.num_logical[0])
+        if args.max_staleness is not None and args.max_staleness != plan.max_staleness:
+            raise ConfigError(
+                "--max-staleness", args.max_staleness, f"conflicts with --plan, whose max_staleness is "
+                f"{plan.max_staleness}", "drop --max-staleness or change the plan's max_staleness",
+            )  # fmt: skip
         if args.mode is not None and args.mode != plan.mode:
             raise ConfigError(
                 "--mode",
@@ -245,6 +259,8 @@ def _plan_and_train(
         plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
         plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
+        if args.max_staleness:
+            plan = attrs.evolve(plan, max_staleness=args.max_staleness)
     job.check_plan(plan, config, machine=args.machine)  # memory against the machine's own devices
     devices, nodes = _placement(args, logical, num_devices)
     if _oversubscribed(devices, nodes):
@@ -387,7 +403,13 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
     out.mkdir(parents=True, exist_ok=True)
     trace.save(out / "profile_trace.json")
     auto = plan_from_trace(
-        job, config, trace, num_devices, seed=job.options(config).seed, machine=args.machine
+        job,
+        config,
+        trace,
+        num_devices,
+        seed=job.options(config).seed,
+        machine=args.machine,
+        max_staleness=args.max_staleness or 0,
     )
     best = auto.chosen
     print(
@@ -418,6 +440,11 @@ def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
 
     measured, predicted = metrics["iteration_s"], metrics["predicted_iteration_s"]
     fields = ", ".join(f"{key} {value}" for key, value in job.progress(metrics).items())
+    phase = metrics.get("phase", "steady")
+    if phase != "steady":  # under a staleness bound: one side alone, not the plan's steady state
+        side = "the rollout side alone" if phase == "fill" else "the training side alone"
+        tqdm.write(f"step {metrics['iteration']} ({phase}, {side}): measured {measured:.4f} s; {fields}")
+        return
     tqdm.write(
         f"iteration {metrics['iteration']}: measured {measured:.4f} s, predicted {predicted:.4f} s "
         f"({100 * (predicted / measured - 1):+.1f}%); {fields}"

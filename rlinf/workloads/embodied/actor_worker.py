@@ -50,6 +50,9 @@ class ActorWorker:
         self.return_norm = RunningNorm.zeros(())
         self.running_returns: np.ndarray | None = None
         self.rng = np.random.default_rng(config.seed * 7_919 + rank)
+        self.policy_version = 0
+        """Training steps taken; the weights sent to the rollout carry it and each sample records the version
+        that acted (how stale it is under an asynchronous plan)."""
 
     # ------------------------------------------------------------------ collectives
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -87,9 +90,24 @@ class ActorWorker:
             "returns": returns.transpose(1, 0).reshape(-1),
         }
         tensors = {k: torch.as_tensor(v, device=self.device) for k, v in flat.items()}
-        stats = self._update(tensors)
+        lag = self.policy_version - batch["policy_version"]
+        stats = {
+            "policy_lag_max": float(lag.max()),
+            "policy_lag_mean": float(lag.mean()),
+            "behaviour_kl": self._behaviour_kl(tensors),
+        }
+        stats.update(self._update(tensors))
         self.obs_norm = self._merged(self.obs_norm, batch["raw_obs"].reshape(n * steps, -1))
+        self.policy_version += 1
         return {}, stats
+
+    def _behaviour_kl(self, data: dict[str, torch.Tensor]) -> float:
+        """Mean ``log pi_behaviour - log pi_current`` over the batch's actions before the update (an estimate of
+        KL(behaviour || current)): 0 when the rollout acted with the actor's current weights (synchronous), above
+        under a staleness bound. PPO's ratio stays against the behaviour log-probabilities the batch carries."""
+        with torch.no_grad():
+            current, _, _ = self.model.evaluate(data["obs"], data["actions"])
+        return float((data["log_probs"] - current).mean())
 
     def _advantages(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """Time-major ``[T, n]`` advantages and returns; rewards scaled, truncations bootstrapped."""
@@ -170,6 +188,7 @@ class ActorWorker:
         out["norm.mean"] = self.obs_norm.mean.astype(np.float64)
         out["norm.var"] = self.obs_norm.var.astype(np.float64)
         out["norm.count"] = np.array([self.obs_norm.count])
+        out["policy_version"] = np.array([self.policy_version], dtype=np.int64)
         return out
 
     def load_weights(self, payload: Batch) -> None:
@@ -188,6 +207,7 @@ class ActorWorker:
             },
             "running_returns": None if self.running_returns is None else self.running_returns.copy(),
             "rng": self.rng.bit_generator.state,
+            "policy_version": self.policy_version,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -198,4 +218,5 @@ class ActorWorker:
         self.return_norm = RunningNorm(**state["return_norm"])
         running = state["running_returns"]
         self.running_returns = None if running is None else np.array(running)
+        self.policy_version = int(state.get("policy_version", 0))
         self.rng.bit_generator.state = state["rng"]

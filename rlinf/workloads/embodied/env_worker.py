@@ -29,6 +29,7 @@ TRAJECTORY_KEYS = (
     "dones",
     "truncated",
     "final_obs",
+    "policy_version",
 )
 
 
@@ -128,6 +129,7 @@ class _Stage:
             ("final_obs", final_obs),
         ):
             self.record[key].append(np.asarray(value, dtype=np.float32))
+        self.record["policy_version"].append(np.asarray(act["policy_version"], dtype=np.int64))
         self.obs = next_obs
         return next_obs
 

@@ -102,7 +102,8 @@ def test_apart_the_steady_state_is_the_slower_side_plus_the_weight_sync() -> Non
     program, timeline = _lowered(APART, 0)
     _, lagged = _lowered(APART, 1)
     spans = {
-        (op.component, op.kind): (s, e) for op, s, e in zip(program.ops, timeline.start_s, timeline.end_s)
+        (op.component, op.kind): (s, e)
+        for op, s, e in zip(program.ops, timeline.start_s, timeline.end_s, strict=True)
     }
     rollout_side = spans[("inference", "transfer")][1]
     actor = spans[("actor", "compute")][1] - spans[("actor", "compute")][0]
@@ -132,7 +133,7 @@ def test_from_two_the_rollout_generates_continuously() -> None:
     for k in (0, 1, 2):
         program = lower(trace.workflow, attrs.evolve(plan, max_staleness=k), trace.cluster)
         durations = costs.durations(program)
-        seconds[k] = sum(d for op, d in zip(program.ops, durations) if op.name == "generate")
+        seconds[k] = sum(d for op, d in zip(program.ops, durations, strict=True) if op.name == "generate")
     assert seconds[0] == seconds[1] > seconds[2] > 0
 
 

@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import doc_blocks
 from compare_planner import (
@@ -136,6 +137,58 @@ def size_table() -> str:
     )
 
 
+ASYNC_SIZES = (16, 32, 64, 128)
+ASYNC_GANTT = "docs/async_7b_gantt.png"
+"""The steady state of the planner's staleness-1 plan for the 7B trace on its own 32 GPUs (``--write``)."""
+
+
+@functools.cache
+def async_search(num_devices: int, max_staleness: int) -> Any:
+    """:func:`planner.search` on the 7B trace at ``num_devices`` with the bound ``max_staleness``."""
+    from planner import search
+    from rlinf.core.costs import fit
+
+    trace = load_trace(ROOT / TRACE)
+    cluster = trace.cluster.with_num_devices(num_devices)
+    return search(trace.workflow, cluster, fit(trace, cluster), max_staleness=max_staleness)
+
+
+def async_table() -> str:
+    """Simulated seconds per iteration of the 7B trace: the fixed collocated plan, the best synchronous plan, and
+    the best plans with a staleness bound of at most 1 and 2 (each with its speedup over the two synchronous ones)."""
+    lines = [
+        "| devices | collocated (sync) | best synchronous | staleness <= 1 | staleness <= 2 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for n in ASYNC_SIZES:
+        one, two = async_search(n, 1), async_search(n, 2)
+        collocated = next(e for e in one.ranking if e.source == "collocated")
+        synchronous = one.best_synchronous
+        assert synchronous is not None
+
+        cells = [
+            f"{r.best.iteration_s:.1f} s, k={r.best.plan.max_staleness}: "
+            f"{collocated.iteration_s / r.best.iteration_s:.2f}x / "
+            f"{synchronous.iteration_s / r.best.iteration_s:.2f}x"
+            for r in (one, two)
+        ]
+        lines.append(
+            f"| {n} | {collocated.iteration_s:.1f} s | {synchronous.iteration_s:.1f} s | {cells[0]} | {cells[1]} |"
+        )
+    return "\n".join(lines)
+
+
+def write_async_gantt() -> None:
+    """The Gantt chart of the staleness-1 plan at the trace's own size, as ``rlinf simulate --out`` draws it."""
+    trace = load_trace(ROOT / TRACE)
+    with tempfile.TemporaryDirectory() as out:
+        plan = Path(out) / "plan.yaml"
+        plan.write_text(async_search(trace.cluster.num_devices, 1).plan.to_yaml())
+        with contextlib.redirect_stdout(io.StringIO()):
+            rlinf(["simulate", "--trace", str(ROOT / TRACE), "--plan", str(plan), "--out", out])
+        (ROOT / ASYNC_GANTT).write_bytes((Path(out) / "gantt.png").read_bytes())
+
+
 def capacity_answer() -> str:
     """The report's answer to the deadline, as it prints it."""
     document = build_document(capacity(False), has_gantt=False)
@@ -193,6 +246,7 @@ FIGURES = (
     Block("docs/planner.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
     Block("docs/planner.md", "plan-by-size-7b", size_table),
     Block("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
+    Block("docs/planner.md", "async-7b", async_table),
     Block("docs/planner_table.md", "planner-table", lambda: comparison_table(cases())),
     Block("docs/planner_table.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
     Block("docs/planner_bruteforce.md", "brute-force-table", lambda: brute_force_table(brute_force_cases())),
@@ -258,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, text in doc_blocks.rewrite(KIND, texts, tables).items():
             (ROOT / path).write_text(text)
         write_capacity_charts()
+        write_async_gantt()
     elif args.check:
         stale = differences(texts, tables)
         if stale:

@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         with writing(out, "--out"):
             write_text_atomic(
                 out,
-                f"# rlinf plan --trace {args.trace} --cluster {cluster.spec()} --seed {args.seed}\n"
+                f"# rlinf plan --trace {args.trace} --cluster {cluster.spec()} --seed {args.seed}"
+                + (f" --max-staleness {args.max_staleness}" if args.max_staleness else "")
+                + "\n"
                 + result.plan.to_yaml(),
             )
         report["out"] = str(out)

@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _title(timeline: Timeline) -> str:
+    lag = timeline.program.max_staleness
+    if lag:  # one simulated iteration is the asynchronous pipeline's steady state
+        return f"{timeline.mode}, staleness {lag}, steady-state iteration {timeline.iteration_s:.3g} s"
     return f"{timeline.mode}, iteration {timeline.iteration_s:.3g} s"
 
 

@@ -251,7 +251,12 @@ def component_colors(timelines: Sequence[Timeline]) -> dict[str, str]:
 
 
 def _default_title(timeline: Timeline) -> str:
-    return f"{timeline.mode or 'timeline'}: iteration {timeline.iteration_s:.3g} s"
+    lag = (
+        f", staleness {timeline.program.max_staleness} (steady state)"
+        if timeline.program.max_staleness
+        else ""
+    )
+    return f"{timeline.mode or 'timeline'}{lag}: iteration {timeline.iteration_s:.3g} s"
 
 
 def _height_in(timeline: Timeline) -> float:

@@ -1,0 +1,184 @@
+"""Learning benchmark (not run in CI): what a staleness bound costs in learning, at equal samples.
+
+    python benchmarks/learn_staleness.py hopper --out docs/staleness_hopper.png   # k = 0, 1, 2 x 3 seeds
+    python benchmarks/learn_staleness.py grpo --out docs/staleness_grpo.png       # k = 0, 1, 2 x 2 seeds
+
+Each run trains the same config with the same seed under the same placement, changing only ``max_staleness``:
+with k >= 1 the rollout side runs k iterations ahead, so every batch is sampled by a policy k training steps
+behind the one that learns from it (the runs record it: ``policy_lag_max``). Hopper: PPO on Hopper-v5 for 300k
+env steps (the hyper-parameters of ``benchmarks/learn_hopper.py``), the curve is the episodic return against env
+steps sampled, and the score is the mean return of the last five iterations. GRPO: the addition task of
+``examples/grpo_hf.yaml`` (``benchmarks/learn_grpo_hf.py``'s settings), scored by held-out accuracy on the
+task's separate test problems after the last iteration. Writes the curves (PNG) and a JSON artifact beside it
+(provenance, per k and seed the score and every iteration's samples, score and observed policy lag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import provenance
+
+from executor.devices import available_cores, cpu_devices
+from rlinf.app.jobs import get_job
+from rlinf.app.runner import train
+
+BOUNDS = (0, 1, 2)
+LAST = 5
+"""Iterations whose mean return scores a Hopper run."""
+
+
+@attrs.frozen
+class Setting:
+    """One workload's learning comparison."""
+
+    job: str
+    config: Callable[[int], Any]
+    """The config of a seed."""
+    seeds: tuple[int, ...]
+    x_key: str
+    """The metric on the curve's x axis (samples or env steps sampled)."""
+    y_key: str
+    """The metric on its y axis."""
+    score: Callable[[list[dict]], float]
+    """A run's score from its metrics."""
+    score_name: str
+
+
+def _hopper_config(seed: int) -> Any:
+    from learn_hopper import learning_config
+
+    return learning_config(seed)
+
+
+def _hopper_score(metrics: list[dict]) -> float:
+    returns = [m["episodic_return"] for m in metrics if m.get("episodic_return") is not None]
+    return statistics.fmean(returns[-LAST:])
+
+
+def _grpo_config(seed: int) -> Any:
+    from learn_grpo_hf import learning_config
+
+    return learning_config(seed)
+
+
+def _grpo_score(metrics: list[dict]) -> float:
+    scored = [m for m in metrics if m.get("eval_accuracy") is not None]
+    return float(scored[-1]["eval_accuracy"])
+
+
+SETTINGS = {
+    "hopper": Setting(
+        job="embodied_ppo",
+        config=_hopper_config,
+        seeds=(0, 1, 2),
+        x_key="env_steps",
+        y_key="episodic_return",
+        score=_hopper_score,
+        score_name=f"mean episodic return of the last {LAST} iterations",
+    ),
+    "grpo": Setting(
+        job="grpo_hf",
+        config=_grpo_config,
+        seeds=(0, 1),
+        x_key="samples",
+        y_key="eval_accuracy",
+        score=_grpo_score,
+        score_name="held-out accuracy after the last iteration",
+    ),
+}
+
+
+def run_one(setting: Setting, k: int, seed: int, devices: int, run_dir: Path) -> list[dict]:
+    """Train one seed under the collocated plan with staleness bound ``k``; every step's metrics."""
+    job = get_job(setting.job)
+    config = setting.config(seed)
+    plan, logical = job.fixed_plan("collocated", devices, config)
+    plan = attrs.evolve(plan, max_staleness=k)
+    result = train(job, config, plan, logical, run_dir, devices=cpu_devices(logical), progress=True)
+    return list(result.metrics)
+
+
+def plot(setting: Setting, runs: dict[int, dict[int, list[dict]]], path: Path) -> None:
+    """One curve per bound and seed (a colour per bound)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
+        for i, (seed, metrics) in enumerate(seeds.items()):
+            points = [(m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None]
+            axes.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                color=color,
+                alpha=0.8,
+                linewidth=1.2,
+                label=f"max_staleness {k}" if i == 0 else None,
+            )
+    axes.set_xlabel(setting.x_key.replace("_", " ") + " sampled")
+    axes.set_ylabel(setting.y_key.replace("_", " "))
+    axes.set_title(f"{setting.job}: learning at equal samples by staleness bound ({len(runs[0])} seeds each)")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=sorted(SETTINGS))
+    parser.add_argument("--out", help="PNG path (default: docs/staleness_<workload>.png)")
+    parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
+    parser.add_argument("--seeds", type=int, help="first N of the setting's seeds")
+    args = parser.parse_args(argv)
+    started = provenance.begin("python benchmarks/learn_staleness.py", argv)
+    setting = SETTINGS[args.workload]
+    seeds = setting.seeds[: args.seeds] if args.seeds else setting.seeds
+    out = Path(args.out or f"docs/staleness_{args.workload}.png")
+    runs: dict[int, dict[int, list[dict]]] = {}
+    with tempfile.TemporaryDirectory(prefix="learn_staleness-") as scratch:
+        for k in BOUNDS:
+            runs[k] = {}
+            for seed in seeds:
+                print(f"max_staleness {k}, seed {seed}", flush=True)
+                runs[k][seed] = run_one(setting, k, seed, args.devices, Path(scratch) / f"k{k}-s{seed}")
+    plot(setting, runs, out)
+    summary: dict[str, Any] = {"workload": setting.job, "score": setting.score_name, "bounds": {}}
+    for k, by_seed in runs.items():
+        scores = {seed: setting.score(metrics) for seed, metrics in by_seed.items()}
+        lags = [m["policy_lag_max"] for metrics in by_seed.values() for m in metrics if "policy_lag_max" in m]
+        summary["bounds"][str(k)] = {
+            "mean_score": statistics.fmean(scores.values()),
+            "scores": {str(seed): score for seed, score in scores.items()},
+            "largest_policy_lag": max(lags, default=None),
+            "runs": {
+                str(seed): [
+                    {key: m.get(key) for key in ("iteration", setting.x_key, setting.y_key, "policy_lag_max")}
+                    for m in metrics
+                ]
+                for seed, metrics in by_seed.items()
+            },
+        }
+    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    print(
+        json.dumps(
+            {k: {"mean": b["mean_score"], "scores": b["scores"]} for k, b in summary["bounds"].items()}, indent=1
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,8 +8,10 @@ The runs, their sources and assumptions are in benchmarks/analytic_validation_ro
 benchmarks/analytic_validation_model.py. Every run is predicted by each version of the model (the ablation, from
 the first model to now), with nothing fitted to these runs; then one constant, an extra cost per decode step, is
 fitted to a named subset of the runs (NeMo RL's) and evaluated on the others; then each run's prediction is
-redone with each input a user would not know moved down and up. The straggler demo synthesizes a long
-chain-of-thought trace and simulates it with the rlinf command line, as a user would.
+redone with each input a user would not know moved down and up. The one-step-off rows are simulated with their
+disaggregated plans at ``max_staleness: 1``; the async/sync section sets each system's published asynchronous gain
+beside rlinf's (benchmarks/analytic_validation_async.py). The straggler demo synthesizes a long chain-of-thought
+trace and simulates it with the rlinf command line, as a user would.
 tests/test_analytic_validation.py recomputes all of it and fails when the doc or its JSON no longer state it.
 """
 
@@ -34,6 +36,7 @@ import numpy as np
 # benchmarks/ is not a package: find the modules beside us, and this checkout's rlinf before an installed one.
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
+import analytic_validation_async  # noqa: E402
 from analytic_validation_model import (  # noqa: E402
     ABLATION,
     NOW,
@@ -137,6 +140,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
     held_out = fitted_held_out(runs)
     moved = {run.key: [None if r is None else round(r, 3) for r in sensitivity(run)] for run in runs}
     demo = straggler_demo(gantt)
+    asynchronous = analytic_validation_async.report(runs, now)
     summaries = {
         "summary": summarize(runs, ratios[NOW.key]),
         "summary_long_cot": summarize([runs[i] for i in long_cot], [ratios[NOW.key][i] for i in long_cot]),
@@ -153,7 +157,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
             ratio=round(now[index].ratio, 2),
             predicted_s_previous=round(previous[index].predicted_s, 1),
             ratio_previous=round(previous[index].ratio, 2),
-            simulated_iteration_s=round(now[index].iteration_s, 1),
+            synchronous_s=round(now[index].synchronous_s, 1),
             component_s=now[index].component_s,
             straggler_s=round(now[index].straggler_s, 1),
             tail_share=round(now[index].tail_share, 3),
@@ -167,6 +171,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
         "ablation": {v.key: summarize(runs, ratios[v.key]) for v in ABLATION},
         "held_out": held_out,
         "straggler_demo": demo,
+        "asynchronous": {key: value for key, value in asynchronous.items() if key != "block"},
         "runs": rows,
     }
     result["targets"] = targets(result)
@@ -175,6 +180,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
         "targets": targets_block(result["targets"]),
         "tables": tables_block(runs, predictions, held_out, moved),
         "straggler": straggler_block(demo),
+        "asynchronous": asynchronous["block"],
     }
     return result
 

@@ -2,9 +2,12 @@
 
 A run becomes an :class:`rlinf.analytic.llm_workload.LLMWorkload` (its facts, the model's default efficiencies, the terms a
 :class:`Variant` turns on), a trace synthesized at the run's device counts, a plan (collocated, or generation on
-its own GPUs) and one simulated iteration. A collocated run's prediction is the simulated iteration; a
-one-step-off-policy run, whose generation of step k+1 overlaps the training of step k, is predicted by the busy
-time of its busiest device (the steady-state step of a two-stage pipeline).
+its own GPUs) and one simulated iteration. A collocated run's plan is synchronous. A one-step-off-policy run,
+whose generation of step k+1 overlaps the training of step k, is simulated with its disaggregated plan at
+``max_staleness: 1``: the lowering cuts the buffered edge into the trainer, so one simulated iteration is the
+steady-state step of the pipeline (:func:`staleness_of`). rlinf's buffer sits before the actor; a run whose trainer
+computes the log-prob forwards from the buffered batch has them folded into the actor, and one whose rollout engine
+returns them has none (:func:`as_the_trainer_reads`).
 
 Inputs a user would not know can be moved (:class:`Inputs`): the spread of the response lengths, the engine's
 per-step cost, the MFU and the decode bandwidth utilization; :func:`predict` takes them, and the sensitivity table
@@ -19,19 +22,26 @@ from typing import Any
 
 import attrs
 import numpy as np
-from analytic_validation_runs import DEVICES, MESH_LINK_BYTES_PER_S, PublishedRun, step_cost_of
+from analytic_validation_runs import (
+    DEVICES,
+    DISAGGREGATED,
+    MESH_LINK_BYTES_PER_S,
+    PublishedRun,
+    step_cost_of,
+)
 
 from rlinf.analytic.llm_workload import LLMWorkload, ResponseLengths
 from rlinf.analytic.response_lengths import lognormal_for, with_draw_mean
 from rlinf.analytic.straggler import straggler_of
 from rlinf.analytic.synthesis import synthesize
 from rlinf.core.cluster import Cluster
-from rlinf.core.costs import fit
+from rlinf.core.costs import CostModel, fit
 from rlinf.core.errors import ConfigError, RlinfWarning
 from rlinf.core.lowering import lower
-from rlinf.core.plan import plan_from_dict
+from rlinf.core.plan import Plan, plan_from_dict
 from rlinf.core.timeline import Timeline
 from rlinf.core.trace import Trace
+from rlinf.core.workflow import Edge, Workflow
 from simulator import simulate
 
 SEED = 0
@@ -173,28 +183,117 @@ def cluster_of(run: PublishedRun) -> Cluster:
 
 def device_counts_of(run: PublishedRun) -> tuple[int, ...]:
     """The device counts the run's plan puts components on."""
-    if run.mode == "one-step-off":
+    if run.mode in DISAGGREGATED:
         return (run.rollout_devices, run.num_devices - run.rollout_devices)
     return (run.num_devices,)
 
 
-def plan_of(run: PublishedRun, components: Sequence[str]) -> dict[str, Any]:
-    """Collocated: every component on every device, the ones the system offloads offloaded when they yield them.
-    One-step-off: rollout and reward on the first ``rollout_devices``, the log-prob forwards and training on the
-    rest."""
-    edges = {"rollout->reward": 1, "reward->inference": 1, "inference->actor": 1}
+def staleness_of(run: PublishedRun) -> int:
+    """The staleness bound a run's plan is simulated with: 1 for a disaggregated run (its generation runs a step
+    ahead of its training), else 0."""
+    return 1 if run.mode in DISAGGREGATED else 0
+
+
+def plan_of(run: PublishedRun, workflow: Workflow) -> dict[str, Any]:
+    """The run's synchronous plan. Collocated: every component on every device, the ones the system offloads
+    offloaded when they yield them. Disaggregated: rollout and reward on the first ``rollout_devices``, the rest on
+    the others."""
+    names = workflow.component_names
+    edges = {edge.key: 1 for edge in workflow.edges}
     if run.mode == "collocated":
-        offload = [c for c in components if c in run.offload]
-        return {"placement": dict.fromkeys(components, "all"), "granularity": edges, "offload": offload}
+        offload = [c for c in names if c in run.offload]
+        return {"placement": dict.fromkeys(names, "all"), "granularity": edges, "offload": offload}
     generate = f"0-{run.rollout_devices - 1}"
     train = f"{run.rollout_devices}-{run.num_devices - 1}"
-    placement = {c: generate if c in ("rollout", "reward") else train for c in components}
+    placement = {c: generate if c in ("rollout", "reward") else train for c in names}
     return {"placement": placement, "granularity": edges}
 
 
+def as_the_trainer_reads(trace: Trace, run: PublishedRun) -> Trace:
+    """``trace`` with the log-prob forwards where the run computes them (:attr:`PublishedRun.log_prob_forwards`).
+
+    rlinf's inference component sits before the buffer (the staleness bound cuts only the edges into the actor), so
+    on a trainer's devices its forwards would wait for the current generation. ``inference`` keeps the trace;
+    ``trainer`` folds the component into the actor (each training sample takes the forwards' seconds at the same
+    devices and batch, the actor holds their weights, its activations are the larger of the two, the reward feeds
+    the actor); ``engine`` drops it (the rollout engine returned the log-probs)."""
+    if run.log_prob_forwards == "inference":
+        return trace
+    workflow = trace.workflow
+    forwards, actor = workflow.component("inference"), workflow.component("actor")
+    fold = run.log_prob_forwards == "trainer"
+    if fold and forwards.model_parallel_size != actor.model_parallel_size:
+        raise ValueError(
+            f"{run.key}: the log-prob forwards and training differ in layout; they cannot be folded"
+        )
+    extra = {(s.devices, s.samples): s.seconds for s in trace.samples if s.component == "inference"}
+    samples = []
+    for sample in trace.samples:
+        if sample.component == "inference":
+            continue
+        if fold and sample.component == "actor" and sample.op == "train":
+            sample = attrs.evolve(
+                sample, seconds=sample.seconds + extra.pop((sample.devices, sample.samples))
+            )
+        samples.append(sample)
+    if fold and extra:
+        raise ValueError(
+            f"{run.key}: log-prob forward samples {sorted(extra)} have no training sample to join"
+        )
+    folded = attrs.evolve(actor, state_bytes=actor.state_bytes + forwards.state_bytes) if fold else actor
+    (into,) = (e for e in workflow.edges if e.dst == "inference")
+    edges = [e for e in workflow.edges if "inference" not in (e.src, e.dst)]
+    edges.append(Edge(src=into.src, dst="actor", kind=into.kind, bytes_per_sample=into.bytes_per_sample))
+    activation = dict(trace.activation_bytes_per_sample)
+    forwards_activation = activation.pop("inference", 0.0)
+    if fold and "actor" in activation:
+        activation["actor"] = max(activation["actor"], forwards_activation)
+    return attrs.evolve(
+        trace,
+        workflow=attrs.evolve(
+            workflow,
+            components=[folded if c is actor else c for c in workflow.components if c is not forwards],
+            edges=edges,
+            weight_sync=[w for w in workflow.weight_sync if w.dst != "inference"],
+        ),
+        samples=samples,
+        activation_bytes_per_sample=activation,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Setup:
+    """What a run's prediction simulates: its trace (as its trainer reads it), cluster, costs, synchronous plan."""
+
+    trace: Trace
+    cluster: Cluster
+    costs: CostModel = attrs.field(eq=False)
+    plan: Plan
+
+    def timeline(self, max_staleness: int) -> Timeline:
+        """One simulated iteration of the plan with ``max_staleness`` (:attr:`rlinf.core.plan.Plan.max_staleness`)."""
+        plan = attrs.evolve(self.plan, max_staleness=max_staleness)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RlinfWarning)
+            return simulate(lower(self.trace.workflow, plan, self.cluster), self.costs)
+
+
+def setup_of(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFAULT_INPUTS, *,
+             as_run: bool = True) -> Setup:  # fmt: skip
+    """Synthesize ``run``'s trace (at its device counts), place its log-prob forwards where the run computes them
+    (``as_run``; else leave them in rlinf's inference component), fit the costs, make its plan."""
+    workload = workload_of(run, variant, inputs)
+    cluster = cluster_of(run)
+    synthesized = synthesize(workload, cluster, seed=SEED, date="unused", device_counts=device_counts_of(run))
+    trace = as_the_trainer_reads(synthesized, run) if as_run else synthesized
+    row = run.as_previously() if variant.as_previously else run
+    plan = plan_from_dict(plan_of(row, trace.workflow), cluster.num_devices, source=run.key)
+    return Setup(trace=trace, cluster=cluster, costs=fit(trace, cluster), plan=plan)
+
+
 def simulate_run(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFAULT_INPUTS) -> Timeline:
-    """Synthesize (at the run's device counts), lower and simulate one iteration of ``run``."""
-    return simulate_with_trace(run, variant, inputs)[1]
+    """One simulated iteration of ``run`` at its staleness bound (:func:`staleness_of`): its prediction."""
+    return setup_of(run, variant, inputs).timeline(staleness_of(run))
 
 
 @attrs.frozen(kw_only=True)
@@ -203,8 +302,9 @@ class Prediction:
 
     key: str
     predicted_s: float
-    iteration_s: float
-    """The simulated synchronous iteration (equal to ``predicted_s`` for collocated runs)."""
+    """The simulated iteration at the run's staleness bound."""
+    synchronous_s: float
+    """The simulated iteration of the same plan without a staleness bound (``predicted_s`` for collocated runs)."""
     component_s: dict[str, float]
     ratio: float
     """predicted_s / reported_s."""
@@ -214,43 +314,25 @@ class Prediction:
     """Its share of the slowest rollout replica's generation."""
 
 
-def predicted_seconds(run: PublishedRun, timeline: Timeline) -> float:
-    """A collocated run's iteration; a one-step-off run's busiest device (the pipeline's steady-state step)."""
-    if run.mode == "one-step-off":
-        return float(timeline.device_busy_seconds().max())
-    return timeline.iteration_s
-
-
-def predict(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFAULT_INPUTS) -> Prediction:
-    """``run``'s prediction by ``variant`` with ``inputs`` (see :func:`predicted_seconds`)."""
-    trace, timeline = simulate_with_trace(run, variant, inputs)
-    predicted = predicted_seconds(run, timeline)
+def predict(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFAULT_INPUTS,
+            max_staleness: int | None = None) -> Prediction:  # fmt: skip
+    """``run``'s prediction by ``variant`` with ``inputs``: one simulated iteration at ``max_staleness`` (by default
+    the run's, :func:`staleness_of`)."""
+    setup = setup_of(run, variant, inputs)
+    staleness = staleness_of(run) if max_staleness is None else max_staleness
+    timeline = setup.timeline(staleness)
+    synchronous = setup.timeline(0) if staleness else timeline
     component = {name: round(seconds, 3) for name, seconds in sorted(timeline.component_seconds().items())}
-    tails = straggler_of(trace, timeline)
+    tails = straggler_of(setup.trace, timeline)
     return Prediction(
         key=run.key,
-        predicted_s=predicted,
-        iteration_s=timeline.iteration_s,
+        predicted_s=timeline.iteration_s,
+        synchronous_s=synchronous.iteration_s,
         component_s=component,
-        ratio=predicted / run.reported_s,
+        ratio=timeline.iteration_s / run.reported_s,
         straggler_s=max((t.seconds for t in tails), default=0.0),
         tail_share=max((t.share_of_generation for t in tails), default=0.0),
     )
-
-
-def simulate_with_trace(
-    run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFAULT_INPUTS
-) -> tuple[Trace, Timeline]:
-    """:func:`simulate_run`, with the synthesized trace (whose provenance places the straggler tail)."""
-    workload = workload_of(run, variant, inputs)
-    cluster = cluster_of(run)
-    trace = synthesize(workload, cluster, seed=SEED, date="unused", device_counts=device_counts_of(run))
-    names = [c.name for c in trace.workflow.components]
-    row = run.as_previously() if variant.as_previously else run
-    plan = plan_from_dict(plan_of(row, names), cluster.num_devices, source=run.key)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RlinfWarning)
-        return trace, simulate(lower(trace.workflow, plan, cluster), fit(trace, cluster))
 
 
 # ------------------------------------------------------------------ a constant fitted on a named subset
@@ -264,8 +346,9 @@ REFERENCE_EXTRA_S = 0.01
 @attrs.frozen(kw_only=True)
 class StepLine:
     """A run's predicted seconds as a function of an extra per-decode-step cost: each op is linear in it (its
-    steps times it), so a collocated iteration is linear and a one-step-off run's busiest device is the largest of
-    its devices' linear busy times; two simulations give the exact function."""
+    steps times it), so a collocated iteration is linear; a disaggregated run's steady-state step, whose two sides
+    start together and meet only at the weight sync, is the busy time of its busiest device, the largest of its
+    devices' linear busy times. Two simulations give the exact function."""
 
     run: PublishedRun
     at_zero: np.ndarray = attrs.field(eq=False)
@@ -281,8 +364,10 @@ def step_line(run: PublishedRun) -> StepLine:
     """The run's :class:`StepLine` (the model now, plus an extra cost), from two simulations."""
 
     def figure(timeline: Timeline) -> np.ndarray:
-        if run.mode == "one-step-off":
-            return timeline.device_busy_seconds()
+        if run.mode in DISAGGREGATED:
+            busy = timeline.device_busy_seconds()
+            assert np.isclose(busy.max(), timeline.iteration_s), (run.key, busy.max(), timeline.iteration_s)
+            return busy
         return np.array([timeline.iteration_s])
 
     zero = figure(simulate_run(run))

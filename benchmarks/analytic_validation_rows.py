@@ -57,8 +57,12 @@ _COLLOCATED = (
     "from host memory, and puts vLLM to sleep (weights to host, KV cache freed)"
 )
 _ONE_OFF = (
-    "one-step-off-policy: prediction = busiest device's busy time in one simulated iteration of the disaggregated "
-    "plan (generation overlaps the previous step's training; rlinf simulates one synchronous iteration)"
+    "one-step-off-policy: the trainer takes the batch generated a step earlier from the replay buffer and computes "
+    "its log-prob forwards, then the update, on the training GPUs while the generation GPUs generate the next batch "
+    "(async_grpo_train in nemo_rl/algorithms/grpo.py at cff17f83b and fab623423: replay_buffer.sample, then "
+    "policy.get_logprobs and get_reference_policy_logprobs, then policy.train); rlinf's buffer sits before the actor, "
+    "so the row's workflow folds the log-prob forwards into the actor (their seconds added to its update, their "
+    "weights to its memory) and its disaggregated plan is simulated with max_staleness 1"
 )
 # What the previous page used where this one reads the recipes more closely: a model-parallel size raised so that
 # unsharded Adam state fits (the model had no optimizer sharding), and vLLM's max_num_seqs taken as 256.
@@ -100,6 +104,7 @@ def _nemo(key: str, *, table: str, recipe: str, model: ModelSpec, device: str, g
         optimizer_shards=train_devices // train_mp,
         kv_cache_fraction=kv_cache_fraction(model, device, rollout_mp, gpu_util),
         rollout_devices=rollout_devices,
+        log_prob_forwards="trainer" if mode == "one-step-off" else "inference",
         activation_recompute=model is LLAMA31_8B,
         engine="vllm-0.11-cudagraphs",
         assumptions=(_NEMO_PROMPT, *_NEMO_COMMON, _ONE_OFF if mode == "one-step-off" else _COLLOCATED),

@@ -12,7 +12,7 @@ import attrs
 
 from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
 from rlinf.analytic.llm_workload import MODEL_PRESETS, ModelSpec
-from rlinf.core.cluster import DEVICE_PRESETS, DeviceSpec, Links
+from rlinf.core.cluster import DEVICE_PRESETS, GIB, DeviceSpec, Links
 
 
 @attrs.frozen(kw_only=True)
@@ -35,6 +35,15 @@ ENGINES: dict[str, Engine] = {
         match="the nearest published: vLLM 0.6.3 with CUDA graphs on an A100 (no batch-1 series of vLLM 0.11 was "
         "found); 0.11 runs the V1 engine, whose rewritten scheduler and input preparation aim at this very cost, "
         "so the figure is more likely high than low",
+    ),
+    "vllm-v1-eager": Engine(
+        description="vLLM's V1 engine (VLLM_USE_V1=1 in veRL's fully asynchronous recipe scripts; the asynchronous "
+        "run serves it through veRL's AgentLoop) with enforce_eager true (veRL's rollout default at the scripts' "
+        "commits 7f837ac3a and 34cf9e7b9, which leave it unset): no graphs; the scripts do not state the vLLM "
+        "version",
+        step_cost="vllm-0.6",
+        match="the nearest published: vLLM 0.6.3 with CUDA graphs on an A100: eager mode launches every kernel from "
+        "Python, so the figure is a lower bound here",
     ),
     "vllm-0.6.3-eager-rocm": Engine(
         description="vLLM 0.6.3 on ROCm (veRL's docker/Dockerfile.rocm at 44a65f956d72) with enforce_eager true: "
@@ -94,7 +103,9 @@ DEEPSEEK_7B = ModelSpec(
 # GPUs). MI300X: 192 GB HBM3 at 5.3 TB/s, ~1.3 PFLOP/s dense FP16/BF16
 # (jaredwatkins.com/research/ai-accelerators/amd-instinct/mi300-series; aiwiki.ai/wiki/amd_instinct_mi300x),
 # Infinity Fabric 448 GB/s aggregate per GPU (emergentmind.com/topics/amd-mi300x-gpu), host link as the H100
-# preset's PCIe Gen5 x16.
+# preset's PCIe Gen5 x16. H20: 96 GB HBM3 at 4,000 GB/s, 148 TFLOP/s dense FP16/BF16, NVLink 4 at 900 GB/s
+# (willitrunai.com/gpus/h20-96gb); 96 GB counted in GiB and the NVLink as 450 GB/s per direction, inter-node and
+# host links as the H100 preset's, like the H100 preset's own figures.
 DEVICES: dict[str, tuple[DeviceSpec, Links]] = {
     "H100": DEVICE_PRESETS["H100"],
     "GB200": (
@@ -108,6 +119,10 @@ DEVICES: dict[str, tuple[DeviceSpec, Links]] = {
             name="MI300X", memory_bytes=192 * 10**9, peak_flops=1.3e15, memory_bandwidth_bytes_per_s=5.3e12
         ),
         Links(intra_node_bytes_per_s=448e9, inter_node_bytes_per_s=50e9, host_device_bytes_per_s=55e9),
+    ),
+    "H20": (
+        DeviceSpec(name="H20", memory_bytes=96 * GIB, peak_flops=148e12, memory_bandwidth_bytes_per_s=4.0e12),
+        DEVICE_PRESETS["H100"][1],
     ),
 }
 MESH_LINK_BYTES_PER_S: dict[str, float] = {"MI300X": 448e9 / 7}
@@ -125,6 +140,10 @@ PHASES: dict[str, tuple[str, ...]] = {
 """A reported phase and the simulated components (and movement kinds) whose seconds it compares with."""
 
 STATEFUL = ("rollout", "inference", "actor", "critic")
+MODES = ("collocated", "one-step-off", "fully-async")
+DISAGGREGATED = ("one-step-off", "fully-async")
+"""Modes whose generation runs on its own devices, ahead of training (a plan with a staleness bound)."""
+LOG_PROB_FORWARDS = ("inference", "trainer", "engine")
 LONG_COT_TOKENS = 8000
 """Mean response tokens from which a run counts as long chain-of-thought (the issue's threshold)."""
 
@@ -149,8 +168,9 @@ class PublishedRun:
     max_response_tokens: int
     """The generation limit: max_response_length (veRL), or max_model_len minus the prompt (NeMo RL's vLLM)."""
     mode: str
-    """``collocated`` (synchronous, every component on every device) or ``one-step-off`` (generation on the
-    first ``rollout_devices`` devices, one step ahead of training on the others)."""
+    """``collocated`` (synchronous, every component on every device), ``one-step-off`` (generation on the first
+    ``rollout_devices`` devices, one step ahead of training on the others) or ``fully-async`` (the same split,
+    generation streaming ahead of training)."""
     reported_s: float
     """Reported seconds per iteration (training step)."""
     rollout_mp: int
@@ -174,6 +194,10 @@ class PublishedRun:
     """The longest response of a step (averaged over the steps read), where the source logs it: with the batch
     (prompts x group) it sets the spread of the lengths (:func:`rlinf.analytic.response_lengths.lognormal_for`)."""
     rollout_devices: int = 0
+    log_prob_forwards: str = "inference"
+    """Who computes the log-probs the loss needs: ``inference`` (a forward pass of their own, rlinf's inference
+    component: the collocated runs), ``trainer`` (the training devices, from the buffered batch, before they train
+    on it: NeMo RL's one-step-off runs) or ``engine`` (the rollout engine, while it generates: no forward at all)."""
     max_concurrent_sequences: int = 1024
     """The engine's cap on sequences in flight per replica (vLLM max_num_seqs, SGLang max_running_requests):
     1,024 where the system sets it so (veRL) or leaves vLLM's default on GPUs of 70 GiB or more other than A100
@@ -187,11 +211,21 @@ class PublishedRun:
     """Fields and the values the previous version of the page used for them (see :func:`as_previously`)."""
 
     def __attrs_post_init__(self) -> None:
-        if self.mode not in ("collocated", "one-step-off"):
-            raise ValueError(f"{self.key}: mode {self.mode!r} is not collocated or one-step-off")
-        if self.mode == "one-step-off" and not 0 < self.rollout_devices < self.num_devices:
+        if self.mode not in MODES:
+            raise ValueError(f"{self.key}: mode {self.mode!r} is not one of {list(MODES)}")
+        if self.mode in DISAGGREGATED and not 0 < self.rollout_devices < self.num_devices:
             raise ValueError(
                 f"{self.key}: rollout_devices {self.rollout_devices} must split {self.num_devices}"
+            )
+        if self.log_prob_forwards not in LOG_PROB_FORWARDS:
+            raise ValueError(
+                f"{self.key}: log_prob_forwards {self.log_prob_forwards!r} is not one of {list(LOG_PROB_FORWARDS)}"
+            )
+        if (self.mode in DISAGGREGATED) == (self.log_prob_forwards == "inference"):
+            raise ValueError(
+                f"{self.key}: log_prob_forwards {self.log_prob_forwards!r} does not suit mode {self.mode!r}: a "
+                "collocated run computes them with its inference component; a disaggregated one on its trainer "
+                "(trainer) or in its rollout engine (engine)"
             )
         unknown = {phase for phase, _ in self.reported_phases_s} - set(PHASES)
         if unknown:

@@ -55,6 +55,12 @@ def model(validation: ModuleType) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
+def asynchronous(validation: ModuleType) -> ModuleType:
+    """benchmarks/analytic_validation_async.py: the async/sync section."""
+    return sys.modules["analytic_validation_async"]
+
+
+@pytest.fixture(scope="module")
 def computed(validation: ModuleType) -> dict[str, Any]:
     """Every prediction of every published run, recomputed now."""
     return validation.report()
@@ -199,14 +205,118 @@ def test_every_engine_is_priced_by_a_published_table(runs):
         )
 
 
-def test_one_step_off_prediction_is_the_busiest_device_not_the_synchronous_iteration(rows, computed):
+def test_one_step_off_rows_are_their_plans_simulated_at_staleness_one(model, rows, computed):
     by_key = {row["key"]: row for row in computed["runs"]}
-    for run in rows:
+    disaggregated = [run for run in rows if run.mode == "one-step-off"]
+    assert len(disaggregated) == 6
+    for run in disaggregated:
+        setup = model.setup_of(run)
+        asynchronous, synchronous = setup.timeline(1), setup.timeline(0)
+        assert asynchronous.program.max_staleness == 1
+        assert any(
+            op.lagged for op in asynchronous.program.ops
+        )  # the trainer reads the previous step's batch
         row = by_key[run.key]
-        if run.mode == "one-step-off":
-            assert row["predicted_s"] <= row["simulated_iteration_s"]
-        else:
-            assert row["predicted_s"] == row["simulated_iteration_s"]
+        assert row["predicted_s"] == round(asynchronous.iteration_s, 1), run.key
+        assert row["synchronous_s"] == round(synchronous.iteration_s, 1), run.key
+        assert asynchronous.iteration_s < 0.9 * synchronous.iteration_s, (
+            run.key
+        )  # a synchronous plan would not be
+    for run in rows:
+        if run.mode == "collocated":
+            assert by_key[run.key]["predicted_s"] == by_key[run.key]["synchronous_s"]
+
+
+def test_the_trainer_folds_the_log_prob_forwards_into_its_update(model, rows):
+    run = rows[1]
+    assert run.log_prob_forwards == "trainer"
+    synthesized = model.setup_of(run, as_run=False).trace
+    folded = model.as_the_trainer_reads(synthesized, run)
+    assert "inference" not in folded.workflow.component_names
+    assert {edge.key for edge in folded.workflow.edges} == {"rollout->reward", "reward->actor"}
+    assert all(sync.dst != "inference" for sync in folded.workflow.weight_sync)
+
+    def seconds(trace, component):
+        return {(s.devices, s.samples): s.seconds for s in trace.samples if s.component == component}
+
+    forwards, update = seconds(synthesized, "inference"), seconds(synthesized, "actor")
+    assert seconds(folded, "actor") == {key: update[key] + forwards[key] for key in update}
+    state = {c.name: c.state_bytes for c in synthesized.workflow.components}
+    assert folded.workflow.component("actor").state_bytes == state["actor"] + state["inference"]
+    dropped = model.as_the_trainer_reads(synthesized, attrs.evolve(run, log_prob_forwards="engine"))
+    assert seconds(dropped, "actor") == update
+    assert dropped.workflow.component("actor").state_bytes == state["actor"]
+
+
+def test_read_literally_the_one_step_off_placement_gains_nothing(computed, rows):
+    # rlinf's staleness bound cuts only the edges into the actor: log-prob forwards left in the inference
+    # component on the training GPUs wait for the same step's generation, and the trainer behind them.
+    literal = computed["asynchronous"]["literal_placement"]
+    assert [row["key"] for row in literal] == [run.key for run in rows if run.mode == "one-step-off"]
+    predicted = {row["key"]: row["predicted_s"] for row in computed["runs"]}
+    for row in literal:
+        assert row["staleness_s"] == row["synchronous_s"] > predicted[row["key"]]
+
+
+def test_the_async_pairs_are_published_rows_beside_their_predictions(rows, computed):
+    by_key = {run.key: run for run in rows}
+    predicted = {row["key"]: row["predicted_s"] for row in computed["runs"]}
+    pairs = computed["asynchronous"]["pairs"]
+    assert len(pairs) == 6
+    for pair in pairs:
+        synchronous, asynchronous = (by_key[key] for key in pair["keys"])
+        assert (synchronous.mode, asynchronous.mode) == ("collocated", "one-step-off")
+        assert {(r.system, r.model.name, r.device) for r in (synchronous, asynchronous)} == {
+            (synchronous.system, synchronous.model.name, synchronous.device)
+        }
+        assert pair["published_s"] == [synchronous.reported_s, asynchronous.reported_s]
+        assert pair["published_step_ratio"] == round(asynchronous.reported_s / synchronous.reported_s, 3)
+        gpu_seconds = synchronous.reported_s * synchronous.num_devices
+        assert pair["published_per_gpu_ratio"] == round(
+            gpu_seconds / (asynchronous.reported_s * asynchronous.num_devices), 3
+        )
+        ratio = predicted[asynchronous.key] / predicted[synchronous.key]
+        assert pair["predicted_step_ratio"] == pytest.approx(ratio, abs=0.002)
+    assert pairs[0]["keys"] == ["nemo-llama8b-h100-16", "nemo-llama8b-h100-16-off1"]
+    assert pairs[0]["published_step_ratio"] == 0.698  # 64.8 / 92.8 s per step, the v0.5 H100 table
+
+
+def test_verl_fully_async_is_predicted_at_the_same_assumed_length_for_both_runs(asynchronous, computed):
+    verl = computed["asynchronous"]["verl_fully_async"]
+    assert verl["published_ratio"] == round(150.63 / 356.30, 3)
+    assert [row["mean_response_tokens"] for row in verl["rows"]] == list(asynchronous.VERL_ASSUMED_MEANS)
+    for mean in asynchronous.VERL_ASSUMED_MEANS:
+        synchronous, fully_async = asynchronous.verl_fully_async(mean)
+        same = (
+            "response_mean_tokens",
+            "max_response_tokens",
+            "prompt_tokens",
+            "num_prompts",
+            "group_size",
+            "model",
+        )
+        assert all(getattr(synchronous, f) == getattr(fully_async, f) for f in same)
+        assert (synchronous.num_devices, fully_async.num_devices, fully_async.rollout_devices) == (
+            128,
+            128,
+            64,
+        )
+        assert fully_async.log_prob_forwards == "engine" and synchronous.log_prob_forwards == "inference"
+    for row in verl["rows"]:
+        for k in asynchronous.VERL_STALENESS:
+            assert row[f"staleness_{k}_ratio"] == pytest.approx(
+                row[f"staleness_{k}_s"] / row["synchronous_s"], abs=0.001
+            )
+
+
+def test_published_run_places_the_log_prob_forwards_where_its_mode_allows(rows):
+    collocated, disaggregated = rows[0], rows[1]
+    with pytest.raises(ValueError, match="does not suit mode 'one-step-off'"):
+        attrs.evolve(disaggregated, log_prob_forwards="inference")
+    with pytest.raises(ValueError, match="does not suit mode 'collocated'"):
+        attrs.evolve(collocated, log_prob_forwards="trainer")
+    with pytest.raises(ValueError, match="is not one of"):
+        attrs.evolve(disaggregated, log_prob_forwards="critic")
 
 
 @pytest.mark.parametrize("index", [0, 1, 16])
@@ -215,8 +325,7 @@ def test_step_line_is_the_simulated_prediction_at_any_extra_cost(model, rows, in
     # every extra per-step cost, which the held-out fit's grid search relies on.
     run = rows[index]
     line = model.step_line(run)
-    timeline = model.simulate_run(run, inputs=model.Inputs(extra_step_s=0.0037))
-    direct = model.predicted_seconds(run, timeline)
+    direct = model.simulate_run(run, inputs=model.Inputs(extra_step_s=0.0037)).iteration_s
     assert float(line(np.array([0.0037]))[0]) == pytest.approx(direct, rel=1e-9)
 
 

@@ -31,7 +31,7 @@ import provenance
 from planner.judge import quiet_copy
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import COST_STATISTIC, samples_by_plan
-from rlinf.commands.validate import out_of_sample
+from rlinf.app.validation import out_of_sample
 from rlinf.core.cluster import cpu_cluster
 from rlinf.core.costs import fit
 from rlinf.core.files import write_text_atomic

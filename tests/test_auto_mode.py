@@ -4,6 +4,7 @@ and predicted time of every iteration are printed; both timelines land in the ru
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import attrs
@@ -116,6 +117,15 @@ def test_reused_trace_skips_profiling(
     assert all(m["predicted_iteration_s"] > 0 and m["iteration_s"] > 0 for m in metrics)
     for name in ("timeline.json", "timeline_predicted.json", "timeline_pair.png", "profile_trace.json"):
         assert (out / name).stat().st_size > 0, name
+    # How the prediction held: the signed bias beside the absolute errors, over the iterations after the first.
+    held = json.loads((out / "prediction.json").read_text())
+    measured = [m["iteration_s"] for m in metrics[1:]]
+    assert held["iterations"] == len(measured) == 2
+    assert held["bias"] == pytest.approx(
+        statistics.median(t / held["predicted_iteration_s"] - 1 for t in measured)
+    )
+    assert held["max_error"] >= held["p90_error"] >= held["median_error"] >= 0
+    assert "prediction: measured median " in printed and "bias " in printed
     # The run's own samples feed the next plan.
     run_trace = load_trace(out / "trace.json")
     merged = merge_traces(load_trace(out / "profile_trace.json"), run_trace)

@@ -80,7 +80,7 @@ def test_probe_plans_run_and_cover_the_planner_space() -> None:
 def test_every_loop_step_size_is_measured_by_two_probes_with_different_compute() -> None:
     """Validation predicts a probe plan without its own samples (nor those of a plan with the same compute ops):
     each (op, devices, size, shared) a loop probe measures must be measured by another probe too."""
-    from rlinf.commands.validate import same_compute
+    from rlinf.app.validation import same_compute
 
     job, config = load_job_config(CONFIG, [])
     probes = [plan for plan, _ in job.probes(2, config)]
@@ -177,11 +177,11 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
             alive[0] -= 1
             self.backend.__exit__(*exc)
 
-        def execute(self, program, workers):  # type: ignore[no-untyped-def]
+        def execute(self, program, workers, phase="steady"):  # type: ignore[no-untyped-def]
             assert alive[0] == 1, "another plan's workers are alive"
             stages = max(op.num_micro_batches for op in program.ops if op.name == "env_step")
             runs.append((self.index, stages))
-            result = self.backend.execute(program, workers)
+            result = self.backend.execute(program, workers, phase)
             pids[self.index] |= set(self.backend.worker_pids().values())
             return result
 

@@ -13,7 +13,7 @@ from test_auto_mode import CONFIG, SMALL, synthetic_trace
 
 from rlinf.cli import main
 from rlinf.core.errors import ConfigError
-from rlinf.core.fidelity import PlanFidelity, kendall_tau, relative_error, report, slower_p_value
+from rlinf.core.fidelity import PlanFidelity, bias, kendall_tau, relative_error, report, slower_p_value
 
 
 def test_kendall_tau_by_hand() -> None:
@@ -106,6 +106,32 @@ def test_a_prediction_is_checked_against_the_range_of_its_plans_turn_medians() -
         attrs.evolve(plan, turn_sizes=(7, 0))
 
 
+def test_bias_is_the_signed_median_and_the_verdict_asks_for_both() -> None:
+    """Errors of 20-30% all one way are a bias, not spread: the absolute errors alone would not tell them from
+    errors of 25% either way, which have no bias. The verdict needs |bias| <= 5% and 80% of plans within their
+    turn range."""
+    one_way = [
+        PlanFidelity(name=n, predicted_s=1.0, measured_s=m) for n, m in (("a", 1.2), ("b", 1.3), ("c", 1.25))
+    ]
+    both_ways = [
+        PlanFidelity(name=n, predicted_s=1.0, measured_s=m) for n, m in (("a", 1.25), ("b", 0.8), ("c", 1.0))
+    ]
+    assert report(one_way).bias == pytest.approx(0.25)
+    assert report(both_ways).bias == pytest.approx(0.0)
+    assert report(one_way).verdict == "biased" and report(both_ways).verdict == "trustworthy"
+    assert report(one_way).to_dict()["bias"] == pytest.approx(0.25)
+    # Unbiased, but the predictions lie outside their plans' turn ranges: spread.
+    turns = (1.0, 1.0, 1.1, 1.1)
+    off = [
+        PlanFidelity(name=n, predicted_s=p, measured_s=1.05, measured_each_s=turns, turn_sizes=(2, 2))
+        for n, p in (("a", 0.9), ("b", 1.2), ("c", 1.05))
+    ]
+    assert abs(report(off).bias) <= 0.05 and report(off).within_turn_range == (1, 3)
+    assert report(off).verdict == "spread"
+    assert report([attrs.evolve(p, predicted_s=0.5) for p in off]).verdict == "biased and spread"
+    assert bias([1.0, 2.0], [1.1, 2.0]) == pytest.approx(0.05)
+
+
 def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "trace.json"
     synthetic_trace().save(trace)
@@ -115,7 +141,14 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     args += ["--devices", "2", "--out", str(out), "--json"] + [a for s in SMALL for a in ("--set", s)]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
-    assert {"plans", "median_error", "max_error", "top1_match", "kendall_tau"} <= set(result)
+    assert {"plans", "median_error", "max_error", "top1_match", "kendall_tau", "bias", "verdict"} <= set(
+        result
+    )
+    assert result["bias"] == pytest.approx(
+        statistics.median(
+            p["measured_s"] / p["predicted_s"] - 1 for p in result["plans"] if not p["oversubscribed"]
+        )
+    )
     assert result["prediction"].startswith("from every sample of --trace")  # a synthetic trace: plans unknown
     modes = {plan["name"].split(":")[0] for plan in result["plans"]}
     assert modes == {"collocated", "hybrid", "disaggregated"}  # every mode represented
@@ -148,7 +181,7 @@ def test_each_plan_is_predicted_without_its_own_samples_or_those_of_its_offload_
     """Out of sample, as in real use: the profile's samples of the plan itself and of a probe with the same
     compute ops (differing only in offload) never feed its prediction; the others' all do."""
     from rlinf.app.jobs import load_job_config
-    from rlinf.commands.validate import out_of_sample, same_compute
+    from rlinf.app.validation import out_of_sample, same_compute
     from rlinf.core.trace import load_trace
 
     job, config = load_job_config(CONFIG)
@@ -173,7 +206,7 @@ def test_a_profile_records_which_probe_plan_measured_which_samples() -> None:
     says which probe plan measured which samples; samples merged in after them are no probe's and always feed."""
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import samples_by_plan
-    from rlinf.commands.validate import out_of_sample
+    from rlinf.app.validation import out_of_sample
     from rlinf.core.errors import RlinfError
     from rlinf.core.trace import load_trace
 
@@ -205,7 +238,7 @@ def test_mirror_images_of_a_plan_are_measured_once() -> None:
     on core 1) share a layout and are predicted alike: validate measures one of them, not both, while distinct
     plans remain (an earlier run measured both twins, and its top-1 check came down to their order)."""
     from rlinf.app.auto import Candidate
-    from rlinf.commands.validate import _choose, layout
+    from rlinf.app.validation import choose_plans, layout
     from rlinf.core.plan import plan_from_yaml
 
     def plan(text: str):
@@ -221,6 +254,6 @@ def test_mirror_images_of_a_plan_are_measured_once() -> None:
         Candidate(plan=p, num_devices=2, predicted_s=0.08 + 0.01 * (i // 2), source="test")
         for i, p in enumerate(plans)
     )
-    chosen = _choose(candidates, 3, 2)
+    chosen = choose_plans(candidates, 3, 2)
     assert {layout(c.plan) for c in chosen} == {layout(p) for p in plans} and len(chosen) == 3
-    assert len(_choose(candidates, 5, 2)) == 5  # mirror images fill in only when distinct plans run out
+    assert len(choose_plans(candidates, 5, 2)) == 5  # mirror images fill in only when distinct plans run out

@@ -12,6 +12,7 @@ and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.p
 
 from __future__ import annotations
 
+import json
 import platform
 import statistics
 import sys
@@ -362,6 +363,11 @@ def _write_outputs(
         "gantt.png": lambda path: write_gantt_png(last, path),
     }
     if predicted is not None:
+        accuracy = prediction_accuracy(predicted.iteration_s, measured)
+        if accuracy is not None:
+            outputs["prediction.json"] = lambda path: write_text_atomic(
+                path, json.dumps(accuracy, indent=1) + "\n"
+            )
         outputs["timeline_predicted.json"] = lambda path: write_chrome_trace(predicted, path)
         outputs["gantt_predicted.png"] = lambda path: write_gantt_png(predicted, path)
         outputs["timeline_pair.png"] = lambda path: write_timeline_pair_png(predicted, last, path)
@@ -371,6 +377,28 @@ def _write_outputs(
             write(run_dir / name)
             written.append(name)
     return tuple(written)
+
+
+def prediction_accuracy(predicted_s: float, measured: Sequence[MeasuredIteration]) -> dict[str, Any] | None:
+    """How the prediction held over a run's counted iterations (warm-up, fill and drain steps aside): ``bias``
+    (signed median of measured / predicted - 1: positive, the prediction was fast), the median, 90th percentile and
+    largest absolute error of single iterations, and the median measured time; ``None`` without counted ones."""
+    import numpy as np
+
+    times = [m.timeline.iteration_s for m in measured if m.counted]
+    if not times:
+        return None
+    ratios = np.asarray(times) / predicted_s - 1.0
+    errors = np.abs(np.asarray(times) - predicted_s) / np.asarray(times)
+    return {
+        "predicted_iteration_s": predicted_s,
+        "measured_median_s": float(np.median(times)),
+        "iterations": len(times),
+        "bias": float(np.median(ratios)),
+        "median_error": float(np.median(errors)),
+        "p90_error": float(np.percentile(errors, 90)),
+        "max_error": float(errors.max()),
+    }
 
 
 def _restart(

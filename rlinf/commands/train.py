@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import sys
 import warnings
 from collections.abc import Iterator
@@ -291,6 +292,14 @@ def _plan_and_train(
         missing = ", ".join(result.written) or "nothing was missing"
         print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
         return 0
+    accuracy = Path(result.run_dir) / "prediction.json"
+    if predicted is not None and accuracy.is_file():
+        held = json.loads(accuracy.read_text())
+        print(
+            f"prediction: measured median {held['measured_median_s']:.4f} s against {held['predicted_iteration_s']:.4f} s "
+            f"predicted over {held['iterations']} iterations: bias {100 * held['bias']:+.1f}% (measured / predicted - 1), "
+            f"median error {100 * held['median_error']:.1f}%, 90th percentile {100 * held['p90_error']:.1f}%"
+        )
     print(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )

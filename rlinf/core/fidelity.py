@@ -1,6 +1,9 @@
 """Simulator fidelity: how well predicted iteration times match measured ones, plan by plan (pure functions).
 
 * the relative error of each plan, ``|predicted - measured| / measured``, and its median and maximum;
+* the bias: the signed median of ``measured / predicted - 1`` over the plans (positive: predictions too fast), the
+  part of the error that is systematic rather than spread; the verdict asks for both (:data:`MAX_BIAS`,
+  :data:`MIN_WITHIN_TURNS`);
 * top-1: whether the plan the simulator ranks fastest is the plan measured fastest, and the regret when it is
   not (how much slower, measured, the predicted-best plan is than the measured best);
 * Kendall's tau-b between the two rankings (ties in either counted as in the usual tau-b);
@@ -87,6 +90,24 @@ class PlanFidelity:
         return relative_error(self.predicted_s, self.measured_s)
 
 
+MAX_BIAS = 0.05
+"""A trustworthy model's ``|bias|`` over the validated plans."""
+MIN_WITHIN_TURNS = 0.8
+"""The share of plans whose prediction lies within their own turn range that a trustworthy model reaches."""
+
+
+def bias(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """The signed median of ``measured / predicted - 1`` over paired times (positive: the predictions are fast)."""
+    require(
+        len(predicted) == len(measured) >= 1,
+        "bias",
+        (len(predicted), len(measured)),
+        "needs pairs",
+        "pair them",
+    )
+    return float(statistics.median(m / p - 1.0 for p, m in zip(predicted, measured, strict=True)))
+
+
 @attrs.frozen(kw_only=True)
 class FidelityReport:
     """Per-plan errors and ranking agreement."""
@@ -105,11 +126,27 @@ class FidelityReport:
     within_turn_range: tuple[int, int] | None = None
     """How many predictions lie within the range of their plan's turn medians, out of how many plans were
     measured in at least 2 turns (:attr:`PlanFidelity.within_turn_range`); ``None`` when none was."""
+    bias: float = 0.0
+    """Signed median of ``measured / predicted - 1`` over the plans (:func:`bias`)."""
+
+    @property
+    def verdict(self) -> str:
+        """``trustworthy`` when ``|bias| <= MAX_BIAS`` and at least :data:`MIN_WITHIN_TURNS` of the plans measured
+        in turns have their prediction within their turn range; else what fails (``biased``, ``spread``, both)."""
+        failures = []
+        if abs(self.bias) > MAX_BIAS:
+            failures.append("biased")
+        if self.within_turn_range is not None:
+            inside, of = self.within_turn_range
+            if inside < MIN_WITHIN_TURNS * of:
+                failures.append("spread")
+        return " and ".join(failures) or "trustworthy"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``plans`` (``name``, ``source``, ``predicted_s``, ``measured_s``, ``error``),
         ``median_error``, ``max_error``, ``top1_match``, ``top1_regret``, ``top1_p_value``, ``kendall_tau``,
-        ``within_turn_range`` (``[inside, of]``); each plan also ``turn_medians_s`` and ``within_turn_range``."""
+        ``within_turn_range`` (``[inside, of]``), ``bias`` and ``verdict``; each plan also ``turn_medians_s`` and
+        ``within_turn_range``."""
         return {
             "plans": [
                 {
@@ -128,6 +165,8 @@ class FidelityReport:
             ],
             "median_error": self.median_error,
             "max_error": self.max_error,
+            "bias": self.bias,
+            "verdict": self.verdict,
             "top1_match": self.top1_match,
             "top1_regret": self.top1_regret,
             "top1_p_value": self.top1_p_value,
@@ -208,4 +247,5 @@ def report(plans: Sequence[PlanFidelity]) -> FidelityReport:
         kendall_tau=kendall_tau(predicted, measured) if len(plans) >= 2 else math.nan,
         top1_p_value=p_value,
         within_turn_range=(sum(verdicts), len(verdicts)) if verdicts else None,
+        bias=bias(predicted, measured),
     )

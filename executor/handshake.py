@@ -107,6 +107,11 @@ class HelloServer:
         """The expected workers that have not said hello yet."""
         return sorted(self.expected - self.sockets.keys())
 
+    @property
+    def waiting(self) -> int:
+        """How many accepted connections have not finished their hello yet."""
+        return len(self._greetings)
+
     def poll(self, timeout_s: float) -> None:
         """Accept connections and read hellos for up to ``timeout_s`` (less once something arrived); drop the
         connections whose hello is late."""

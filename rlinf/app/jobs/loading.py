@@ -14,7 +14,6 @@ from rlinf.core.errors import ConfigError
 
 BUILTIN = {
     "embodied_ppo": "rlinf.workloads.embodied.workload:WORKLOAD",
-    "grpo_arith": "rlinf.workloads.arith.workload:WORKLOAD",
     "grpo_hf": "rlinf.workloads.hf_grpo.workload:WORKLOAD",
 }
 """Built-in workloads by name; any other workload is named by its reference."""

@@ -37,7 +37,6 @@ LONGEST_MODULES = (
     "test_control_server.py",
     "test_workload_port.py",
     "test_cli_simulate.py",
-    "test_grpo_job.py",
     "test_fuzz_cli.py",
     "test_executor.py",
 )

@@ -173,3 +173,16 @@ def test_sequences_longer_than_the_models_positions_are_refused_in_one_line(
         "tokens, more than the model's 64 positions"
     )
     assert "\n" not in line and not (tmp_path / "run").exists()
+
+
+def test_the_retired_arithmetic_workload_name_says_what_replaced_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text("workload: grpo_arith\nmodel:\n  d_model: 64\n")
+    assert main(["train", str(old), "--out", str(tmp_path / "run")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith(
+        "rlinf: error: workload='grpo_arith': is no longer a built-in workload"
+    )
+    assert "task: {kind: addition" in line and "examples/grpo_arith.yaml" in line

@@ -1,5 +1,7 @@
-"""Calibration of the analytic model against the shipped GRPO arithmetic profile: the figures of
-docs/calibration.md.
+"""Calibration of the analytic model against the profile of the former GRPO arithmetic workload (a GPT-2-shaped
+transformer written in torch, since replaced by the addition task of the GRPO workload): the figures of
+docs/calibration.md, a study kept with its data (``docs/data/grpo_arith_former_cpu2_trace.json`` and the
+``docs/grpo_validate*.json`` runs).
 
     python benchmarks/calibrate_arith.py [--split-seeds 0 1 2 3 4]
 
@@ -35,11 +37,11 @@ from rlinf.core.trace import Trace, load_trace
 from simulator import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "traces" / "grpo_arith_cpu2.json"
+PROFILE = ROOT / "docs" / "data" / "grpo_arith_former_cpu2_trace.json"
 VALIDATE = ROOT / "docs" / "grpo_validate.json"
 VALIDATE_PROFILE = ROOT / "docs" / "grpo_validate_trace.json"
 """The profile taken in the same ``rlinf validate`` run as :data:`VALIDATE`'s measurements."""
-# examples/grpo_arith.yaml's model (d_model 64, 2 layers, 4 heads, fp32: 102,016 parameters, 408,064 bytes as in the
+# the former workload's model of examples/grpo_arith.yaml (d_model 64, 2 layers, 4 heads, fp32: 102,016 parameters, 408,064 bytes as in the
 # profile's state_bytes); prompts "<bos>042+317=" are 9 tokens, responses at most 6. The worker reserves no KV pool,
 # so the pool is set to a negligible share of the CPU preset's memory (the rollout's state stays ~0.5 MB).
 PRIOR = LLMWorkload(

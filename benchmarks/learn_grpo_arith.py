@@ -1,12 +1,14 @@
-"""Learning benchmark of GRPO on arithmetic through the executor: ``rlinf train`` from scratch (the warm start
-included, trained into a fresh cache), then the held-out accuracy curve from the run's metrics.
+"""Learning benchmark of the GRPO workload's addition task through the executor: ``rlinf train`` from scratch (the
+model, its BPE and the warm start built into a fresh cache), then the held-out accuracy curve from the run's
+metrics.
 
     python benchmarks/learn_grpo_arith.py [--mode collocated] [--out runs/grpo_learning]
 
-It runs ``rlinf train examples/grpo_arith.yaml --mode <mode> --out <out> --set
-execution.warm_start_cache=<out>/warm_start`` (150 GRPO iterations, held-out accuracy every 10) and writes the
-curve to ``docs/grpo_executor_learning.png`` and its JSON artifact next to it (provenance, wall time, the warm
-start's ``teacher_error_rate``, warm-start and final accuracy, curve, every iteration's reward and time).
+It runs ``rlinf train examples/grpo_arith.yaml --mode <mode> --out <out> --set execution.cache_dir=<out>/cache``
+(150 GRPO iterations, held-out accuracy every 10) and writes the curve to ``docs/grpo_arith_learning.png`` and its
+JSON artifact next to it (provenance, wall time, the warm start's ``teacher_error_rate``, warm-start and final
+accuracy, curve, every iteration's reward and time). (``docs/grpo_executor_learning.{png,json}`` are the same
+benchmark's run on the former arithmetic workload.)
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="examples/grpo_arith.yaml")
     parser.add_argument("--mode", default="collocated")
     parser.add_argument("--out", type=Path, default=Path("runs/grpo_learning"))
-    parser.add_argument("--png", type=Path, default=Path("docs/grpo_executor_learning.png"))
+    parser.add_argument("--png", type=Path, default=Path("docs/grpo_arith_learning.png"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     args = parser.parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         str(args.out),
         "--no-progress",
         "--set",
-        f"execution.warm_start_cache={args.out / 'warm_start'}",
+        f"execution.cache_dir={args.out / 'cache'}",
         *(item for pair in args.set for item in ("--set", pair)),
     ]
     measurement = provenance.begin("python benchmarks/learn_grpo_arith.py", argv)

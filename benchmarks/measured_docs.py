@@ -196,8 +196,9 @@ def hopper_learning() -> str:
 
 
 # ------------------------------------------------------------------------------------------------ GRPO
-def grpo_learning() -> str:
-    a = artifact("docs/grpo_executor_learning.json")
+def grpo_learning(path: str = "docs/grpo_executor_learning.json") -> str:
+    """The learning curve of ``benchmarks/learn_grpo_arith.py`` (by default the former arithmetic workload's run)."""
+    a = artifact(path)
     curve = ", ".join(
         f"{i}: {100 * acc:.1f}"
         for i, acc in [(0, a["warm_start_accuracy"])]

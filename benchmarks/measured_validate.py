@@ -98,7 +98,8 @@ def accuracy() -> str:
         f"simulator's pick was the measured best in {sum(r['top1_match'] for r in hopper)} of {len(hopper)} runs; "
         f"{sum(i for i, _ in inside)} of {sum(n for _, n in inside)} predictions lie within the range of their "
         "plan's four measured turns.",
-        f"- **GRPO arithmetic on 2 CPU cores** ({len(grpo)} runs, {len(on_cores(grpo[0]))} plans each): median "
+        f"- **GRPO arithmetic on 2 CPU cores**, the former arithmetic workload ({len(grpo)} runs, "
+        f"{len(on_cores(grpo[0]))} plans each): median "
         f"error {typical([r['median_error'] for r in grpo])}, maximum error "
         f"{typical([r['max_error'] for r in grpo])}; the pick was the measured best in "
         f"{sum(r['top1_match'] for r in grpo)} of {len(grpo)} runs.",

@@ -127,6 +127,7 @@ def benchmarks_table() -> str:
     s = artifact("docs/bench_scaling.json")
     pipe = {label: artifact(path) for label, path in PIPELINING.items()}
     g = artifact("docs/grpo_executor_learning.json")
+    add = artifact("docs/grpo_arith_learning.json")
     hf = artifact("docs/grpo_hf_learning.json")
     streaming = [artifact(path) for path in STREAMING_RUNS]
     auto_h, auto_g = artifact("docs/auto_mode_hopper.json"), artifact("docs/grpo_auto_mode.json")
@@ -145,22 +146,26 @@ def benchmarks_table() -> str:
          "; ".join(f"{label}: {ratio_x(a['rollout_ratio_2_over_1'])} rollout env steps/s "
                    f"({ratio_x(a['iteration_ratio_2_over_1'])} whole iteration)" for label, a in pipe.items()),
          "; ".join(conditions(a) for a in pipe.values()), "docs/executor.md"),
-        (f"GRPO arithmetic learning through the executor (warm start degraded on purpose: `teacher_error_rate: {g['teacher_error_rate']}`)",
+        (f"GRPO, the addition task (161,856-parameter Qwen2), learning through the executor (warm start degraded on purpose: `teacher_error_rate: {add['teacher_error_rate']}`)",
          "python benchmarks/learn_grpo_arith.py",
+         f"held-out accuracy {100 * add['warm_start_accuracy']:.1f}% -> {100 * add['final_accuracy']:.1f}% "
+         f"({add['gain_points']:+.1f} points) in {add['wall_s'] / 60:.1f} min", conditions(add), "docs/grpo.md"),
+        (f"GRPO arithmetic learning through the executor, the former arithmetic workload (warm start degraded on purpose: `teacher_error_rate: {g['teacher_error_rate']}`)",
+         "python benchmarks/learn_grpo_arith.py at commit 31040b3",
          f"held-out accuracy {100 * g['warm_start_accuracy']:.1f}% -> {100 * g['final_accuracy']:.1f}% "
          f"({g['gain_points']:+.1f} points) in {g['wall_s'] / 60:.1f} min", conditions(g), "docs/grpo.md"),
         ("GRPO on a Hugging Face model (Qwen2 architecture, 189k parameters)", "python benchmarks/learn_grpo_hf.py",
          f"held-out accuracy {100 * hf['warm_start_accuracy']:.1f}% -> {100 * hf['final_accuracy']:.1f}% "
          f"({hf['gain_points']:+.1f} points) in {hf['wall_s'] / 60:.1f} min", conditions(hf), "docs/grpo_hf.md"),
-        (f"GRPO long tail (forced: `long_tail_fraction: {streaming[0]['long_tail']['long_tail_fraction']}`), streaming vs whole-batch hand-off",
-         "python benchmarks/bench_streaming.py",
+        (f"GRPO long tail (forced: `long_tail_fraction: {streaming[0]['long_tail']['long_tail_fraction']}`), streaming vs whole-batch hand-off, the former arithmetic workload",
+         "python benchmarks/bench_streaming.py at commit 31040b3 (removed with that workload)",
          "; ".join(f"granularity {k} vs 1: " + " and ".join(ratio_x(a["speedup_over_whole_batch"][k]) for a in streaming)
                    for k in streaming[0]["speedup_over_whole_batch"]) + f" ({len(streaming)} runs)",
          "; ".join(conditions(a) for a in streaming), "docs/grpo.md"),
         ("auto vs fixed modes, Hopper (each fixed mode at its best stage count)", "python benchmarks/bench_auto_mode.py --iterations 12 --json docs/auto_mode_hopper.json",
          f"auto {ratio_x(auto_h['auto_over_collocated'])} the best collocated plan, {ratio_x(auto_h['auto_over_best_fixed'])} "
          "the best fixed plan", conditions(auto_h), "docs/plan_then_run.md"),
-        ("auto vs fixed modes, GRPO arithmetic (each fixed mode at its best granularity)",
+        ("auto vs fixed modes, GRPO arithmetic, the former arithmetic workload (each fixed mode at its best granularity)",
          "python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set execution.heldout_eval=false --profile-budget 300 --iterations 12 --json docs/grpo_auto_mode.json",
          f"auto {ratio_x(auto_g['auto_over_collocated'])} the best collocated plan, {ratio_x(auto_g['auto_over_best_fixed'])} "
          "the best fixed plan", conditions(auto_g), "docs/grpo.md"),
@@ -225,6 +230,7 @@ BLOCKS = (
     Block("docs/measurements.md", "benchmarks", benchmarks_table),
     Block("docs/grpo.md", "validate-grpo-summary", validate.grpo_summary),
     Block("docs/grpo.md", "grpo-learning", docs.grpo_learning),
+    Block("docs/grpo.md", "grpo-arith-learning", lambda: docs.grpo_learning("docs/grpo_arith_learning.json")),
     Block("docs/grpo.md", "grpo-streaming", docs.grpo_streaming),
     Block("docs/grpo.md", "auto-mode-grpo", lambda: docs.auto_mode("docs/grpo_auto_mode.json")),
     Block("docs/plan_then_run.md", "auto-mode-hopper", lambda: docs.auto_mode("docs/auto_mode_hopper.json")),

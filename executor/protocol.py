@@ -16,7 +16,8 @@ A worker is one replica of one component, living in its own process, pinned to i
 
 Workers need not import anything from the executor: they are plain classes with these methods.
 Payloads are mappings of numpy arrays whose first axis is the sample axis (environments, sequences), so the
-executor can split them between producer and consumer replicas without understanding them.
+executor can split them between producer and consumer replicas without understanding them
+(:mod:`rlinf.core.payloads`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
-Payload = Mapping[str, np.ndarray]
+from rlinf.core.payloads import Payload
 
 
 class Worker(Protocol):
@@ -54,29 +53,6 @@ class Worker(Protocol):
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica, as if never stopped."""
-
-
-def num_rows(payload: Payload) -> int:
-    """Samples in a payload (0 when empty); every array must agree."""
-    lengths = {len(array) for array in payload.values()}
-    assert len(lengths) <= 1, f"payload arrays disagree on the sample axis: {sorted(lengths)}"
-    return lengths.pop() if lengths else 0
-
-
-def slice_rows(payload: Payload, lo: int, hi: int) -> dict[str, np.ndarray]:
-    """Rows ``[lo, hi)`` of every array."""
-    return {key: array[lo:hi] for key, array in payload.items()}
-
-
-def concat_payloads(payloads: Sequence[Payload]) -> dict[str, np.ndarray]:
-    """Concatenate non-empty payloads along the sample axis (keys must agree)."""
-    parts = [p for p in payloads if p]
-    if not parts:
-        return {}
-    keys = sorted(parts[0])
-    for part in parts:
-        assert sorted(part) == keys, f"payload keys differ: {sorted(part)} vs {keys}"
-    return {key: np.concatenate([np.asarray(p[key]) for p in parts]) for key in keys}
 
 
 def share_overlaps(producer_rank: int, producer_world: int, consumer_rank: int, consumer_world: int) -> bool:

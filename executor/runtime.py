@@ -55,8 +55,9 @@ from executor.messages import (
     done_key,
 )
 from executor.offload import HostStore, owning_copy, tensor_bytes
-from executor.protocol import num_rows, share_slice, slice_rows
+from executor.protocol import share_slice
 from executor.routing import Layout, Replica
+from rlinf.core.payloads import num_rows, slice_rows
 
 
 @attrs.frozen(kw_only=True)

@@ -16,6 +16,7 @@ from rlinf.core.config_structure import structure_config
 from rlinf.core.costs import CostModel, fit
 from rlinf.core.errors import ConfigError, InfeasiblePlanError, RlinfError, RlinfWarning
 from rlinf.core.lowering import lower
+from rlinf.core.payloads import concat_payloads
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.program import Op, Program
 from rlinf.core.timeline import Span, Timeline
@@ -48,6 +49,7 @@ __all__ = [
     "Workflow",
     "Workload",
     "Payload",
+    "concat_payloads",
     "fit",
     "lower",
     "parse_cluster",

@@ -1,13 +1,17 @@
 """Benchmark provenance: a ``--benchmark-json`` file also records the load average at the start and the end of the
 session and the command line (pytest-benchmark already records the machine, the commit and each round's time with
-``--benchmark-save-data``), so a published benchmark figure carries the conditions it was measured under. And the
-order of the modules: the longest first, for the README's two-worker test command."""
+``--benchmark-save-data``), so a published benchmark figure carries the conditions it was measured under. The
+order of the modules: the longest first, for the README's two-worker test command. And the fixtures many modules
+share."""
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 _LOAD_AT_START: list[tuple[float, float, float]] = []
 
@@ -33,7 +37,6 @@ LONGEST_MODULES = (
     "test_control_server.py",
     "test_workload_port.py",
     "test_cli_simulate.py",
-    "test_grpo_job.py",
     "test_fuzz_cli.py",
     "test_executor.py",
 )
@@ -46,3 +49,12 @@ together instead of one waiting on the other's last long module."""
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
     rank = {name: position for position, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="session")
+def grpo_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The GRPO workload's model and warm-start cache (``execution.cache_dir``), shared by every test of the session:
+    each cached entry is keyed by the settings it depends on and built under a file lock, so the tiny addition
+    model's warm start is trained once for all the modules (and both ``-n 2`` workers) that use it."""
+    base = tmp_path_factory.getbasetemp()
+    return (base if worker_id == "master" else base.parent) / "grpo_cache"

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from executor.protocol import concat_payloads, num_rows
+from rlinf.core.payloads import concat_payloads, num_rows
 
 
 class ChainWorker:

@@ -1,5 +1,6 @@
-"""A tiny GRPO-on-HF setup for the tests: a 2-layer, 64-wide Qwen2 with the task's BPE, one-step problems with
-small numbers, a short warm start (cached by settings, so the test files share it), 4 prompts x 4 responses."""
+"""The tests' GRPO run: the addition task of ``examples/grpo_arith.yaml`` cut to one-digit sums, 8 prompts x 4
+responses, a 150-step warm start (cached by settings in the session's ``grpo_cache``, so every module shares it),
+20 held-out problems. Fast (responses of at most 6 tokens) and deterministic for a seed."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import torch
 from rlinf import WorkerContext
 from rlinf.app.jobs import load_job_config
 
-CONFIG = "examples/grpo_hf.yaml"
+CONFIG = "examples/grpo_arith.yaml"
 CPU = SimpleNamespace(torch_device="cpu")
+PROMPTS, GROUP_SIZE = 8, 4
 
 
 @contextlib.contextmanager
@@ -30,19 +32,14 @@ def one_thread() -> Iterator[None]:
 
 
 def tiny_overrides(cache: Path) -> dict[str, Any]:
+    """What the tests change in the example (``tests/test_workload_port.py``'s baseline ran the same)."""
     return {
-        "task.max_steps": 1,
-        "task.max_number": 9,
-        "task.max_value": 30,
-        "warm_start.num_steps": 200,
-        "warm_start.lr": 0.005,
-        "warm_start.teacher_error_rate": 0.0,
-        "grpo.prompts_per_iteration": 4,
-        "grpo.group_size": 4,
-        "grpo.max_new_tokens": 48,
-        "grpo.max_prompt_tokens": 64,
-        "grpo.micro_batch_size": 8,
-        "eval.num_problems": 32,
+        "task.min_digits": 1,
+        "task.max_digits": 1,
+        "warm_start.num_steps": 150,
+        "grpo.prompts_per_iteration": PROMPTS,
+        "grpo.group_size": GROUP_SIZE,
+        "eval.num_problems": 20,
         "eval.every_iterations": 2,
         "execution.granularity": 2,
         "execution.checkpoint_every": 2,
@@ -62,7 +59,9 @@ def tiny_config(cache: Path, **extra: Any) -> Any:
     return config
 
 
-def context(component: str, *, groups: int = 4, micro_batches: int = 2, rank: int = 0, world: int = 1) -> Any:
+def context(
+    component: str, *, groups: int = PROMPTS, micro_batches: int = 2, rank: int = 0, world: int = 1
+) -> Any:
     """What a replica gets at setup when ``groups`` groups of 4 are cut into ``micro_batches`` micro-batches."""
     bounds = [groups * j // micro_batches for j in range(micro_batches + 1)]
     return WorkerContext(
@@ -72,7 +71,7 @@ def context(component: str, *, groups: int = 4, micro_batches: int = 2, rank: in
         device=CPU,
         num_micro_batches=micro_batches,
         micro_batch_groups=tuple(zip(bounds[:-1], bounds[1:], strict=True)),
-        group_size=4,
+        group_size=GROUP_SIZE,
         loop_stages=1,
         offload=False,
         seed=0,

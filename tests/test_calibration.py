@@ -1,5 +1,5 @@
 """Calibration of the analytic model: recovery of known parameters, the held-out split, what cannot be fitted,
-the shipped GRPO arithmetic profile and ``rlinf trace calibrate``."""
+the profile of the former GRPO arithmetic workload and ``rlinf trace calibrate``."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from rlinf.core.errors import ConfigError
 from rlinf.core.trace import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-ARITH = ROOT / "traces" / "grpo_arith_cpu2.json"
-# The model rlinf validate trained for traces/grpo_arith_cpu2.json (examples/grpo_arith.yaml): d_model 64, 2 layers,
-# 4 heads, fp32; prompts "<bos>042+317=" (9 tokens), responses of at most 6 tokens.
+ARITH = ROOT / "docs" / "data" / "grpo_arith_former_cpu2_trace.json"
+# The profile of the former arithmetic workload (a GPT-2-shaped transformer written in torch, replaced by the addition
+# task of the GRPO workload), kept with the calibration study it is the data of: the model rlinf validate trained
+# for it: d_model 64, 2 layers, 4 heads, fp32; prompts "<bos>042+317=" (9 tokens), responses of at most 6 tokens.
 ARITH_FLAGS = [
     "--params", "102016", "--layers", "2", "--hidden-size", "64", "--heads", "4", "--kv-heads", "4",
     "--device", "CPU", "--num-devices", "2", "--prompts", "32", "--group-size", "8", "--prompt-tokens", "9",
@@ -209,7 +210,7 @@ def test_one_size_per_op_cannot_separate_overhead_from_efficiency(prior, cluster
     assert result.fit_errors[-1].median_after < 0.01
 
 
-def test_shipped_grpo_arith_profile_held_out_error_drops(tmp_path):
+def test_the_former_arith_profile_held_out_error_drops(tmp_path):
     measured = load_trace(ARITH)
     prior = LLMWorkload(
         model=ModelSpec(

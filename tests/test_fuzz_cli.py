@@ -206,10 +206,10 @@ def trace_synth_cases(draw: st.DrawFn) -> Case:
     )
 
 
-ARITH_FLAGS: tuple[tuple[str, str], ...] = (
-    ("--params", "102016"), ("--layers", "2"), ("--hidden-size", "64"), ("--heads", "4"), ("--kv-heads", "4"),
+ARITH_FLAGS: tuple[tuple[str, str], ...] = (  # the model of traces/grpo_arith_cpu2.json (examples/grpo_arith.yaml)
+    ("--params", "161856"), ("--layers", "2"), ("--hidden-size", "64"), ("--heads", "4"), ("--kv-heads", "2"),
     ("--device", "CPU"), ("--num-devices", "2"), ("--prompts", "32"), ("--group-size", "8"),
-    ("--prompt-tokens", "9"), ("--response-median", "5"), ("--response-sigma", "0.1"), ("--response-max", "6"),
+    ("--prompt-tokens", "8"), ("--response-median", "4"), ("--response-sigma", "0.1"), ("--response-max", "6"),
     ("--rollout-mp", "1"), ("--inference-mp", "1"), ("--actor-mp", "1"), ("--weight-bytes-per-param", "4"),
     ("--kv-cache-fraction", "0.00001"),
 )  # fmt: skip

@@ -21,6 +21,8 @@ from rlinf.app.jobs import Job, load_job_config
 from rlinf.core.errors import ConfigError
 from rlinf.core.plan import Placement, Plan
 
+pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
+
 CONFIG = "examples/grpo_arith.yaml"
 EDGES = ("rollout->reward", "reward->inference", "inference->actor")
 COMPONENTS = ("rollout", "reward", "inference", "actor")

@@ -262,11 +262,11 @@ def test_backend_names_are_checked() -> None:
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen2 checkpoint directory (config, safetensors, a BPE tokenizer) saved like the workload's."""
     from rlinf.workloads.hf_grpo.checkpoints import save_checkpoint
-    from rlinf.workloads.hf_grpo.task import TaskConfig
     from rlinf.workloads.hf_grpo.tokenizer import train_bpe
+    from rlinf.workloads.hf_grpo.word_problems import WordProblemsTask
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
-    tokenizer = train_bpe(TaskConfig(), vocab_size=300, seed=0)
+    tokenizer = train_bpe(WordProblemsTask(), vocab_size=300, seed=0)
     model = tiny_model("qwen2", 4, 2, False, vocab_size=300, eos_token_id=1, pad_token_id=0)
     save_checkpoint(model, tokenizer, folder)
     return folder

@@ -13,8 +13,8 @@ from rlinf.cli import main
 
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 
-from rlinf.workloads.hf_grpo.checkpoints import hf_config, parameter_count  # noqa: E402
-from rlinf.workloads.hf_grpo.config import MODEL_PRESETS  # noqa: E402
+from rlinf.workloads.hf_grpo.checkpoints import hf_config, parameter_count, sizes_parameter_count  # noqa: E402
+from rlinf.workloads.hf_grpo.config import MODEL_PRESETS, ModelSizes  # noqa: E402
 
 PUBLIC_PARAMETERS = {
     "qwen2.5-0.5b": 494_032_768,
@@ -31,6 +31,32 @@ def test_a_preset_has_the_shape_of_its_public_checkpoint(preset: str) -> None:
     assert parameter_count(config) == PUBLIC_PARAMETERS[preset]
     built = hf_config(MODEL_PRESETS[preset])
     assert built.tie_word_embeddings and built.model_type == MODEL_PRESETS[preset].architecture
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        *MODEL_PRESETS.values(),
+        ModelSizes(architecture="llama", num_heads=8, num_kv_heads=8, hidden_size=96, vocab_size=333),
+        ModelSizes(
+            architecture="qwen2",
+            num_layers=3,
+            num_heads=6,
+            num_kv_heads=3,
+            hidden_size=48,
+            tie_word_embeddings=True,
+        ),
+    ],
+    ids=[*MODEL_PRESETS, "llama-no-gqa", "qwen2-tied"],
+)
+def test_the_parameter_count_from_sizes_is_what_transformers_builds(sizes: ModelSizes) -> None:
+    """Loading a config counts parameters from the sizes, without importing transformers; the count is the model's."""
+    import torch
+    import transformers
+
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config(sizes))
+    assert sizes_parameter_count(sizes) == sum(p.numel() for p in model.parameters())
 
 
 def test_a_model_that_does_not_fit_is_refused_before_any_worker_starts(

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("ray")
 
+from hf_grpo_tiny import CONFIG as GRPO_CONFIG  # noqa: E402
+from hf_grpo_tiny import tiny_sets  # noqa: E402
 from test_fault_injection import SMALL_TRAIN, computed, descendants, has_checkpoint, kill_when  # noqa: E402
-from test_grpo_job import CONFIG as GRPO_CONFIG  # noqa: E402
-from test_grpo_job import grpo_computed, tiny_sets  # noqa: E402
 
 
 def ray_worker_pids(root: int) -> list[int]:
@@ -101,18 +101,18 @@ def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> No
     assert computed(tmp_path / "ray") == computed(local)
 
 
-def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path) -> None:
+def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path, grpo_cache: Path) -> None:
     """The GRPO job (streamed generation, weight syncs to rollout and inference) on Ray, hybrid plan: rewards,
     losses and token counts equal the local backend's, bit for bit."""
-    learned = [
-        "task.min_digits=1",
-        "task.max_digits=1",
-        "warm_start.num_steps=150",
-        "execution.heldout_eval=false",
-    ]
+    pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
     command = [sys.executable, "-m", "rlinf", "train", GRPO_CONFIG, "--no-progress", "--mode", "hybrid"]
-    command += ["--devices", "2", "--iterations", "3", *tiny_sets(tmp_path / "cache")]
-    command += [flag for value in learned for flag in ("--set", value)]
+    command += [
+        "--devices",
+        "2",
+        "--iterations",
+        "3",
+        *tiny_sets(grpo_cache, **{"execution.heldout_eval": "false"}),
+    ]
     subprocess.run([*command, "--out", str(tmp_path / "local")], check=True, timeout=300)
     subprocess.run(
         [*command, "--backend", "ray", "--out", str(tmp_path / "ray")],
@@ -120,7 +120,7 @@ def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path
         timeout=300,
         capture_output=True,
     )
-    local, ray = grpo_computed(tmp_path / "local"), grpo_computed(tmp_path / "ray")
+    local, ray = computed(tmp_path / "local"), computed(tmp_path / "ray")
     assert [m["iteration"] for m in ray] == [1, 2, 3]
     assert ray == local
     assert any(m["mean_reward"] > 0 for m in local)

@@ -259,7 +259,7 @@ def test_fixed_plans_are_derived_from_the_workflow() -> None:
     assert hybrid.devices_of("actor") == (0, 1, 2, 3) and set(hybrid.granularity) == set(
         workflow.granularity_keys
     )
-    grpo = get_job("grpo_arith")
+    grpo = get_job("grpo_hf")
     _, grpo_config = load_job_config(ROOT / "examples" / "grpo_arith.yaml")
     split, _ = grpo.fixed_plan("hybrid", 2, grpo_config)
     assert split.devices_of("rollout") == split.devices_of("reward") == (0,)

@@ -15,7 +15,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlinf import Component, ConfigKeys, Edge, Loop, WeightSync, WorkerContext, Workflow, structure_config
+from rlinf import (
+    Component,
+    ConfigKeys,
+    Edge,
+    Loop,
+    WeightSync,
+    WorkerContext,
+    Workflow,
+    concat_payloads,
+    structure_config,
+)
 
 OBS, ACTIONS = 4, 2
 
@@ -45,11 +55,6 @@ def mlp(out: int, hidden: int, seed: int) -> torch.nn.Module:
                                torch.nn.Tanh(), torch.nn.Linear(hidden, out))  # fmt: skip
 
 
-def rows(inputs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The producers' payloads (one per producer replica) as one payload."""
-    return {k: np.concatenate([p[k] for p in inputs if p]) for k in next(p for p in inputs if p)}
-
-
 def average_gradients(model: torch.nn.Module, world: int) -> None:
     """Data-parallel replicas average their gradients (one all-reduce of a flat buffer)."""
     if world > 1:
@@ -71,12 +76,8 @@ class Env:
                 self.stages.append({"envs": [], "obs": None, "returns": np.zeros(0)})
                 continue
             envs = [gym.make("CartPole-v1") for _ in range(first, last)]
-            obs = np.stack(
-                [
-                    env.reset(seed=config.seed * 1_000 + i)[0]
-                    for i, env in zip(range(first, last), envs, strict=True)
-                ]
-            )
+            seeds = range(config.seed * 1_000 + first, config.seed * 1_000 + last)
+            obs = np.stack([env.reset(seed=seed)[0] for seed, env in zip(seeds, envs, strict=True)])
             self.stages.append({"envs": envs, "obs": obs.astype(np.float32), "returns": np.zeros(len(envs))})
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
@@ -84,7 +85,7 @@ class Env:
         if step == 0:
             stage["record"] = {k: [] for k in ("actions", "logp", "rewards", "dones", "obs")}
             return {"obs": stage["obs"]}, {}
-        act, record, finished = rows(inputs), stage["record"], []
+        act, record, finished = concat_payloads(inputs), stage["record"], []
         record["obs"].append(stage["obs"])
         next_obs, rewards, dones = [], [], []
         for i, (env, action) in enumerate(zip(stage["envs"], act["actions"], strict=True)):
@@ -128,7 +129,7 @@ class Policy:
         if step == 0:
             return {}, {}
         with torch.no_grad():
-            logits = self.model(torch.as_tensor(rows(inputs)["obs"]))
+            logits = self.model(torch.as_tensor(concat_payloads(inputs)["obs"]))
             actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
             logp = torch.log_softmax(logits, -1).gather(1, actions[:, None])[:, 0]
         return {"actions": actions.numpy(), "logp": logp.numpy()}, {}
@@ -156,7 +157,7 @@ class Critic:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.critic_lr)
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
-        batch, c = rows(inputs), self.config
+        batch, c = concat_payloads(inputs), self.config
         obs = torch.as_tensor(batch["obs"])
         with torch.no_grad():
             values = self.model(obs)[..., 0].numpy()
@@ -198,7 +199,7 @@ class Actor(Critic):
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.actor_lr)
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
-        batch = {k: torch.as_tensor(v).flatten(0, 1) for k, v in rows(inputs).items()}
+        batch = {k: torch.as_tensor(v).flatten(0, 1) for k, v in concat_payloads(inputs).items()}
         advantages = (batch["advantages"] - batch["advantages"].mean()) / (batch["advantages"].std() + 1e-8)
         for _ in range(self.config.epochs):
             logp = torch.log_softmax(self.model(batch["obs"]), -1)

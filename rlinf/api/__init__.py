@@ -1,12 +1,13 @@
 """The public workload API: what a user (and each built-in workload) writes a workload against
 (``docs/workloads.md``): :class:`Workload`, :class:`Worker`, :class:`WorkerContext`, the macro flow's values
 (:class:`Workflow`, :class:`Component`, :class:`Edge`, :class:`Loop`, :class:`WeightSync`) and
-:func:`structure_config` for a typed config."""
+:func:`structure_config` for a typed config, :func:`concat_payloads` to join the payloads a worker receives."""
 
 from rlinf.api.worker_context import WorkerContext
 from rlinf.api.workload import ConfigKeys, Payload, Worker, Workload, reported_response_lengths
 from rlinf.core.config_structure import structure_config
 from rlinf.core.errors import ConfigError, RlinfError, RlinfWarning
+from rlinf.core.payloads import concat_payloads
 from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "WorkerContext",
     "Workflow",
     "Workload",
+    "concat_payloads",
     "reported_response_lengths",
     "structure_config",
 ]

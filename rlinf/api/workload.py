@@ -15,15 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
-import numpy as np
 
 from rlinf.api.worker_context import WorkerContext
+from rlinf.core.payloads import Payload
 from rlinf.core.workflow import Workflow
 
 C = TypeVar("C")
-Payload = Mapping[str, np.ndarray]
-"""Data between components: arrays whose first axis is the sample axis (environments, sequences), so rlinf can
-split a micro-batch between producer and consumer replicas without understanding it."""
 
 
 @attrs.frozen(kw_only=True)

@@ -4,9 +4,9 @@ The prior (the analytic model's assumptions) comes from --analytic TRACE (a trac
 or ``rlinf trace import``), or from the model flags (--model or --params ..., as for ``rlinf trace synth``), or,
 when neither is given, from the measured trace's own provenance.workload (an imported trace records one).
 
-Example (the profiled GRPO arithmetic trace, described as the 102,016-parameter model it trains):
-  rlinf trace calibrate --measured traces/grpo_arith_cpu2.json --params 102016 --layers 2 --hidden-size 64 \\
-      --heads 4 --kv-heads 4 --device CPU --num-devices 2 --prompts 32 --group-size 8 --prompt-tokens 9 \\
+Example (the profile of the former GRPO arithmetic workload, described as the 102,016-parameter model it trained):
+  rlinf trace calibrate --measured docs/data/grpo_arith_former_cpu2_trace.json --params 102016 --layers 2 \\
+      --hidden-size 64 --heads 4 --kv-heads 4 --device CPU --num-devices 2 --prompts 32 --group-size 8 --prompt-tokens 9 \\
       --response-median 5 --response-sigma 0.1 --response-max 6 --rollout-mp 1 --inference-mp 1 \\
       --actor-mp 1 --weight-bytes-per-param 4 --kv-cache-fraction 0.00001 --out calibrated.json
 """

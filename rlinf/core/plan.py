@@ -479,6 +479,13 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores:
     granularity = _optional(
         data, "granularity", Mapping, {}, source, "a mapping", "write edge: micro-batches"
     )
+    for key, value in granularity.items():  # named by their path in the document (a plan inside a trace)
+        integer(
+            f"{source}.granularity.{key}",
+            value,
+            minimum=1,
+            fix="give the number of micro-batches (1 = whole batch)",
+        )
     offload = _optional(data, "offload", list, [], source, "a list", "write offload: [component, ...]")
     for i, name in enumerate(offload):
         require(
@@ -497,7 +504,9 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores:
     bound = limits.current().max_micro_batches
     for key, value in plan.granularity.items():
         if value > bound:
-            raise limits.exceeded(f"granularity.{key}", value, "micro-batches", "max_micro_batches", bound)
+            raise limits.exceeded(
+                f"{source}.granularity.{key}", value, "micro-batches", "max_micro_batches", bound
+            )
     declared = data.get("mode")
     if declared is not None:
         require(

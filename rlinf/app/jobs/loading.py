@@ -14,10 +14,14 @@ from rlinf.core.errors import ConfigError
 
 BUILTIN = {
     "embodied_ppo": "rlinf.workloads.embodied.workload:WORKLOAD",
-    "grpo_arith": "rlinf.workloads.arith.workload:WORKLOAD",
     "grpo_hf": "rlinf.workloads.hf_grpo.workload:WORKLOAD",
 }
 """Built-in workloads by name; any other workload is named by its reference."""
+RETIRED = {
+    "grpo_arith": "write workload: grpo_hf with task: {kind: addition, ...}, as examples/grpo_arith.yaml does (the "
+    "arithmetic workload became the addition task of the GRPO workload, docs/grpo.md)",
+}
+"""Built-in names that are gone, with what replaced them."""
 FIX = "write 'workload: <built-in name>', 'package.module:attribute' or 'path/to/file.py:attribute'"
 
 
@@ -25,6 +29,8 @@ def load_workload(reference: Any, *, base: Path = Path(".")) -> Any:
     """The workload ``reference`` names (a relative file path is taken from ``base``, the config's folder)."""
     if not isinstance(reference, str) or not reference.strip():
         raise ConfigError("workload", reference, "must be a name or a reference", FIX)
+    if reference in RETIRED:
+        raise ConfigError("workload", reference, "is no longer a built-in workload", RETIRED[reference])
     target = BUILTIN.get(reference, reference)
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute.isidentifier():

@@ -14,9 +14,8 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
-from rlinf.api import WorkerContext
+from rlinf.api import Payload, WorkerContext, concat_payloads
 from rlinf.core.errors import require
-from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload
 
@@ -76,10 +75,10 @@ class ActorWorker:
 
     # ------------------------------------------------------------------ training
     def compute(
-        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
-    ) -> tuple[Batch, dict[str, Any]]:
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "train", f"actor workers run train, not {op_name}"
-        batch = concat_rows(inputs)
+        batch = concat_payloads(inputs)
         advantages, returns = self._advantages(batch)
         n, steps = batch["rewards"].shape
         flat = {
@@ -109,7 +108,7 @@ class ActorWorker:
             current, _, _ = self.model.evaluate(data["obs"], data["actions"])
         return float((data["log_probs"] - current).mean())
 
-    def _advantages(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def _advantages(self, batch: Payload) -> tuple[np.ndarray, np.ndarray]:
         """Time-major ``[T, n]`` advantages and returns; rewards scaled, truncations bootstrapped."""
         cfg = self.config
         rewards = batch["rewards"].T.astype(np.float64)
@@ -191,7 +190,7 @@ class ActorWorker:
         out["policy_version"] = np.array([self.policy_version], dtype=np.int64)
         return out
 
-    def load_weights(self, payload: Batch) -> None:
+    def load_weights(self, payload: Payload) -> None:
         raise AssertionError("the actor is the source of weights")
 
     def checkpoint(self) -> dict[str, Any]:

@@ -15,8 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
-from rlinf.api import WorkerContext
-from rlinf.workloads.embodied.arrays import Batch, concat_rows
+from rlinf.api import Payload, WorkerContext, concat_payloads
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 TRAJECTORY_KEYS = (
@@ -92,7 +91,7 @@ class _Stage:
         self.finished = []
         return self.obs
 
-    def step(self, act: Batch) -> np.ndarray:
+    def step(self, act: Payload) -> np.ndarray:
         assert self.obs is not None, "env stepped before it was observed"
         actions = np.asarray(act["actions"], dtype=np.float32)
         rewards = np.zeros(len(self.envs), dtype=np.float32)
@@ -172,13 +171,13 @@ class EnvWorker:
             self.stages.append(_Stage(config.env_id, [config.seed * 100_003 + i for i in range(first, last)]))
 
     def compute(
-        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
-    ) -> tuple[Batch, dict[str, Any]]:
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "env_step", f"env workers run env_step, not {op_name}"
         stage = self.stages[micro_batch]
         if step == 0:
             return {"obs": stage.observe()}, {}
-        obs = stage.step(concat_rows(inputs))
+        obs = stage.step(concat_payloads(inputs))
         if step < self.config.num_steps:
             return {"obs": obs}, {}
         returns = [r for r, _ in stage.finished]
@@ -191,7 +190,7 @@ class EnvWorker:
     def weights(self) -> dict[str, np.ndarray]:
         return {}
 
-    def load_weights(self, payload: Batch) -> None:
+    def load_weights(self, payload: Payload) -> None:
         raise AssertionError("env workers receive no weights")
 
     def checkpoint(self) -> dict[str, Any]:

@@ -9,9 +9,8 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
-from rlinf.api import WorkerContext
+from rlinf.api import Payload, WorkerContext, concat_payloads
 from rlinf.core.errors import ConfigError
-from rlinf.workloads.embodied.arrays import Batch, concat_rows
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import ActorCritic, load_payload
 
@@ -47,12 +46,12 @@ class RolloutWorker:
                 self.generators[stage] = torch.Generator(device=self.device).manual_seed(seed)
 
     def compute(
-        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Batch]
-    ) -> tuple[Batch, dict[str, Any]]:
+        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
+    ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "act", f"rollout workers run act, not {op_name}"
         if step == 0:
             return {}, {}
-        obs = concat_rows(inputs)["obs"]
+        obs = concat_payloads(inputs)["obs"]
         norm_obs = self.norm.normalize(obs, self.config.obs_clip)
         actions, log_probs, values = self.model.act(
             torch.as_tensor(norm_obs, device=self.device), self.generators[micro_batch]
@@ -72,7 +71,7 @@ class RolloutWorker:
     def weights(self) -> dict[str, np.ndarray]:
         raise AssertionError("rollout workers do not send weights")
 
-    def load_weights(self, payload: Batch) -> None:
+    def load_weights(self, payload: Payload) -> None:
         load_payload(self.model, dict(payload))
         self.norm = RunningNorm(
             mean=payload["norm.mean"], var=payload["norm.var"], count=float(payload["norm.count"][0])

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf import WorkerContext
 from rlinf.algorithms.grpo import grpo_loss
+from rlinf.api import WorkerContext, concat_payloads
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import host_copy
 from rlinf.workloads.hf_grpo.checkpoints import load_tokenizer, weights_payload
@@ -30,7 +30,6 @@ from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
 from rlinf.workloads.hf_grpo.payloads import (
     Payload,
-    concat_rows,
     flat_sequences,
     length_sorted_chunks,
     response_mask,
@@ -79,12 +78,22 @@ class ActorWorker:
     ) -> tuple[Payload, dict[str, Any]]:
         """Accumulate the micro-batch into the current mini-batch; step the optimizer at each mini-batch end."""
         assert op_name == "train", f"actor workers run train, not {op_name}"
-        payload = concat_rows(inputs)
+        payload = concat_payloads(inputs)
         info: dict[str, Any] = {}
         if self.iteration == 1 and self.seen == 0 and self.rank == 0 and self.warm_start_accuracy is not None:
             info["warm_start_accuracy"] = self.warm_start_accuracy
         steps: list[dict[str, float]] = []
         num = int(payload["response_len"].size) if payload else 0
+        expected = self.ends[-1]
+        # An iteration ends only by completing (a failed run stops every worker; restore starts afresh), so a count
+        # off the share is a routing bug: fail here rather than carry a half mini-batch into the next iteration.
+        assert micro_batch > 0 or self.seen == 0, (
+            f"actor[{self.rank}] starts an iteration with {self.seen} of the last one's {expected} sequences"
+        )
+        assert self.seen + num <= expected, (
+            f"actor[{self.rank}] received {num} sequences in micro-batch {micro_batch} after {self.seen}: more than "
+            f"its {expected} per iteration (rlinf admits only plans that route each replica its share)"
+        )
         offset = 0
         while offset < num:
             start = self.ends[self.mini_batch - 1] if self.mini_batch else 0
@@ -182,6 +191,7 @@ class ActorWorker:
             self.backend.generation_model(),
             self.tokenizer,
             problems,
+            task=config.task,
             max_new_tokens=config.grpo.max_new_tokens,
             batch_size=config.eval.batch_size,
         )

@@ -46,6 +46,18 @@ def package_available(package: str) -> bool:
         return False
 
 
+def check_packages() -> None:
+    """Refuse the workload (one line) when the ``transformers`` or ``tokenizers`` package it runs on is missing."""
+    for package in ("transformers", "tokenizers"):
+        if not package_available(package):
+            raise ConfigError(
+                "workload",
+                "grpo_hf",
+                f"needs the {package} package, which is not installed",
+                'pip install -e ".[hf]"',
+            )
+
+
 def check_backends(config: BackendConfig) -> None:
     """Refuse an optional backend whose package is not installed or that has no CUDA GPU (one line each)."""
     for component in BACKEND_NAMES:

@@ -92,10 +92,29 @@ def model_config(config: HfGrpoConfig) -> Any:
 
 
 def parameter_count(config: HfGrpoConfig) -> int:
-    """Parameters of the run's model, counted on the meta device (no memory, no weights read)."""
+    """Parameters of the run's model: from its sizes (:func:`sizes_parameter_count`) when built from a config, else
+    the checkpoint's model counted on the meta device (no memory, no weights read)."""
+    if config.model.path is None:
+        assert config.model.config is not None
+        return sizes_parameter_count(config.model.config)
     with torch.device("meta"):
         model = _transformers().AutoModelForCausalLM.from_config(model_config(config))
     return sum(p.numel() for p in model.parameters())
+
+
+def sizes_parameter_count(sizes: ModelSizes) -> int:
+    """Parameters of the Qwen2 or Llama model ``AutoModelForCausalLM.from_config(hf_config(sizes))`` builds, from
+    the shapes alone (loading a config needs no ``transformers`` import): the embedding; per layer the attention
+    projections (Qwen2's query, key and value carry biases), the SwiGLU MLP and two RMSNorms; the final norm; the
+    output layer unless it is tied to the embedding."""
+    hidden, vocab = sizes.hidden_size, sizes.vocab_size
+    kv_width = sizes.num_kv_heads * (hidden // sizes.num_heads)
+    attention = 2 * hidden * hidden + 2 * hidden * kv_width
+    if sizes.architecture == "qwen2":
+        attention += hidden + 2 * kv_width
+    layer = attention + 3 * hidden * sizes.intermediate_size + 2 * hidden
+    output = 0 if sizes.tie_word_embeddings else vocab * hidden
+    return vocab * hidden + sizes.num_layers * layer + hidden + output
 
 
 def settings_key(settings: Mapping[str, Any]) -> str:

@@ -13,8 +13,8 @@ from types import MappingProxyType
 import attrs
 
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.core.errors import positive, require
-from rlinf.workloads.hf_grpo.task import TaskConfig
+from rlinf.core.errors import integer, positive, require
+from rlinf.workloads.hf_grpo.task import TaskConfig, WordProblemsTask, task_config
 
 ARCHITECTURES = ("qwen2", "llama")
 MODES = ("auto", "collocated", "disaggregated", "hybrid")
@@ -89,6 +89,9 @@ class ModelSizes:
 MODEL_PRESETS = MappingProxyType(
     {
         "tiny": ModelSizes(),
+        # The tiny model with an embedding sized for the addition task's BPE (256 bytes and 2 special tokens: digits
+        # are single tokens and "+", "=" do not merge) and positions for its short sequences (8 + 6 tokens).
+        "tiny-addition": ModelSizes(vocab_size=300, max_position_embeddings=64),
         # The shapes of public checkpoints (their config.json), built with random weights: what rlinf does with a
         # model of that size (memory, throughput), not what it learns. The tokenizer is the task's own BPE.
         "qwen2.5-0.5b": ModelSizes(
@@ -134,7 +137,7 @@ class ModelConfig:
     downloaded: point this at a checkpoint on disk. When set, ``config`` has no effect."""
     config: ModelSizes | None = attrs.field(default=None, converter=_sizes)
     """Sizes of a model built from scratch when ``path`` is not set, or a preset's name (:data:`MODEL_PRESETS`:
-    ``tiny``, ``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``llama-3.2-1b``)."""
+    ``tiny``, ``tiny-addition``, ``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``llama-3.2-1b``)."""
 
     def __attrs_post_init__(self) -> None:
         require(
@@ -317,15 +320,42 @@ class BackendConfig:
             )
 
 
+MAX_SEED = 2**32 - 1
+
+
 @attrs.frozen(kw_only=True)
 class HfGrpoConfig:
     """The whole run."""
 
     seed: int = 0
     model: ModelConfig = ModelConfig(config=ModelSizes())
-    task: TaskConfig = TaskConfig()
+    task: TaskConfig = attrs.field(default=WordProblemsTask(), converter=task_config)
+    """``kind: word_problems`` (the default) or ``kind: addition``, with that task's keys
+    (:mod:`~rlinf.workloads.hf_grpo.task`)."""
     warm_start: WarmStartConfig = WarmStartConfig()
     grpo: RlConfig = RlConfig()
     eval: EvalConfig = EvalConfig()
     backends: BackendConfig = BackendConfig()
     execution: ExecutionConfig = ExecutionConfig()
+
+    def __attrs_post_init__(self) -> None:
+        integer("seed", self.seed, minimum=0, maximum=MAX_SEED, fix=f"use a seed in [0, {MAX_SEED}]")
+        distinct = self.task.num_distinct_problems
+        require(
+            distinct is None or self.eval.num_problems <= distinct // 2,
+            "eval.num_problems",
+            self.eval.num_problems,
+            f"is more than half of the task's {distinct} distinct problems (training draws exclude the held-out ones)",
+            "use fewer held-out problems or a larger task (more digits)",
+        )
+        sizes = self.model.config
+        if self.model.path is None and sizes is not None:
+            longest = self.grpo.max_prompt_tokens + self.grpo.max_new_tokens
+            require(
+                longest <= sizes.max_position_embeddings,
+                "grpo.max_new_tokens",
+                self.grpo.max_new_tokens,
+                f"with grpo.max_prompt_tokens={self.grpo.max_prompt_tokens} makes sequences of {longest} tokens, "
+                f"more than the model's {sizes.max_position_embeddings} positions",
+                "lower grpo.max_new_tokens or grpo.max_prompt_tokens, or raise model.config.max_position_embeddings",
+            )

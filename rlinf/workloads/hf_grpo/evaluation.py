@@ -1,4 +1,4 @@
-"""Held-out accuracy: greedy decoding of a fixed problem set, scored by the task's exact-match reward."""
+"""Held-out accuracy: greedy decoding of a fixed problem set, scored by the task's verifier."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ from typing import Any
 import torch
 
 from rlinf.workloads.hf_grpo.generation import SamplingParams, stream_groups
-from rlinf.workloads.hf_grpo.task import WordProblem, reward
+from rlinf.workloads.hf_grpo.task import Problem, TaskConfig
 
 
 def heldout_accuracy(
     model: Any,
     tokenizer: Any,
-    problems: Sequence[WordProblem],
+    problems: Sequence[Problem],
     *,
+    task: TaskConfig,
     max_new_tokens: int,
     batch_size: int,
 ) -> float:
-    """Fraction of ``problems`` whose greedy response (at most ``max_new_tokens``) has the exact answer."""
+    """Fraction of ``problems`` whose greedy response (at most ``max_new_tokens``) the ``task``'s verifier accepts."""
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     correct = 0.0
     for start in range(0, len(problems), batch_size):
@@ -35,5 +36,5 @@ def heldout_accuracy(
             generator=torch.Generator(),
         ):
             text = tokenizer.decode(group.response_ids[0], skip_special_tokens=True)
-            correct += reward(batch[group.group_index].answer, text)
+            correct += task.reward(batch[group.group_index].answer, text)
     return correct / len(problems)

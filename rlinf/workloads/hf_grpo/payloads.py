@@ -2,7 +2,7 @@
 
 A payload maps names to NumPy arrays whose first axis is the prompt group, so a micro-batch splits between
 replicas without cutting a group. Widths are fixed (``max_prompt_tokens``, ``max_new_tokens``), so payloads of
-several producers concatenate. Stages:
+several producers concatenate (:func:`rlinf.api.concat_payloads`). Stages:
 
 * rollout -> reward: ``group_index``, ``answer`` ``[n]``; ``prompt_ids [n, P]`` with ``prompt_len [n]``;
   ``response_ids [n, G, R]`` with ``response_len [n, G]`` and ``ended_at_eos [n, G]``;
@@ -19,18 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-Payload = Mapping[str, np.ndarray]
-
-
-def concat_rows(parts: Sequence[Payload]) -> dict[str, np.ndarray]:
-    """The producers' payloads (one per producer replica) as one payload; empty ones are skipped."""
-    present = [p for p in parts if p]
-    if not present:
-        return {}
-    keys = sorted(present[0])
-    for part in present:
-        assert sorted(part) == keys, f"payload keys differ: {sorted(part)} vs {keys}"
-    return {key: np.concatenate([np.asarray(p[key]) for p in present]) for key in keys}
+from rlinf.api import Payload
 
 
 def flat_sequences(payload: Payload) -> dict[str, np.ndarray]:

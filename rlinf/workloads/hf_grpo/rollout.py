@@ -24,12 +24,12 @@ from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, p
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams
 from rlinf.workloads.hf_grpo.payloads import Payload
-from rlinf.workloads.hf_grpo.task import WordProblem, heldout_problems, sample_problems
+from rlinf.workloads.hf_grpo.task import heldout_prompts, sample_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
 
-def iteration_problems(config: HfGrpoConfig, iteration: int, exclude: set[str]) -> list[WordProblem]:
-    """The prompts of ``iteration`` (1-based), the same for every replica and plan."""
+def iteration_problems(config: HfGrpoConfig, iteration: int, exclude: frozenset[str]) -> list[Any]:
+    """The problems of ``iteration`` (1-based), the same for every replica and plan; none of them held out."""
     rng = random.Random(config.seed * 1_000_003 + iteration)
     return sample_problems(config.grpo.prompts_per_iteration, config.task, rng, exclude=exclude)
 
@@ -87,8 +87,7 @@ class RolloutWorker:
         ranges = [context.my_groups(j) for j in range(context.num_micro_batches)]
         self.quotas = [hi - lo for lo, hi in ranges]
         self.prompt_indices = [i for lo, hi in ranges for i in range(lo, hi)]
-        heldout = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
-        self.heldout = {p.question for p in heldout}
+        self.heldout = heldout_prompts(config.eval.num_problems, config.task, config.eval.seed)
         self.iteration = 0
         self.stream: Iterator[GroupRollout] = iter(())
         self.finished: list[GroupRollout] = []

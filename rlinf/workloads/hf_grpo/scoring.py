@@ -1,7 +1,7 @@
 """The reward and inference components.
 
-The reward worker decodes each response with the checkpoint's tokenizer, extracts the answer after ``####`` and
-scores it by exact match; GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
+The reward worker decodes each response with the checkpoint's tokenizer and scores it with the task's verifier
+(:mod:`~rlinf.workloads.hf_grpo.task`: 1.0 for the exact answer); GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
 are computable per group, so it streams like the rollout. The inference worker adds the log-probabilities of
 every response token under the old policy (the actor's weights as synced after the last iteration, i.e. the
 policy that sampled) and, with a KL penalty, under the frozen reference (the warm start), both at the sampling
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf import WorkerContext
 from rlinf.algorithms.grpo import group_advantages
+from rlinf.api import WorkerContext, concat_payloads
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import PolicyBackend, host_copy
 from rlinf.workloads.hf_grpo.checkpoints import (
@@ -31,17 +31,15 @@ from rlinf.workloads.hf_grpo.checkpoints import (
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.payloads import (
     Payload,
-    concat_rows,
     flat_sequences,
     length_sorted_chunks,
     right_padded,
 )
-from rlinf.workloads.hf_grpo.task import reward
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
 
 class RewardWorker:
-    """Exact-match rewards of the extracted answers, then advantages within each group."""
+    """The task's verifier on every response, then advantages within each group."""
 
     collective = False
     """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
@@ -50,6 +48,7 @@ class RewardWorker:
         with cache_lock(Path(config.execution.cache_dir)):
             self.tokenizer = load_tokenizer(base_checkpoint(config))
         self.grpo = config.grpo.grpo()
+        self.task = config.task
 
     def score(self, payload: Payload) -> tuple[np.ndarray, np.ndarray]:
         """``(rewards, advantages)``, each ``[groups, group_size]``."""
@@ -59,7 +58,7 @@ class RewardWorker:
             for member in range(size):
                 ids = payload["response_ids"][row, member, : payload["response_len"][row, member]]
                 text = self.tokenizer.decode(ids.tolist(), skip_special_tokens=True)
-                rewards[row, member] = reward(int(payload["answer"][row]), text)
+                rewards[row, member] = self.task.reward(int(payload["answer"][row]), text)
         advantages = group_advantages(
             torch.as_tensor(rewards), scale_by_std=self.grpo.scale_by_std, std_eps=self.grpo.std_eps
         )
@@ -69,7 +68,7 @@ class RewardWorker:
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "reward", f"reward workers run reward, not {op_name}"
-        payload = concat_rows(inputs)
+        payload = concat_payloads(inputs)
         rewards, advantages = self.score(payload)
         out = {**payload, "rewards": rewards, "advantages": advantages}
         return out, {"reward_sum": float(rewards.sum()), "responses": int(rewards.size)}
@@ -150,7 +149,7 @@ class InferenceWorker:
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
-        payload = concat_rows(inputs)
+        payload = concat_payloads(inputs)
         score = {
             "pad_id": self.tokenizer.pad_token_id,
             "chunk_size": self.chunk_size,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from rlinf.workloads.hf_grpo.task import TaskConfig, sample_problem, solution_text
+from rlinf.workloads.hf_grpo.task import TaskConfig
 
 PAD, EOS = "<|pad|>", "<|endoftext|>"
 CORPUS_PROBLEMS = 2_000
@@ -23,8 +23,8 @@ def task_corpus(task: TaskConfig, seed: int, count: int = CORPUS_PROBLEMS) -> li
     rng = random.Random(seed)
     texts: list[str] = []
     for _ in range(count):
-        problem = sample_problem(task, rng)
-        texts.extend((problem.prompt, solution_text(problem)))
+        problem = task.sample(rng)
+        texts.extend((problem.prompt, task.solution(problem)))
     return texts
 
 

@@ -33,7 +33,7 @@ from rlinf.workloads.hf_grpo.checkpoints import (
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
 from rlinf.workloads.hf_grpo.payloads import response_logprobs, response_mask, right_padded, sequence_arrays
-from rlinf.workloads.hf_grpo.task import heldout_problems, sample_problems, solution_text
+from rlinf.workloads.hf_grpo.task import heldout_problems, sample_problems
 
 METADATA = "warm_start.json"
 
@@ -74,7 +74,7 @@ def supervised_step(model: Any, tokenizer: Any, prompts: list[str], solutions: l
     return -(logp * weights).sum() / weights.sum()
 
 
-def train_warm_start(model: Any, tokenizer: Any, config: HfGrpoConfig, exclude: set[str]) -> None:
+def train_warm_start(model: Any, tokenizer: Any, config: HfGrpoConfig, exclude: frozenset[str]) -> None:
     """``warm_start.num_steps`` AdamW steps on worked solutions of problems drawn from ``config.seed``."""
     settings = config.warm_start
     device = next(model.parameters()).device
@@ -86,7 +86,7 @@ def train_warm_start(model: Any, tokenizer: Any, config: HfGrpoConfig, exclude: 
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings.num_steps, settings.lr)
         problems = sample_problems(settings.batch_size, config.task, rng, exclude=exclude)
-        solutions = [solution_text(p, rng, settings.teacher_error_rate) for p in problems]
+        solutions = [config.task.solution(p, rng, settings.teacher_error_rate) for p in problems]
         loss = supervised_step(model, tokenizer, [p.prompt for p in problems], solutions, device)
         optimizer.zero_grad()
         loss.backward()
@@ -124,11 +124,12 @@ def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmSta
             started = time.perf_counter()
             model, tokenizer = load_model(base, device), load_tokenizer(base)
             heldout = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
-            train_warm_start(model, tokenizer, config, {p.question for p in heldout})
+            train_warm_start(model, tokenizer, config, frozenset(p.prompt for p in heldout))
             accuracy = heldout_accuracy(
                 model,
                 tokenizer,
                 heldout,
+                task=config.task,
                 max_new_tokens=config.grpo.max_new_tokens,
                 batch_size=config.eval.batch_size,
             )

@@ -1,4 +1,5 @@
-"""GRPO on a Hugging Face causal LM as a workload (:class:`rlinf.Workload`), written against the public API.
+"""GRPO on a Hugging Face causal LM as a workload (:class:`rlinf.Workload`), written against the public API: the
+one GRPO workload of rlinf, on any of its verifiable tasks (``task.kind``: word problems or addition).
 
 Components ``rollout -> reward -> inference -> actor`` joined by stream edges (the plan's granularity sets how
 many micro-batches flow along them); after training the actor syncs its weights to the rollout and the
@@ -20,12 +21,12 @@ import numpy as np
 from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
 from rlinf.api import reported_response_lengths
 from rlinf.workloads.hf_grpo.actor import ActorWorker
-from rlinf.workloads.hf_grpo.backends import check_backends
+from rlinf.workloads.hf_grpo.backends import check_backends, check_packages
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
-from rlinf.workloads.hf_grpo.task import TaskConfig, sample_problem, solution_text
+from rlinf.workloads.hf_grpo.task import TaskConfig
 
 LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "grad_norm")
 KEYS = ConfigKeys(
@@ -43,9 +44,7 @@ def mean_response_tokens(task: TaskConfig, max_new_tokens: int, *, num_problems:
     """Expected tokens of a response: the worked solutions of ``num_problems`` problems (fixed seed), counted as a
     byte-level BPE with single-digit numbers splits them (a word, a digit, a space or a sign each), plus EOS."""
     rng = random.Random(0)
-    lengths = [
-        len(_PIECES.findall(solution_text(sample_problem(task, rng)))) + 1 for _ in range(num_problems)
-    ]
+    lengths = [len(_PIECES.findall(task.solution(task.sample(rng)))) + 1 for _ in range(num_problems)]
     return float(np.mean(np.minimum(lengths, max_new_tokens)))
 
 
@@ -97,7 +96,7 @@ def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], d
 
 @attrs.frozen
 class GrpoHfWorkload:
-    """GRPO on a Hugging Face causal LM (Qwen2, Llama, ...) for multi-step math word problems."""
+    """GRPO on a Hugging Face causal LM (Qwen2, Llama, ...) for a verifiable task (word problems, addition)."""
 
     name: str = "grpo_hf"
     config_keys: ConfigKeys = KEYS
@@ -108,6 +107,7 @@ class GrpoHfWorkload:
     def load_config(self, data: Mapping[str, Any], source: str) -> HfGrpoConfig:
         """The typed config; a bad ``model.path`` (missing, not a checkpoint, not a causal LM) or an optional
         backend without its package or a GPU fails here, before any worker starts."""
+        check_packages()
         config = structure_config(HfGrpoConfig, data, source)
         check_backends(config.backends)
         if config.model.path is not None:
@@ -140,8 +140,10 @@ class GrpoHfWorkload:
         }
 
     def metrics(self, result: Any, config: HfGrpoConfig, iteration: int) -> dict[str, Any]:
-        """Generated tokens/s, samples/s, mean reward, response lengths, losses, held-out accuracy when evaluated."""
+        """Generated tokens/s, samples/s, the rollout's span, mean reward, response lengths, losses, held-out accuracy
+        when evaluated."""
         timeline = result.timeline
+        generate = [s for s in timeline.spans if s.kind == "compute" and s.component == "rollout"]
         samples = config.grpo.prompts_per_iteration * config.grpo.group_size
         sums, losses, metrics = _sum_infos(result)
         lengths = reported_response_lengths(result)
@@ -154,6 +156,7 @@ class GrpoHfWorkload:
                 "tokens": tokens,
                 "tokens_per_s": tokens / timeline.iteration_s,
                 "samples_per_s": samples / timeline.iteration_s,
+                "rollout_s": max(s.end_s for s in generate) - min(s.start_s for s in generate),
                 "mean_reward": sums.get("reward_sum", 0.0) / max(sums.get("responses", 0.0), 1.0),
                 "truncated_fraction": sums.get("truncated", 0.0) / max(len(lengths), 1),
                 "optimizer_steps": int(sums.get("optimizer_steps", 0)),

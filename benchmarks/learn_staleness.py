@@ -30,6 +30,7 @@ import provenance
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import get_job
 from rlinf.app.runner import train
+from rlinf.core.files import write_text_atomic
 
 BOUNDS = (0, 1, 2)
 LAST = 5
@@ -144,18 +145,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="PNG path (default: docs/staleness_<workload>.png)")
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     parser.add_argument("--seeds", type=int, help="first N of the setting's seeds")
+    parser.add_argument(
+        "--keep",
+        default="runs/learn_staleness",
+        help="where each finished run's metrics are kept, so that an interrupted benchmark resumes (delete to redo)",
+    )
     args = parser.parse_args(argv)
     started = provenance.begin("python benchmarks/learn_staleness.py", argv)
     setting = SETTINGS[args.workload]
     seeds = setting.seeds[: args.seeds] if args.seeds else setting.seeds
     out = Path(args.out or f"docs/staleness_{args.workload}.png")
     runs: dict[int, dict[int, list[dict]]] = {}
+    done = Path(args.keep) / args.workload
+    done.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="learn_staleness-") as scratch:
         for k in BOUNDS:
             runs[k] = {}
             for seed in seeds:
+                kept = done / f"k{k}-s{seed}.json"
+                if kept.exists():  # a finished run of an interrupted benchmark (the runs are deterministic)
+                    print(f"max_staleness {k}, seed {seed}: kept from {kept}", flush=True)
+                    runs[k][seed] = json.loads(kept.read_text())
+                    continue
                 print(f"max_staleness {k}, seed {seed}", flush=True)
                 runs[k][seed] = run_one(setting, k, seed, args.devices, Path(scratch) / f"k{k}-s{seed}")
+                write_text_atomic(kept, json.dumps(runs[k][seed]))
     plot(setting, runs, out)
     summary: dict[str, Any] = {"workload": setting.job, "score": setting.score_name, "bounds": {}}
     for k, by_seed in runs.items():

@@ -260,6 +260,107 @@ def test_fsdp_sharding_fits_a_7b_actor_that_replicated_states_do_not(tmp_path, c
     )
     error = capsys.readouterr().err
     assert code == 2 and "--actor-mp=1: needs 113.5 GiB per H100 device" in error, error
+    assert "or pass --actor-sharding fsdp if the run's actor strategy was FSDP" in error
+
+
+def test_response_max_alone_is_enough_for_a_log_without_lengths(tmp_path):
+    """With no logged mean, the preset's median (3000 of 16384 tokens for 1.5b) scales with the limit instead of
+    contradicting it; the trace says the median is assumed."""
+    text = "".join(f"step:{s} - timing_s/gen:50.0 - timing_s/update_actor:20.0\n" for s in (1, 2))
+    code, out = run_import(tmp_path, "run.log", text, "--format", "verl", *RUN, "--response-max", "2048")
+    assert code == 0
+    provenance = load_trace(out).provenance
+    assert provenance["workload"]["response"]["median_tokens"] == pytest.approx(3000 * 2048 / 16384)
+    assert provenance["imported_from"]["response_median"]["source"].startswith(
+        "assumed: the model preset's median"
+    )
+
+
+def test_the_median_comes_from_the_logged_mean_and_says_so(tmp_path):
+    code, out = run_import(
+        tmp_path, "run.jsonl", verl_jsonl(), "--format", "verl", *RUN, "--response-max", "4096"
+    )
+    assert code == 0
+    median = load_trace(out).provenance["imported_from"]["response_median"]
+    assert median["tokens"] == pytest.approx(1200 / math.exp(0.6**2 / 2))
+    assert median["source"].startswith("from the logged mean response (1200.0 tokens)")
+
+
+STEPS = "".join(
+    f"(TaskRunner pid=7) step:{s} - timing_s/gen:50.0 - response_length/mean:300.0\n" for s in (1, 2)
+)
+SEVEN_B = ["--model", "7b", "--device", "H100", "--num-devices", "8", "--prompts", "64", "--group-size", "8"]
+
+
+@pytest.mark.parametrize(
+    ("head", "mode", "source"),
+    [
+        # veRL prints its config with pprint (keys sorted, so the actor's section comes first).
+        (
+            "(TaskRunner pid=7)                                  'strategy': 'fsdp',\n",
+            "fsdp",
+            "printed config",
+        ),
+        (
+            "(TaskRunner pid=7)                                               'use_distributed_optimizer': True,\n"
+            "(TaskRunner pid=7)                                  'strategy': 'megatron',\n"
+            "(TaskRunner pid=7)             'strategy': 'megatron',\n",
+            "optimizer",
+            "printed config",
+        ),
+        (
+            "(TaskRunner pid=7)                                               'use_distributed_optimizer': False,\n"
+            "(TaskRunner pid=7)                                  'strategy': 'megatron',\n",
+            "none",
+            "printed config",
+        ),
+        (
+            "+ python3 -m verl.trainer.main_ppo actor_rollout_ref.actor.strategy=fsdp2 x=1\n",
+            "fsdp",
+            "launch command",
+        ),
+        (
+            "+ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer.yaml x=1\n",
+            "optimizer",
+            "launch",
+        ),
+        (
+            "python3 -m verl.trainer.main_ppo --config-name='ppo_megatron_trainer' "
+            "actor_rollout_ref.actor.megatron.use_distributed_optimizer=False\n",
+            "none",
+            "launch command",
+        ),
+        ("", "fsdp", "assumed: veRL's default"),
+    ],
+    ids=[
+        "printed-fsdp",
+        "printed-megatron",
+        "printed-megatron-no-distopt",
+        "fsdp2",
+        "megatron-config",
+        "no-distopt",
+        "nothing",
+    ],
+)
+def test_the_actor_sharding_comes_from_the_logs_config_or_command(tmp_path, head, mode, source):
+    run = [*SEVEN_B, "--actor-mp", "2", "--response-max", "1024"]
+    code, out = run_import(tmp_path, "run.log", head + STEPS, "--format", "verl", *run)
+    assert code == 0
+    sharding = load_trace(out).provenance["imported_from"]["actor_sharding"]
+    assert sharding["mode"] == mode and source in sharding["source"], sharding
+    # 7.62e9 parameters over --actor-mp 2 and 4 data-parallel ranks: FSDP shards all 16 bytes a parameter, the
+    # distributed optimizer the 12 bytes of fp32 master weights and Adam moments, none keeps all 16.
+    per_param = {"fsdp": 16 / 4, "optimizer": 4 + 12 / 4, "none": 16}[mode]
+    assert sharding["train_state_bytes_per_device"] == int(7.62e9 * per_param / 2)
+
+
+def test_the_sharding_flag_wins_over_the_log(tmp_path):
+    head = "(TaskRunner pid=7)                                  'strategy': 'megatron',\n"
+    run = [*SEVEN_B, "--actor-mp", "2", "--response-max", "1024", "--actor-sharding", "fsdp"]
+    code, out = run_import(tmp_path, "run.log", head + STEPS, "--format", "verl", *run)
+    assert code == 0
+    sharding = load_trace(out).provenance["imported_from"]["actor_sharding"]
+    assert sharding == {**sharding, "mode": "fsdp", "source": "from --actor-sharding"}
 
 
 # -------------------------------------------------------------------------------------------- malformed input

@@ -304,6 +304,12 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def recipe_of(args: argparse.Namespace) -> Recipe:
+    """The recipe whose defaults fill the flags left out: the ``--model`` preset's, else the preset nearest in
+    parameters to ``--params``."""
+    return _model_and_recipe(args)[1]
+
+
 def _model_and_recipe(args: argparse.Namespace) -> tuple[ModelSpec, Recipe]:
     if args.model is not None:
         model = model_preset(args.model)

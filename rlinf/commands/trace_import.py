@@ -4,8 +4,9 @@ measured samples.
 The model flags (as for ``rlinf trace synth``) describe the run: model, device, number of devices, prompts and
 group size per step, parallel sizes. They give the workflow its state sizes and weight-sync bytes; the samples'
 seconds come from the log. The log also sets --prompt-tokens and --response-median (its mean lengths) and
---response-max (the limit its config, launch command or clipped responses state) when those flags are left out.
-A veRL actor is FSDP-sharded unless --actor-sharding none. docs/trace_import.md lists the metric names read.
+--response-max (the limit its config, launch command or clipped responses state) when those flags are left out,
+and --actor-sharding (the actor strategy its printed config or launch command names; veRL's default, FSDP, when it
+names none). docs/trace_import.md lists the metric names read.
 
 Example:
   rlinf trace import --format verl run.log --model 7b --device H100 --num-devices 8 --prompts 1024 \\
@@ -17,17 +18,18 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from rlinf.analytic.llm_workload import LLMWorkload
-from rlinf.analytic.logged_settings import LoggedLimit, response_limit
+from rlinf.analytic.logged_settings import LoggedLimit, actor_sharding, response_limit
 from rlinf.analytic.step_log import FORMATS, StepLog, format_of, read_step_log
 from rlinf.analytic.synthesis import synthesize
 from rlinf.analytic.trace_import import imported_samples, mean_lengths, switch_samples
@@ -37,6 +39,7 @@ from rlinf.commands.llm_args import (
     MAX_TOKENS,
     add_workload_arguments,
     flags_named,
+    recipe_of,
     today,
     workload_flags,
     workload_from_args,
@@ -48,9 +51,12 @@ from rlinf.core.inputs import read_text
 from rlinf.core.outputs import check_output_file, writing
 from rlinf.core.workflow import Workflow
 
-SHARDING = ("fsdp", "none")
-DEFAULT_SHARDING = {"verl": "fsdp", "rlinf": "none"}
-"""veRL's actor (and critic) strategy is FSDP by default; RLinf's math runs train with Megatron."""
+SHARDING = ("fsdp", "optimizer", "none")
+DEFAULT_SHARDING = {
+    "verl": ("fsdp", "assumed: veRL's default actor strategy, FSDP (the log names none)"),
+    "rlinf": ("none", "assumed: RLinf's math runs train with Megatron, states whole per replica"),
+}
+"""The sharding a log that names no strategy gets, and why."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--actor-sharding",
         default=None,
         help="fsdp: the actor's (and critic's) weights, gradients and optimizer state are sharded over its "
-        "data-parallel ranks; none: every replica holds them whole (default: fsdp for veRL, none for RLinf)",
+        "data-parallel ranks; optimizer: only the optimizer state is (Megatron's distributed optimizer); none: "
+        "every replica holds them whole (default: the strategy the log's config or command names, else fsdp "
+        "for veRL, none for RLinf)",
     )
     add_workload_arguments(parser)
     parser.add_argument(
@@ -93,18 +101,19 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     if args.plan_out is not None:
         check_output_file(args.plan_out, "--plan-out")
-    sharding = _sharding(args)
+    _check_sharding_flag(args.actor_sharding)
     path = Path(args.path)
     file_format = args.input_format or format_of(str(path))
     text = read_text(path, "path", what="run's log (console, JSONL or CSV)")
+    sharding, sharding_source = _sharding(args, text)
     log, old_prefixes = _read_log(text, path, file_format, names)
     _check_lengths(log, names, path)
     prompt_mean, response_mean = mean_lengths(log, names)
     limit = None if args.response_max is not None else response_limit(text, log, names)
-    workload, cluster = _workload(args, prompt_mean, response_mean, limit)
+    workload, cluster, median_source = _workload(args, prompt_mean, response_mean, limit)
     devices = _component_devices(args.component_devices, _parallel_sizes(workload), cluster.num_devices)
     workload = _sharded(workload, sharding, devices)
-    with flags_named():
+    with _sharding_hint(sharding), flags_named():
         description = synthesize(workload, cluster, seed=args.seed, date="unused")
     workflow = _workflow(description.workflow, names)
     samples, summary = imported_samples(
@@ -138,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
             summary=summary,
             lengths=(prompt_mean, response_mean),
             response_limit=limit_record,
+            response_median={"tokens": workload.response.median_tokens, "source": median_source},
             old_prefixes=old_prefixes,
-            actor_sharding=_sharding_record(sharding, workload, devices),
+            actor_sharding=_sharding_record(sharding, sharding_source, workload, devices),
             plan=plan,
         ),
         "date": args.date or today(),
@@ -205,12 +215,38 @@ def _check_lengths(log: StepLog, names: MetricNames, path: Path) -> None:
             )
 
 
-def _sharding(args: argparse.Namespace) -> str:
-    sharding = args.actor_sharding or DEFAULT_SHARDING[args.format]
+def _check_sharding_flag(sharding: str | None) -> None:
     require(
-        sharding in SHARDING, "--actor-sharding", sharding, "unknown sharding", f"use one of {list(SHARDING)}"
+        sharding is None or sharding in SHARDING,
+        "--actor-sharding",
+        sharding,
+        "unknown sharding",
+        f"use one of {list(SHARDING)}",
     )
-    return sharding
+
+
+def _sharding(args: argparse.Namespace, text: str) -> tuple[str, str]:
+    """The actor's sharding and where it comes from: the flag, else the strategy the (veRL) log names, else the
+    system's default."""
+    if args.actor_sharding is not None:
+        return args.actor_sharding, "from --actor-sharding"
+    logged = actor_sharding(text) if args.format == "verl" else None
+    if logged is not None:
+        return logged.mode, logged.source
+    return DEFAULT_SHARDING[args.format]
+
+
+@contextlib.contextmanager
+def _sharding_hint(sharding: str) -> Iterator[None]:
+    """A training state that does not fit because it is held whole (or only its optimizer state sharded) may be
+    an FSDP run described as another: say so in the fix."""
+    try:
+        yield
+    except ConfigError as error:
+        if error.field != "--actor-mp" or sharding == "fsdp":
+            raise
+        fix = f"{error.fix}, or pass --actor-sharding fsdp if the run's actor strategy was FSDP"
+        raise ConfigError(error.field, error.value, error.problem, fix) from None
 
 
 def _workload(
@@ -218,16 +254,21 @@ def _workload(
     prompt_mean: float | None,
     response_mean: float | None,
     limit: LoggedLimit | None,
-) -> tuple[LLMWorkload, Cluster]:
-    """The flags' workload; the log fills --prompt-tokens and --response-median (logged means) and
-    --response-max (the logged limit) where they are left out."""
+) -> tuple[LLMWorkload, Cluster, str]:
+    """The flags' workload, and where its median response length comes from. The log fills --prompt-tokens and
+    --response-median (logged means) and --response-max (the logged limit) where they are left out; a log without
+    lengths gets the preset's median scaled to the response limit, so that a limit alone never conflicts with the
+    preset's median."""
     defaults: dict[str, Any] = {}
     if prompt_mean is not None:
         defaults["prompt_tokens"] = max(1, int(round(prompt_mean)))
     if limit is not None:
         defaults["response_max"] = max(1, limit.tokens)
+    given = args.response_median is not None or getattr(args, "response_mean", None) is not None
     if response_mean is None:
-        return workload_from_args(args, defaults)
+        if given:
+            return (*workload_from_args(args, defaults), "from --response-median / --response-mean")
+        return _workload_without_lengths(args, defaults)
     # A provisional median of one token gives the response sigma (flag or recipe) without tripping the limit.
     probe, _ = workload_from_args(args, {**defaults, "response_median": 1.0})
     limit_tokens = probe.response.max_tokens
@@ -238,10 +279,37 @@ def _workload(
         f"is below the mean response length the log records ({response_mean:.1f} tokens)",
         "pass the run's generation limit (veRL: data.max_response_length)",
     )
+    if given:
+        return (*workload_from_args(args, defaults), "from --response-median / --response-mean")
     # A lognormal's mean is its median times exp(sigma^2 / 2).
-    median = response_mean / math.exp(probe.response.sigma**2 / 2)
-    defaults["response_median"] = max(1.0, median)
-    return workload_from_args(args, defaults)
+    sigma = probe.response.sigma
+    defaults["response_median"] = max(1.0, response_mean / math.exp(sigma**2 / 2))
+    workload, cluster = workload_from_args(args, defaults)
+    source = f"from the logged mean response ({response_mean:.1f} tokens) / exp(sigma^2 / 2), sigma {sigma:g}"
+    return workload, cluster, source
+
+
+def _workload_without_lengths(
+    args: argparse.Namespace, defaults: dict[str, Any]
+) -> tuple[LLMWorkload, Cluster, str]:
+    """A log without response lengths: the preset's median, scaled by the response limit over the preset's limit
+    when the flag or the log sets a limit."""
+    recipe = recipe_of(args)
+    limit_tokens = args.response_max if args.response_max is not None else defaults.get("response_max")
+    if limit_tokens is None or limit_tokens == recipe.response_max:
+        workload, cluster = workload_from_args(args, defaults)
+        return (
+            workload,
+            cluster,
+            "assumed: the model preset's recipe default; the log has no response lengths",
+        )
+    median = max(1.0, recipe.response_median * limit_tokens / recipe.response_max)
+    workload, cluster = workload_from_args(args, {**defaults, "response_median": median})
+    source = (
+        f"assumed: the model preset's median {recipe.response_median:g} scaled by the response limit "
+        f"{limit_tokens} / {recipe.response_max}; the log has no response lengths, pass --response-median"
+    )
+    return workload, cluster, source
 
 
 def _parallel_sizes(workload: LLMWorkload) -> dict[str, int]:
@@ -301,23 +369,26 @@ def _component_devices(spec: str | None, parallel: Mapping[str, int], num_device
 
 
 def _sharded(workload: LLMWorkload, sharding: str, devices: Mapping[str, int]) -> LLMWorkload:
-    """FSDP (veRL's default strategy) shards the whole training state (weights, gradients, Adam state) over the
-    actor's data-parallel ranks; the analytic model holds ``optimizer_state_bytes_per_param / optimizer_shards``
-    of the sharded part per replica, so all of the state becomes that part."""
+    """The analytic model holds ``optimizer_state_bytes_per_param / optimizer_shards`` of the sharded part of the
+    training state per replica. FSDP (veRL's default strategy) shards the whole state (weights, gradients, Adam
+    state) over the actor's data-parallel ranks, so all of it becomes that part; Megatron's distributed
+    optimizer shards the optimizer state (fp32 master weights and Adam moments) only, the model's default part."""
     shards = devices["actor"] // workload.actor_model_parallel
     if sharding == "none" or shards == 1:
         return workload
-    return attrs.evolve(
-        workload,
-        optimizer_shards=shards,
-        optimizer_state_bytes_per_param=workload.train_state_bytes_per_param,
-    )
+    sharded_bytes = workload.optimizer_state_bytes_per_param
+    if sharding == "fsdp":
+        sharded_bytes = workload.train_state_bytes_per_param
+    return attrs.evolve(workload, optimizer_shards=shards, optimizer_state_bytes_per_param=sharded_bytes)
 
 
-def _sharding_record(sharding: str, workload: LLMWorkload, devices: Mapping[str, int]) -> dict[str, Any]:
+def _sharding_record(
+    sharding: str, source: str, workload: LLMWorkload, devices: Mapping[str, int]
+) -> dict[str, Any]:
     per_device = workload.model.num_params * workload.train_state_bytes_per_replica_param
     return {
         "mode": sharding,
+        "source": source,
         "shards": workload.optimizer_shards,
         "actor_devices": devices["actor"],
         "train_state_bytes_per_device": int(per_device / workload.actor_model_parallel),

@@ -48,6 +48,7 @@ def imported_from(
     summary: ImportSummary,
     lengths: tuple[float | None, float | None],
     response_limit: Mapping[str, Any],
+    response_median: Mapping[str, Any],
     old_prefixes: list[str],
     actor_sharding: Mapping[str, Any],
     plan: Plan,
@@ -70,6 +71,7 @@ def imported_from(
         "not_imported_median_s": dict(summary.not_imported),
         "logged_mean_tokens": {"prompt": lengths[0], "response": lengths[1]},
         "response_limit": dict(response_limit),
+        "response_median": dict(response_median),
         "actor_sharding": dict(actor_sharding),
         "switches_inside_phases": names.switches_inside_phases,
         "replay_plan": plan.to_dict(),
@@ -101,4 +103,12 @@ def report(trace: Trace, summary: ImportSummary, path: Path, response_limit: Map
     for prefix, current in trace.provenance["imported_from"]["timer_prefixes_read_as_current"].items():
         lines.append(f"  timers logged as {prefix}... (an older veRL release) read as {current}...")
     lines.append(f"  response limit: {response_limit['tokens']} tokens ({response_limit['source']})")
+    median = trace.provenance["imported_from"]["response_median"]
+    lines.append(f"  response median: {median['tokens']:.1f} tokens ({median['source']})")
+    sharding = trace.provenance["imported_from"]["actor_sharding"]
+    lines.append(
+        f"  actor sharding: {sharding['mode']} over {sharding['shards']} data-parallel ranks, "
+        f"{sharding['train_state_bytes_per_device'] / 2**30:.1f} GiB of training state per device "
+        f"({sharding['source']})"
+    )
     return "\n".join(lines)

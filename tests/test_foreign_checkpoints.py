@@ -1,7 +1,7 @@
-"""Checkpoints rlinf did not build, as a user brings them (issue 34, item 4): tiny Qwen2 and Llama models made from
-``transformers`` configs with random weights and saved with ``save_pretrained``, beside tokenizers trained with
-the ``tokenizers`` library on a paragraph of English (not on the task's text), with their own special tokens at
-their own ids (one without a pad token, one that adds a BOS), tied and untied embeddings.
+"""Checkpoints rlinf did not build (issue 34, item 4): the tiny Qwen2 and Llama checkpoints of
+``foreign_checkpoints.py`` (random weights saved with ``save_pretrained``, tokenizers trained with the
+``tokenizers`` library on English text, their own special tokens at their own ids, one without a pad token, one
+that adds a BOS, tied and untied embeddings).
 
 ``rlinf train examples/grpo_hf.yaml --set model.path=DIR`` trains one iteration from the checkpoint's own weights
 (no warm start unless asked for); prompts that do not fit ``grpo.max_prompt_tokens`` fail in one line on the
@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import foreign_checkpoints
 import pytest
 import torch
+from foreign_checkpoints import byte_level_bpe, save
 from hf_grpo_tiny import one_thread
 
 from rlinf.app.checkpoint import load_latest
@@ -32,25 +34,18 @@ from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 
 CONFIG = "examples/grpo_hf.yaml"
-ENGLISH = (
-    "The river wound slowly through the valley, past orchards heavy with apples and fields where farmers gathered "
-    "the last of the summer wheat. In the evenings the village square filled with music, and children ran between "
-    "the stalls selling bread, cheese and honey. Travellers who stopped at the old inn were told stories of the "
-    "mountain pass, of storms that lasted for days, and of the shepherd who counted his flock twice every morning "
-    "before he let the dogs lead the sheep up to the high meadows."
-)
-"""What the tokenizers learn their merges from: no digits, no word problems."""
 SMALL_RUN = {
     "grpo.prompts_per_iteration": 2,
     "grpo.group_size": 2,
     "grpo.max_new_tokens": 8,
-    "grpo.max_prompt_tokens": 400,
     "eval.num_problems": 4,
     "execution.granularity": 1,
     "execution.checkpoint_every": 1,
 }
-"""What the CLI runs change in the example to take seconds (the prompts of these tokenizers need up to ~300
-tokens; the example's 160 is what the refusal test keeps)."""
+"""What the CLI runs change in the example to take seconds (the limits stay the example's)."""
+FITS = {"qwen2_tied_no_pad": {"grpo.max_prompt_tokens": 256}, "llama_untied_wordpiece": {}}
+"""What each checkpoint needs beyond :data:`SMALL_RUN`: the byte-level BPE spells the prompts in ~200 tokens (the
+fix the refusal names), the WordPiece fits the example's 160."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -59,79 +54,14 @@ def single_thread() -> Iterator[None]:
         yield
 
 
-def byte_level_bpe(vocab_size: int) -> Any:
-    """A byte-level BPE (as GPT-2's and Qwen2's) trained on :data:`ENGLISH`, wrapped for ``transformers``, with
-    no special tokens yet."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False)
-    bpe.train_from_iterator([ENGLISH], trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe)
-
-
-def wordpiece_with_bos(vocab_size: int) -> Any:
-    """A lower-casing WordPiece trained on :data:`ENGLISH` whose encodings start with ``<s>`` (as Llama's do); its
-    special tokens are ``[UNK]`` 0, ``<s>`` 1, ``</s>`` 2 (EOS), ``<pad>`` 3."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["[UNK]", "<s>", "</s>", "<pad>"]
-    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    wordpiece.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
-    wordpiece.train_from_iterator([ENGLISH], trainer=trainer)
-    wordpiece.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=wordpiece, unk_token="[UNK]", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-
-
-def save(directory: Path, config: Any, tokenizer: Any) -> Path:
-    """A random-weight model of ``config`` and ``tokenizer``, saved as ``transformers`` saves them."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
 @pytest.fixture(scope="module")
 def qwen2_tied_no_pad(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Qwen2 with tied embeddings; a byte-level BPE whose only special token, EOS ``<|im_end|>``, comes last
-    (id 400 of 401); no pad token anywhere; the embedding has 7 rows more than the tokenizer (padded vocab)."""
-    from transformers import Qwen2Config
-
-    tokenizer = byte_level_bpe(400)
-    tokenizer.add_special_tokens({"eos_token": "<|im_end|>"})
-    config = Qwen2Config(
-        vocab_size=len(tokenizer) + 7, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=None,
-    )  # fmt: skip
-    return save(tmp_path_factory.mktemp("qwen2-tied-no-pad"), config, tokenizer)
+    return foreign_checkpoints.qwen2_tied_no_pad(tmp_path_factory.mktemp("qwen2-tied-no-pad"))
 
 
 @pytest.fixture(scope="module")
 def llama_untied_wordpiece(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Llama with untied embeddings and no grouped-query attention; a WordPiece that adds ``<s>`` and pads with
-    ``<pad>`` (EOS ``</s>`` is id 2)."""
-    from transformers import LlamaConfig
-
-    tokenizer = wordpiece_with_bos(300)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=1, eos_token_id=2, pad_token_id=3,
-    )  # fmt: skip
-    return save(tmp_path_factory.mktemp("llama-untied-wordpiece"), config, tokenizer)
+    return foreign_checkpoints.llama_untied_wordpiece(tmp_path_factory.mktemp("llama-untied-wordpiece"))
 
 
 def sets(values: dict[str, Any]) -> list[str]:
@@ -157,7 +87,7 @@ def test_a_foreign_checkpoint_trains_one_iteration_from_its_own_weights(
     checkpoint: Path = request.getfixturevalue(name)
     run, cache = tmp_path / "run", tmp_path / "cache"
     args = ["train", CONFIG, "--set", f"model.path={checkpoint}", "--iterations", "1", "--devices", "1"]
-    extra = {**SMALL_RUN, "execution.cache_dir": cache}
+    extra = {**SMALL_RUN, **FITS[name], "execution.cache_dir": cache}
     assert main([*args, *sets(extra), "--out", str(run), "--no-progress"]) == 0
     assert "Traceback" not in capsys.readouterr().err
     [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -127,9 +127,29 @@ LENGTHS_NOT_A_METHOD = """
 """
 
 
+CHECK_NOT_A_METHOD = LENGTHS_NOT_A_METHOD.replace("response_lengths = 3", "check = 3")
+
+
+CHECK_REFUSES = """
+    import sys
+    sys.path.insert(0, {example!r})
+    import ppo_critic
+    from rlinf import ConfigError
+
+    class Checked(ppo_critic.PPOCritic):
+        def check(self, config):
+            raise ConfigError("iterations", config.iterations, "refused by check()", "none")
+
+    WORKLOAD = Checked()
+"""
+"""A workload whose optional ``check`` refuses the run: it sees ``--iterations`` applied, before any worker."""
+
+
 @pytest.mark.parametrize(
     ("module", "reference", "message"),
     [
+        (CHECK_NOT_A_METHOD, "userwl.py:WORKLOAD", "has a check attribute that is not a method"),
+        (CHECK_REFUSES, "userwl.py:WORKLOAD", "iterations=1: refused by check(); fix: none"),
         ("", "nosuch.module:x", "workload='nosuch.module:x': cannot import nosuch"),
         ("X = 1\n", "userwl.py:WORKLOAD", "module userwl has no attribute 'WORKLOAD'"),
         ("WORKLOAD = 42\n", "userwl.py:WORKLOAD", "is a int, not a workload: it lacks name, load_config"),
@@ -154,6 +174,8 @@ def test_bad_references_are_one_line(
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+    if module == CHECK_REFUSES:
+        assert not (tmp_path / "run").exists()  # refused before the run directory, let alone a worker
 
 
 class ReportsLengths:

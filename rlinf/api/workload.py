@@ -78,7 +78,7 @@ class Worker(Protocol):
 
 class Workload(Protocol, Generic[C]):
     """An RL workload, generic over its typed config ``C``. rlinf calls these five methods and, when the workload
-    has it, :meth:`response_lengths`; nothing else."""
+    has them, :meth:`check` and :meth:`response_lengths`; nothing else."""
 
     name: str
     """Short name (run directories, checkpoints)."""
@@ -90,6 +90,12 @@ class Workload(Protocol, Generic[C]):
         """The typed config from the YAML mapping (without its ``workload`` key); raise
         :class:`rlinf.core.errors.ConfigError` naming the key for a bad or unknown one (:func:`rlinf.structure_config`
         does this for a tree of attrs classes)."""
+
+    def check(self, config: C) -> None:
+        """Optional: check the run's config against what lies outside it (checkpoints, tokenizers, data) once, on the
+        driver, after ``--iterations`` and ``--seed`` are applied and before any worker starts (``rlinf train``,
+        ``rlinf validate``); raise :class:`rlinf.core.errors.ConfigError` naming the key. What fails here is one
+        line and exit code 2, not a worker failure after models have loaded."""
 
     def workflow(self, config: C) -> Workflow:
         """The macro flow of one iteration: components, edges, loop, weight syncs, batch."""

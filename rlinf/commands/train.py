@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         "use 0 to stop at a failure",
     )
     config = job.with_options(config, iterations=args.iterations, seed=args.seed)
-    job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
+    job.check(config)  # what needs the outside world (an env id, a tokenizer), before any worker starts
     args.accelerator = resolve_accelerator(args.accelerator)
     args.machine = _machine(args)
     cores = physical_units(args.accelerator)

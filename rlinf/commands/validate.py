@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     require(args.warmup >= 0, "--warmup", args.warmup, "must be >= 0", "use 0 or more")
     check_output_dir(args.out, "--out")
     job, config = load_job_config(args.config, args.set)
+    job.check(config)  # what needs the outside world, before any worker starts
     accelerator = resolve_accelerator(args.accelerator)
     core_pool = default_cpu_devices(accelerator) if args.cpu_devices is None else args.cpu_devices
     require(

@@ -94,6 +94,15 @@ class Job:
         """The workload's macro flow."""
         return self.workload.workflow(config)
 
+    def check(self, config: Any) -> None:
+        """Everything about ``config`` that needs the outside world, before any worker starts: the workflow (e.g.
+        an environment id) and the workload's optional :meth:`rlinf.Workload.check` (e.g. prompts against a
+        tokenizer). Call once per run, after ``--iterations`` and ``--seed`` are applied."""
+        self.workflow(config)
+        method = getattr(self.workload, "check", None)
+        if method is not None:
+            method(config)
+
     def fixed_plan(self, mode: str, num_devices: int, config: Any) -> tuple[Plan, int]:
         """The fixed ``mode`` plan (:func:`rlinf.app.jobs.plans.fixed_plan`) with the config's granularity and
         offload, and its logical devices."""

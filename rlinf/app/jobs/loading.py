@@ -96,11 +96,16 @@ def check_workload(reference: str, workload: Any) -> None:
             f"is a {type(workload).__name__}, not a workload: it lacks {', '.join(missing)}",
             "point at an object implementing rlinf.Workload (docs/workloads.md)",
         )  # fmt: skip
-    if hasattr(workload, "response_lengths") and not callable(workload.response_lengths):
-        raise ConfigError(
-            "workload", reference, "has a response_lengths attribute that is not a method",
-            "make it the optional method response_lengths(result, config) or remove it (docs/workloads.md)",
-        )  # fmt: skip
+    for name, signature in OPTIONAL_METHODS.items():
+        if hasattr(workload, name) and not callable(getattr(workload, name)):
+            raise ConfigError(
+                "workload", reference, f"has a {name} attribute that is not a method",
+                f"make it the optional method {name}{signature} or remove it (docs/workloads.md)",
+            )  # fmt: skip
+
+
+OPTIONAL_METHODS = {"response_lengths": "(result, config)", "check": "(config)"}
+"""The optional methods of :class:`rlinf.Workload`, with their arguments."""
 
 
 def check_workers(

@@ -26,9 +26,6 @@ from rlinf import ConfigError
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig, ModelSizes
 from rlinf.workloads.hf_grpo.tokenizer import train_bpe
 
-PAD_ID, EOS_ID = 0, 1
-"""Special-token ids of the BPE trained for a model built from a config."""
-
 
 def _transformers() -> Any:
     import transformers
@@ -37,8 +34,9 @@ def _transformers() -> Any:
     return transformers
 
 
-def hf_config(sizes: ModelSizes) -> Any:
-    """The ``transformers`` config of a model built from ``sizes`` (Qwen2Config or LlamaConfig)."""
+def hf_config(sizes: ModelSizes, *, pad_id: int | None = None, eos_id: int | None = None) -> Any:
+    """The ``transformers`` config of a model built from ``sizes`` (Qwen2Config or LlamaConfig), with the special
+    tokens of the tokenizer built with it (none when only its shapes matter)."""
     transformers = _transformers()
     cls = transformers.Qwen2Config if sizes.architecture == "qwen2" else transformers.LlamaConfig
     return cls(
@@ -49,8 +47,8 @@ def hf_config(sizes: ModelSizes) -> Any:
         num_attention_heads=sizes.num_heads,
         num_key_value_heads=sizes.num_kv_heads,
         max_position_embeddings=sizes.max_position_embeddings,
-        pad_token_id=PAD_ID,
-        eos_token_id=EOS_ID,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
         bos_token_id=None,
         tie_word_embeddings=sizes.tie_word_embeddings,
         rope_theta=sizes.rope_theta,
@@ -168,17 +166,21 @@ def base_checkpoint(config: HfGrpoConfig) -> Path:
         return Path(config.model.path)
     sizes = config.model.config
     assert sizes is not None
-    key = settings_key({"sizes": repr(sizes), "task": repr(config.task), "seed": config.seed})
-    folder = Path(config.execution.cache_dir) / f"base-{key}"
 
     def build(directory: Path) -> None:
-        tokenizer = train_bpe(config.task, vocab_size=sizes.vocab_size, seed=config.seed)
+        tokenizer: Any = train_bpe(config.task, vocab_size=sizes.vocab_size, seed=config.seed)
         torch.manual_seed(config.seed)
-        save_checkpoint(
-            _transformers().AutoModelForCausalLM.from_config(hf_config(sizes)), tokenizer, directory
-        )
+        built = hf_config(sizes, pad_id=tokenizer.pad_token_id, eos_id=tokenizer.eos_token_id)
+        save_checkpoint(_transformers().AutoModelForCausalLM.from_config(built), tokenizer, directory)
 
-    return cached_directory(folder, build)
+    return cached_directory(built_base_folder(config), build)
+
+
+def built_base_folder(config: HfGrpoConfig) -> Path:
+    """Where :func:`base_checkpoint` keeps the model built from ``model.config`` (present once a worker built it)."""
+    assert config.model.config is not None, "only a model built from model.config has a cache folder"
+    key = settings_key({"sizes": repr(config.model.config), "task": repr(config.task), "seed": config.seed})
+    return Path(config.execution.cache_dir) / f"base-{key}"
 
 
 def save_checkpoint(model: Any, tokenizer: Any, directory: Path) -> None:
@@ -198,15 +200,72 @@ def save_checkpoint(model: Any, tokenizer: Any, directory: Path) -> None:
 
 
 def load_tokenizer(directory: Path | str) -> Any:
-    """The checkpoint's own tokenizer (``AutoTokenizer``); a tokenizer without a pad token pads with EOS."""
-    tokenizer = _transformers().AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    if tokenizer.eos_token_id is None:
-        raise ConfigError(
-            "model.path", str(directory), "has a tokenizer without an EOS token", "use a causal-LM tokenizer"
-        )
-    if tokenizer.pad_token_id is None:
+    """The checkpoint's own tokenizer (``AutoTokenizer``) with its EOS and pad tokens settled from what the
+    checkpoint declares, never from a tokenizer class's defaults (``AutoTokenizer`` may pick the class of
+    ``config.json``'s model type, which names tokens of its own, e.g. Qwen2's ``<|endoftext|>``, and adds them when
+    the vocabulary lacks them). EOS: the one ``tokenizer_config.json`` (or ``special_tokens_map.json``) names, else
+    the first ``eos_token_id`` of ``generation_config.json``, else of ``config.json`` (:func:`eos_token_id`). Pad:
+    the declared one, else EOS; every attention mask is built from the sequences' lengths, never from the pad id, so
+    a padding EOS hides nothing."""
+    folder = Path(directory)
+    tokenizer = _transformers().AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    declared = declared_special_tokens(folder)
+    if "eos_token" not in declared or tokenizer.eos_token_id is None:
+        eos = eos_token_id(folder)
+        token = tokenizer.convert_ids_to_tokens(eos) if 0 <= eos < len(tokenizer) else None
+        if token is None:
+            raise ConfigError(
+                "model.path", str(folder), f"names EOS token id {eos}, which its tokenizer of {len(tokenizer)} "
+                "tokens lacks", "save the tokenizer the checkpoint was trained with",
+            )  # fmt: skip
+        tokenizer.eos_token = token
+    if "pad_token" not in declared or tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def _json_file(folder: Path, name: str) -> dict[str, Any]:
+    """The JSON object in ``folder / name`` ({} when absent); a :class:`ConfigError` naming it when unreadable."""
+    file = folder / name
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            "model.path", str(folder), f"has an unreadable {name} ({error})", f"fix or remove {name}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError("model.path", str(folder), f"has a {name} that is not a JSON object", f"fix {name}")
+    return data
+
+
+def declared_special_tokens(folder: Path) -> frozenset[str]:
+    """The special-token keys (``eos_token``, ``pad_token``, ...) a checkpoint's tokenizer files set."""
+    names = ("tokenizer_config.json", "special_tokens_map.json")
+    return frozenset(
+        key
+        for name in names
+        for key, value in _json_file(folder, name).items()
+        if key.endswith("_token") and value
+    )
+
+
+def eos_token_id(folder: Path) -> int:
+    """The EOS id a checkpoint's ``generation_config.json`` or else its ``config.json`` names (the first of a
+    list); a :class:`ConfigError` when neither does (the tokenizer's files name none either: the caller's case)."""
+    for name in ("generation_config.json", "config.json"):
+        value = _json_file(folder, name).get("eos_token_id")
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    raise ConfigError(
+        "model.path",
+        str(folder),
+        "names no EOS token (not in its tokenizer files, generation_config.json or config.json)",
+        "set eos_token in tokenizer_config.json or eos_token_id in generation_config.json",
+    )
 
 
 def compute_dtype(device: torch.device) -> torch.dtype:

@@ -134,7 +134,8 @@ class ModelConfig:
 
     path: str | None = None
     """A local Hugging Face checkpoint directory (``config.json``, weights, tokenizer files). Nothing is ever
-    downloaded: point this at a checkpoint on disk. When set, ``config`` has no effect."""
+    downloaded: point this at a checkpoint on disk. When set, ``config`` has no effect, and GRPO starts from the
+    checkpoint's own weights, tokenizer and special tokens (no warm start unless ``warm_start.enabled``)."""
     config: ModelSizes | None = attrs.field(default=None, converter=_sizes)
     """Sizes of a model built from scratch when ``path`` is not set, or a preset's name (:data:`MODEL_PRESETS`:
     ``tiny``, ``tiny-addition``, ``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``llama-3.2-1b``)."""
@@ -160,8 +161,12 @@ class ModelConfig:
 class WarmStartConfig:
     """Supervised steps on worked solutions before GRPO (cached by the settings they depend on)."""
 
+    enabled: bool | None = None
+    """Whether the warm start runs. Unset: it does for a model built from ``model.config`` and does not for a
+    checkpoint (``model.path``), whose weights GRPO then starts from unchanged; ``true`` trains a checkpoint's
+    weights first, ``false`` starts a built model's GRPO from its random weights."""
     num_steps: int = 300
-    """0 starts GRPO from the model as loaded."""
+    """Steps when the warm start runs; 0 starts GRPO from the model as loaded."""
     batch_size: int = 32
     lr: float = 2e-3
     teacher_error_rate: float = 0.0
@@ -204,7 +209,8 @@ class RlConfig:
     """Sequences per forward/backward pass (gradient accumulation within a mini-batch)."""
     clip_eps: float = 0.2
     kl_coef: float = 0.0
-    """Weight of the k3 KL penalty to the warm start (the reference policy); 0: no reference model."""
+    """Weight of the k3 KL penalty to the model GRPO starts from (the reference policy: the warm start, or the
+    checkpoint as loaded when there is none); 0: no reference model."""
     max_grad_norm: float = 1.0
     """0 disables gradient clipping."""
     skip_zero_advantages: bool = False
@@ -337,6 +343,14 @@ class HfGrpoConfig:
     eval: EvalConfig = EvalConfig()
     backends: BackendConfig = BackendConfig()
     execution: ExecutionConfig = ExecutionConfig()
+
+    @property
+    def trains_warm_start(self) -> bool:
+        """Whether GRPO starts from a warm start rather than the model as loaded: ``warm_start.enabled`` when set,
+        else only for a model built from ``model.config`` (never silently for a user's checkpoint), and never with
+        ``warm_start.num_steps`` 0."""
+        enabled = self.model.path is None if self.warm_start.enabled is None else self.warm_start.enabled
+        return enabled and self.warm_start.num_steps > 0
 
     def __attrs_post_init__(self) -> None:
         integer("seed", self.seed, minimum=0, maximum=MAX_SEED, fix=f"use a seed in [0, {MAX_SEED}]")

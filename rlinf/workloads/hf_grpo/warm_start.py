@@ -6,6 +6,10 @@ builds the base model (:func:`~rlinf.workloads.hf_grpo.checkpoints.base_checkpoi
 its device, measures its held-out accuracy and saves the result as a Hugging Face checkpoint (safetensors) plus a
 ``warm_start.json`` into ``<cache_dir>/warm-<key>`` (written in a temporary folder and renamed); the others wait
 and load it with ``from_pretrained``. A changed setting trains anew; repeated runs start at once.
+
+Whether it runs at all is :attr:`~rlinf.workloads.hf_grpo.config.HfGrpoConfig.trains_warm_start`: by default for a
+model built from ``model.config`` and never for a user's checkpoint (``model.path``) unless
+``warm_start.enabled: true``; without it every worker loads the base directory itself.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class WarmStart:
 
     directory: Path
     heldout_accuracy: float | None
-    """Greedy held-out accuracy (None when ``warm_start.num_steps`` is 0: the model as loaded)."""
+    """Greedy held-out accuracy (None when no warm start runs: the model as loaded)."""
     seconds: float
 
 
@@ -116,7 +120,7 @@ def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmSta
     cache = Path(config.execution.cache_dir)
     with cache_lock(cache):
         base = base_checkpoint(config)
-        if config.warm_start.num_steps == 0:
+        if not config.trains_warm_start:
             return WarmStart(directory=base, heldout_accuracy=None, seconds=0.0)
         folder = cache / f"warm-{warm_start_key(config, base, device)}"
 

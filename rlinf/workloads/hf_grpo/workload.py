@@ -3,8 +3,9 @@ one GRPO workload of rlinf, on any of its verifiable tasks (``task.kind``: word 
 
 Components ``rollout -> reward -> inference -> actor`` joined by stream edges (the plan's granularity sets how
 many micro-batches flow along them); after training the actor syncs its weights to the rollout and the
-inference component through ``state_dict`` arrays. Every worker starts from the warm start, trained once per
-settings and cached (``execution.cache_dir``).
+inference component through ``state_dict`` arrays. Every worker starts from the same weights: a user's checkpoint
+(``model.path``) as it is, or the warm start of a model built from ``model.config``, trained once per settings and
+cached (``execution.cache_dir``); ``warm_start.enabled`` overrides either default.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.backends import check_backends, check_packages
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
+from rlinf.workloads.hf_grpo.preflight import check_run
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
 from rlinf.workloads.hf_grpo.task import TaskConfig
@@ -118,6 +120,12 @@ class GrpoHfWorkload:
                     stacklevel=2,
                 )
             check_checkpoint(config.model.path)
+        if config.warm_start.enabled and config.warm_start.num_steps == 0:
+            warnings.warn(
+                "warm_start.enabled has no effect when warm_start.num_steps is 0 (GRPO starts from the model as loaded)",
+                RlinfWarning,
+                stacklevel=2,
+            )
         if config.grpo.skip_zero_advantages and config.grpo.kl_coef > 0:
             warnings.warn(
                 "grpo.skip_zero_advantages has no effect when grpo.kl_coef > 0 (the KL term needs every response)",
@@ -125,6 +133,12 @@ class GrpoHfWorkload:
                 stacklevel=2,
             )
         return config
+
+    def check(self, config: HfGrpoConfig) -> None:
+        """On the driver, before any worker starts: every prompt of the run, tokenized by the model's own
+        tokenizer, fits ``grpo.max_prompt_tokens``, the model's embedding and its positions
+        (:func:`~rlinf.workloads.hf_grpo.preflight.check_run`)."""
+        check_run(config)
 
     def workflow(self, config: HfGrpoConfig) -> Workflow:
         """rollout -> reward -> inference -> actor (stream edges), weight sync back to rollout and inference."""

@@ -1,7 +1,8 @@
 """Asynchronous plans (a staleness bound ``k``): the plan dimension, the lowering's buffered edges, the simulated
 steady state, the planner and the CLI; real runs record the policy version behind every sample (at most ``k``
 behind the trainer), PPO's ratio reads the behaviour log-probabilities, and a killed worker under a bound restarts
-into exactly the run an undisturbed one computes."""
+into exactly the run an undisturbed one computes; the custom-workload example reports its lag too. GRPO's own:
+``tests/test_staleness_grpo.py``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from planner import search
 from planner.brute_force import brute_force
 from planner.space import build_space
 from rlinf.api import WorkerContext
+from rlinf.app.checkpoint import load_latest
 from rlinf.app.jobs import load_job_config
 from rlinf.cli import main
 from rlinf.core.costs import fit
@@ -331,3 +333,25 @@ def test_a_worker_killed_under_a_bound_restarts_into_the_undisturbed_run(tmp_pat
     assert "restarted the workers at iteration 3" in err, err
     assert [m["iteration"] for m in computed(survived)] == list(range(1, 8))
     assert computed(survived) == computed(straight)
+
+
+def test_the_custom_example_reports_how_far_behind_its_samples_were(tmp_path: Path) -> None:
+    """The example workload (``examples/custom_workload``) under ``k = 1``: the weights carry their version to the
+    policy, every sample records it, and the actor reports lag ``min(j - 1, 1)`` for iteration ``j``; its
+    checkpoint keeps the version (the iterations trained)."""
+    out = tmp_path / "run"
+    args = [
+        "train",
+        str(ROOT / "examples/custom_workload/config.yaml"),
+        "--mode",
+        "collocated",
+        "--devices",
+        "1",
+    ]
+    args += ["--iterations", "3", "--max-staleness", "1", "--set", "num_steps=16", "--set", "epochs=1"]
+    assert main([*args, "--no-progress", "--out", str(out)]) == 0
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["phase"] for m in metrics] == ["fill", "steady", "steady", "drain"]
+    assert [m.get("policy_lag_max") for m in metrics] == [None, 0.0, 1.0, 1.0]
+    assert [m.get("policy_lag_mean") for m in metrics] == [None, 0.0, 1.0, 1.0]
+    assert load_latest(out / "checkpoints").state["workers"]["actor"][0]["version"] == 3

@@ -3,6 +3,8 @@
 Four components: ``env`` (CartPole environments, this replica's share of each pipeline stage) and ``policy``
 (samples actions) run the env <-> policy loop; the trajectories go to ``critic``, which fits the value function
 and computes GAE advantages, then to ``actor``, which takes PPO steps and syncs its weights back to ``policy``.
+The weights carry their version (the actor's training steps) and every sample records the version that acted, so
+under ``--max-staleness K`` (the policy acting up to K steps behind the actor) the actor reports the lag.
 Train it with ``rlinf train examples/custom_workload/config.yaml`` (any ``--mode``, ``--plan`` or ``--mode auto``).
 """
 
@@ -83,7 +85,7 @@ class Env:
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         stage = self.stages[micro_batch]
         if step == 0:
-            stage["record"] = {k: [] for k in ("actions", "logp", "rewards", "dones", "obs")}
+            stage["record"] = {k: [] for k in ("actions", "logp", "rewards", "dones", "version", "obs")}
             return {"obs": stage["obs"]}, {}
         act, record, finished = concat_payloads(inputs), stage["record"], []
         record["obs"].append(stage["obs"])
@@ -97,7 +99,8 @@ class Env:
                 obs, _ = env.reset()
             next_obs.append(obs), rewards.append(reward), dones.append(terminated or truncated)
         stage["obs"] = np.stack(next_obs).astype(np.float32)
-        for key, value in zip(record, (act["actions"], act["logp"], rewards, dones), strict=False):
+        values = (act["actions"], act["logp"], rewards, dones, act["version"])
+        for key, value in zip(record, values, strict=False):
             record[key].append(np.asarray(value, dtype=np.float32))
         if step < self.steps:
             return {"obs": stage["obs"]}, {"episode_returns": finished}
@@ -124,6 +127,7 @@ class Policy:
     def setup(self, config: PPOConfig, context: WorkerContext) -> None:
         self.model = mlp(ACTIONS, config.hidden, config.seed)
         self.generator = torch.Generator().manual_seed(config.seed * 31 + context.rank)
+        self.version = 0  # the actor's training steps behind the weights last synced
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         if step == 0:
@@ -132,20 +136,24 @@ class Policy:
             logits = self.model(torch.as_tensor(concat_payloads(inputs)["obs"]))
             actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
             logp = torch.log_softmax(logits, -1).gather(1, actions[:, None])[:, 0]
-        return {"actions": actions.numpy(), "logp": logp.numpy()}, {}
+        out = {"actions": actions.numpy(), "logp": logp.numpy()}
+        return {**out, "version": np.full(len(logp), self.version)}, {}  # the version that acted, per sample
 
     def state_tensors(self) -> list:
         return list(self.model.parameters())
 
     def load_weights(self, payload: dict[str, np.ndarray]) -> None:
-        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in payload.items()})
+        self.version = int(payload["version"][0])  # the weights' version travels with them
+        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in payload.items() if k != "version"})
 
     def checkpoint(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "generator": self.generator.get_state()}
+        state = {"model": self.model.state_dict(), "generator": self.generator.get_state()}
+        return {**state, "version": self.version}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.generator.set_state(state["generator"])
+        self.version = state["version"]
 
 
 class Critic:
@@ -176,7 +184,7 @@ class Critic:
             loss.backward()
             average_gradients(self.model, self.world)
             self.optimizer.step()
-        out = {k: batch[k] for k in ("obs", "actions", "logp")}
+        out = {k: batch[k] for k in ("obs", "actions", "logp", "version")}
         return {**out, "advantages": advantages}, {"value_loss": loss.item()}
 
     def state_tensors(self) -> list:
@@ -197,10 +205,12 @@ class Actor(Critic):
         self.config, self.world = config, context.world
         self.model = mlp(ACTIONS, config.hidden, config.seed)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.actor_lr)
+        self.version = 0  # training steps taken: sent with the weights
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         batch = {k: torch.as_tensor(v).flatten(0, 1) for k, v in concat_payloads(inputs).items()}
         advantages = (batch["advantages"] - batch["advantages"].mean()) / (batch["advantages"].std() + 1e-8)
+        lag = self.version - batch["version"]  # how many steps behind the policy that acted was
         for _ in range(self.config.epochs):
             logp = torch.log_softmax(self.model(batch["obs"]), -1)
             ratio = torch.exp(logp.gather(1, batch["actions"].long()[:, None])[:, 0] - batch["logp"])
@@ -210,10 +220,20 @@ class Actor(Critic):
             loss.backward()
             average_gradients(self.model, self.world)
             self.optimizer.step()
-        return {}, {"policy_loss": loss.item()}
+        self.version += 1
+        lags = {"policy_lag_max": lag.max().item(), "policy_lag_mean": lag.mean().item()}
+        return {}, {"policy_loss": loss.item(), **lags}
 
     def weights(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
+        weights = {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
+        return {**weights, "version": np.array([self.version])}
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {**super().checkpoint(), "version": self.version}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.version = state["version"]
 
 
 @attrs.frozen
@@ -252,7 +272,8 @@ class PPOCritic:
 
     def metrics(self, result: Any, config: PPOConfig, iteration: int) -> dict[str, Any]:
         returns = [r for i in result.infos for r in i.info.get("episode_returns", [])]
-        losses = {k: float(v) for i in result.infos for k, v in i.info.items() if k.endswith("_loss")}
+        reported = ("_loss", "_lag_max", "_lag_mean")  # the critic's and actor's losses, the actor's lag
+        losses = {k: float(v) for i in result.infos for k, v in i.info.items() if k.endswith(reported)}
         steps = config.num_envs * config.num_steps
         return {"env_steps": iteration * steps, "iteration_s": result.timeline.iteration_s,
                 "env_steps_per_s": steps / result.timeline.iteration_s, "episodes": len(returns),

@@ -9,7 +9,14 @@ sequence counts, exact for uneven shares). With ``grpo.skip_zero_advantages`` th
 rewards are all equal are not run at all (they would add zero gradient). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
 the forward pass runs in bfloat16 autocast over float32 weights. The model is the ``backends.actor`` backend
 (:mod:`~rlinf.workloads.hf_grpo.backends`: ``transformers`` or megatron-core); its weights leave it under Hugging
-Face names.
+Face names, with the policy version they are (the iterations trained so far).
+
+The ratio is taken against ``old_logprobs``, the behaviour policy's: the inference component scores each response
+with the weights version that sampled it, which under a staleness bound ``k`` is up to ``k`` training steps behind
+this actor. Each iteration reports how far behind (``policy_lag_max``, ``policy_lag_mean``: the actor's version
+minus each response's) and ``behaviour_kl``, the mean ``log pi_behaviour - log pi_current`` over the response
+tokens of the first mini-batch before its optimizer step (an estimate of KL(behaviour || current); 0 when
+synchronous).
 """
 
 from __future__ import annotations
@@ -29,11 +36,13 @@ from rlinf.workloads.hf_grpo.checkpoints import load_tokenizer, weights_payload
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
 from rlinf.workloads.hf_grpo.payloads import (
+    VERSION_KEY,
     Payload,
     flat_sequences,
     length_sorted_chunks,
     response_mask,
     right_padded,
+    with_version,
 )
 from rlinf.workloads.hf_grpo.task import heldout_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
@@ -72,6 +81,12 @@ class ActorWorker:
         self.iteration, self.updates = 1, 0
         self.seen, self.mini_batch = 0, 0
         self.terms: dict[str, float] = {}
+        self.staleness = _Staleness()
+
+    @property
+    def policy_version(self) -> int:
+        """Training iterations completed: the version of the current weights (checkpointed as ``iteration``)."""
+        return self.iteration - 1
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
@@ -94,6 +109,8 @@ class ActorWorker:
             f"actor[{self.rank}] received {num} sequences in micro-batch {micro_batch} after {self.seen}: more than "
             f"its {expected} per iteration (rlinf admits only plans that route each replica its share)"
         )
+        if num:
+            self.staleness.add_lags(self.policy_version - np.asarray(payload[VERSION_KEY]))
         offset = 0
         while offset < num:
             start = self.ends[self.mini_batch - 1] if self.mini_batch else 0
@@ -145,12 +162,15 @@ class ActorWorker:
 
             old = column("old_logprobs")
             assert old is not None, "the actor needs old_logprobs from the inference component"
+            mask = response_mask(sequences["response_len"][picked], width).to(device)
+            if self.mini_batch == 0:  # no optimizer step yet this iteration: the weights of policy_version
+                self.staleness.add_log_ratios(float(((old - logp.detach()) * mask).sum()), float(mask.sum()))
             terms = grpo_loss(
                 logp,
                 old,
                 column("ref_logprobs"),
                 torch.as_tensor(advantages[picked]).to(device),
-                response_mask(sequences["response_len"][picked], width).to(device),
+                mask,
                 self.config.grpo.grpo(),
             )
             share = len(picked) / mini_batch_size
@@ -182,9 +202,11 @@ class ActorWorker:
         config = self.config
         iteration, self.iteration = self.iteration, self.iteration + 1
         self.seen, self.mini_batch = 0, 0
+        info: dict[str, Any] = self.staleness.stats()
+        self.staleness = _Staleness()
         due = iteration % config.eval.every_iterations == 0 or iteration == config.grpo.num_iterations
         if not (config.execution.heldout_eval and due and self.rank == 0):
-            return {}
+            return info
         started = time.perf_counter()
         problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
         accuracy = heldout_accuracy(
@@ -195,7 +217,7 @@ class ActorWorker:
             max_new_tokens=config.grpo.max_new_tokens,
             batch_size=config.eval.batch_size,
         )
-        return {"heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
+        return {**info, "heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
 
     def state_tensors(self) -> list[Any]:
         tensors = self.backend.state_tensors()
@@ -204,8 +226,8 @@ class ActorWorker:
         return tensors
 
     def weights(self) -> Payload:
-        """The policy's ``state_dict`` as float32 arrays, for the rollout and inference components."""
-        return weights_payload(self.backend.weights())
+        """The policy's ``state_dict`` as float32 arrays and its version, for the rollout and inference components."""
+        return with_version(weights_payload(self.backend.weights()), self.policy_version)
 
     def checkpoint(self) -> dict[str, Any]:
         """Weights, optimizer state, the completed iterations and optimizer steps (between iterations)."""
@@ -222,6 +244,39 @@ class ActorWorker:
         self.optimizer.load_state_dict(state["optimizer"])
         self.iteration, self.updates = int(state["iteration"]) + 1, int(state["updates"])
         self.seen, self.mini_batch = 0, 0
+
+
+class _Staleness:
+    """How far behind the actor one iteration's responses were sampled, accumulated over its micro-batches."""
+
+    def __init__(self) -> None:
+        self.lag_sum, self.lag_max, self.responses = 0, 0, 0
+        self.log_ratio_sum, self.tokens = 0.0, 0.0
+
+    def add_lags(self, lags: np.ndarray) -> None:
+        """``[groups, group_size]``: the actor's version minus the version that sampled each response."""
+        assert (lags == lags[:, :1]).all(), (
+            f"a group mixes responses of several policy versions (lags {lags})"
+        )
+        assert (lags >= 0).all(), f"responses sampled by a policy newer than the actor's (lags {lags})"
+        self.lag_sum += int(lags.sum())
+        self.lag_max = max(self.lag_max, int(lags.max()))
+        self.responses += lags.size
+
+    def add_log_ratios(self, total: float, num_tokens: float) -> None:
+        """``sum(log pi_behaviour - log pi_current)`` over ``num_tokens`` response tokens, before any update."""
+        self.log_ratio_sum += total
+        self.tokens += num_tokens
+
+    def stats(self) -> dict[str, float]:
+        """``policy_lag_max``, ``policy_lag_mean`` and ``behaviour_kl`` (none when nothing was trained)."""
+        if not self.responses:
+            return {}
+        return {
+            "policy_lag_max": float(self.lag_max),
+            "policy_lag_mean": self.lag_sum / self.responses,
+            "behaviour_kl": self.log_ratio_sum / max(self.tokens, 1.0),
+        }
 
 
 def average_gradients(params: list[torch.nn.Parameter], num_sequences: int) -> None:

@@ -3,8 +3,8 @@
 The reward worker decodes each response with the checkpoint's tokenizer and scores it with the task's verifier
 (:mod:`~rlinf.workloads.hf_grpo.task`: 1.0 for the exact answer); GRPO's group-normalized advantages (:func:`rlinf.algorithms.grpo.group_advantages`)
 are computable per group, so it streams like the rollout. The inference worker adds the log-probabilities of
-every response token under the old policy (the actor's weights as synced after the last iteration, i.e. the
-policy that sampled) and, with a KL penalty, under the frozen reference (the warm start), both at the sampling
+every response token under the old policy (the actor's weights as synced after the last training step: the
+behaviour policy, the version that sampled, which under a staleness bound may be behind the actor) and, with a KL penalty, under the frozen reference (the warm start), both at the sampling
 temperature: the policy GRPO optimizes is ``softmax(logits / grpo.temperature)``.
 """
 
@@ -30,10 +30,12 @@ from rlinf.workloads.hf_grpo.checkpoints import (
 )
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.payloads import (
+    VERSION_KEY,
     Payload,
     flat_sequences,
     length_sorted_chunks,
     right_padded,
+    split_version,
 )
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
@@ -118,7 +120,7 @@ def sequence_logprobs(
 
 
 class InferenceWorker:
-    """Old-policy (synced from the actor every iteration) and reference (warm start) log-probabilities."""
+    """Behaviour-policy (synced from the actor with the rollout's) and reference (warm start) log-probabilities."""
 
     collective = False
     """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
@@ -140,6 +142,9 @@ class InferenceWorker:
             return backend
 
         self.policy = frozen()
+        self.policy_version: int | None = 0
+        """Training steps behind :attr:`policy` (0: the warm start); the rollout sampled with the same version.
+        None: unknown until the next sync (restored from a checkpoint written before versions were recorded)."""
         self.reference = frozen() if config.grpo.kl_coef > 0 else None
         self.chunk_size = config.grpo.micro_batch_size
         self.temperature = config.grpo.temperature
@@ -150,6 +155,11 @@ class InferenceWorker:
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
         payload = concat_payloads(inputs)
+        sampled_by = np.unique(payload[VERSION_KEY])
+        assert self.policy_version is None or (sampled_by == self.policy_version).all(), (
+            f"inference holds policy version {self.policy_version} but scores responses sampled by "
+            f"{sampled_by.tolist()}: its old log-probabilities would not be the behaviour policy's"
+        )
         score = {
             "pad_id": self.tokenizer.pad_token_id,
             "chunk_size": self.chunk_size,
@@ -168,13 +178,16 @@ class InferenceWorker:
         return [t for m in models for t in m.state_tensors()]
 
     def load_weights(self, payload: Payload) -> None:
-        """The actor's weights: the old policy of the next iteration."""
-        self.policy.load_weights(payload_tensors(payload))
+        """The actor's weights and their version: the old policy of the next iteration."""
+        self.policy_version, weights = split_version(payload)
+        self.policy.load_weights(payload_tensors(weights))
 
     def checkpoint(self) -> dict[str, Any]:
-        """The synced old policy (the reference is the warm start, rebuilt by ``setup``)."""
-        return {"policy": host_copy(self.policy.weights())}
+        """The synced old policy and its version (the reference is the warm start, rebuilt by ``setup``)."""
+        return {"policy": host_copy(self.policy.weights()), "policy_version": self.policy_version}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.policy.load_weights(state["policy"])
+        version = state.get("policy_version")  # absent from checkpoints written before versions were recorded
+        self.policy_version = None if version is None else int(version)

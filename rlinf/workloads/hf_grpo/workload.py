@@ -31,6 +31,9 @@ from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
 from rlinf.workloads.hf_grpo.task import TaskConfig
 
 LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "grad_norm")
+STALENESS_KEYS = ("policy_lag_max", "policy_lag_mean", "behaviour_kl")
+"""Reported by each actor replica at the end of an iteration: the largest lag is the largest of any replica, the
+means are averaged over the replicas (equal shares)."""
 KEYS = ConfigKeys(
     iterations="grpo.num_iterations",
     seed="seed",
@@ -87,7 +90,7 @@ def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], d
         for key, value in record.info.items():
             if key == "response_lengths":
                 continue
-            if key in LOSS_KEYS:
+            if key in LOSS_KEYS or key in STALENESS_KEYS:
                 losses.setdefault(key, []).append(float(value))
             elif key in ("heldout_accuracy", "warm_start_accuracy", "eval_s"):
                 latest[key] = float(value)
@@ -155,7 +158,7 @@ class GrpoHfWorkload:
 
     def metrics(self, result: Any, config: HfGrpoConfig, iteration: int) -> dict[str, Any]:
         """Generated tokens/s, samples/s, the rollout's span, mean reward, response lengths, losses, held-out accuracy
-        when evaluated."""
+        when evaluated, and when the actor trained the lag of its responses' policy version (``STALENESS_KEYS``)."""
         timeline = result.timeline
         generate = [s for s in timeline.spans if s.kind == "compute" and s.component == "rollout"]
         samples = config.grpo.prompts_per_iteration * config.grpo.group_size
@@ -181,6 +184,8 @@ class GrpoHfWorkload:
             }
         )
         metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
+        if "policy_lag_max" in losses:
+            metrics["policy_lag_max"] = max(losses["policy_lag_max"])
         for name in ("rollout", "reward", "inference", "actor"):
             busy = sum(s.seconds for s in timeline.spans if s.kind == "compute" and s.component == name)
             metrics[f"{name}_busy_s"] = busy
@@ -192,7 +197,8 @@ class GrpoHfWorkload:
         return reported_response_lengths(result)
 
     def summary(self, metrics: Mapping[str, Any]) -> str:
-        """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration."""
+        """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration (and how far
+        behind the actor its responses were sampled, when they were)."""
         text = (
             f"{metrics['samples']} samples, {metrics['tokens_per_s']:.0f} generated tokens/s (last iteration), "
             f"mean reward {metrics['mean_reward']:.3f}, response length mean {metrics['response_len_mean']:.0f} "
@@ -200,6 +206,10 @@ class GrpoHfWorkload:
         )
         if "heldout_accuracy" in metrics:
             text += f", held-out accuracy {metrics['heldout_accuracy']:.3f}"
+        if metrics.get("policy_lag_max", 0.0) > 0:  # under a staleness bound
+            text += (
+                f", policy lag {metrics['policy_lag_max']:.0f} (behaviour KL {metrics['behaviour_kl']:.2g})"
+            )
         return text
 
 

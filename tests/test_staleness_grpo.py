@@ -1,0 +1,200 @@
+"""Asynchronous GRPO (a staleness bound ``k``): every response records the policy version that sampled it, a
+group's responses come from one version, the actor reports how far behind its own version they were, its ratio is
+taken against the behaviour policy's log-probabilities, and a run under ``k = 1`` resumes exactly. The workers run
+the tests' tiny addition setup (``hf_grpo_tiny.py``); ``tests/test_workload_port.py`` checks that ``k = 0``
+computes what it did before, with lag and behaviour KL 0."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hf_grpo_tiny import CONFIG, GROUP_SIZE, PROMPTS, context, one_thread, tiny_config, tiny_sets
+
+from rlinf.api import concat_payloads
+from rlinf.app.checkpoint import read_manifest
+from rlinf.cli import main
+from rlinf.workloads.hf_grpo.actor import ActorWorker
+from rlinf.workloads.hf_grpo.checkpoints import weights_payload
+from rlinf.workloads.hf_grpo.payloads import with_version
+from rlinf.workloads.hf_grpo.rollout import RolloutWorker
+from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
+from rlinf.workloads.hf_grpo.workload import WORKLOAD
+
+pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
+
+ITERATIONS = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread() -> Iterator[None]:
+    with one_thread():
+        yield
+
+
+def computed(run: Path) -> list[dict]:
+    """Per step, every metric that does not measure time (durations and rates end in ``_s``)."""
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
+
+
+def train(cache: Path, out: Path, *args: str) -> int:
+    """``rlinf train`` of the tiny addition setup, collocated on one device, under ``--max-staleness 1``."""
+    command = ["train", CONFIG, *tiny_sets(cache), "--mode", "collocated", "--devices", "1"]
+    command += ["--iterations", str(ITERATIONS), "--max-staleness", "1", "--no-progress", "--out", str(out)]
+    return main([*command, *args])
+
+
+@pytest.fixture(scope="module")
+def straight(grpo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of 3 iterations under ``k = 1`` (a checkpoint every 2 steps, as ``tiny_sets`` sets)."""
+    out = tmp_path_factory.mktemp("staleness_grpo") / "straight"
+    assert train(grpo_cache, out) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- real runs
+def test_each_response_records_a_policy_one_step_behind_the_trainer(straight: Path) -> None:
+    """Iteration ``j`` (trained at step ``j + 1``) was sampled by the weights of ``j - 2`` training steps (the warm
+    start for ``j <= 2``): exactly ``min(j - 1, 1)`` behind the actor. Ignoring the bound would show 0; mixing
+    versions inside an iteration would make the mean differ from the max."""
+    metrics = computed(straight)
+    assert [m["phase"] for m in metrics] == ["fill"] + ["steady"] * (ITERATIONS - 1) + ["drain"]
+    assert "policy_lag_max" not in metrics[0]  # the fill step trains nothing
+    trained = metrics[1:]
+    lags = [m["policy_lag_max"] for m in trained]
+    assert lags == [float(min(j - 1, 1)) for j in range(1, ITERATIONS + 1)]
+    assert [m["policy_lag_mean"] for m in trained] == lags
+    # The old log-probabilities are the sampling policy's: they differ from the actor's exactly when stale.
+    assert [m["behaviour_kl"] != 0.0 for m in trained] == [lag > 0 for lag in lags]
+    assert all(m["optimizer_steps"] == 2 for m in trained)
+    printed = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert "policy lag 1 (behaviour KL " in WORKLOAD.summary(printed[-1])
+    assert "policy lag" not in WORKLOAD.summary(printed[1])  # not when the samples were fresh
+
+
+def test_a_run_under_a_bound_resumes_exactly(grpo_cache: Path, straight: Path, tmp_path: Path) -> None:
+    """The run stopped after its step-2 checkpoint (its later checkpoints removed): ``--resume`` restores every
+    worker's policy version and the batch produced but not yet trained on, and computes steps 3 and 4 exactly as
+    the uninterrupted run did."""
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight, resumed)
+    checkpoints = resumed / "checkpoints"
+    manifest = json.loads((checkpoints / "manifest.json").read_text())
+    later = [entry for entry in manifest["checkpoints"] if entry["iteration"] > 2]
+    assert later  # the run wrote checkpoints after step 2: they are what the interruption loses
+    for entry in later:
+        (checkpoints / entry["file"]).unlink()
+    manifest["checkpoints"] = [entry for entry in manifest["checkpoints"] if entry["iteration"] <= 2]
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    assert [entry.iteration for entry in read_manifest(checkpoints)] == [2]
+    assert train(grpo_cache, resumed, "--resume", str(resumed)) == 0
+    assert [m["iteration"] for m in computed(resumed)] == list(range(1, ITERATIONS + 2))
+    assert computed(resumed) == computed(straight)
+
+
+# ---------------------------------------------------------------------------------------------- the workers
+def _rollout(config: object) -> RolloutWorker:
+    worker = RolloutWorker()
+    worker.setup(config, context("rollout"))
+    return worker
+
+
+def _versioned(rollout: RolloutWorker, version: int) -> dict[str, np.ndarray]:
+    """A weight-sync payload of the rollout's own weights, labelled ``version``."""
+    weights = rollout.backend.weights()
+    assert weights is not None
+    return with_version(weights_payload(weights), version)
+
+
+def test_the_rollout_takes_weights_only_between_iterations_and_stamps_their_version(
+    grpo_cache: Path,
+) -> None:
+    config = tiny_config(grpo_cache)
+    rollout = _rollout(config)
+    first = rollout.compute("generate", 0, 0, [])[0]
+    with pytest.raises(AssertionError, match="received weights in the middle of iteration 1"):
+        rollout.load_weights(_versioned(rollout, 3))
+    payload = concat_payloads([first, rollout.compute("generate", 1, 0, [])[0]])
+    assert payload["policy_version"].shape == (PROMPTS, GROUP_SIZE) and (payload["policy_version"] == 0).all()
+    rollout.load_weights(_versioned(rollout, 3))  # between iterations
+    second = [rollout.compute("generate", j, 0, [])[0] for j in range(2)]
+    assert all((p["policy_version"] == 3).all() for p in second)
+    restored = _rollout(config)
+    restored.restore(rollout.checkpoint())
+    assert restored.policy_version == 3
+
+
+@pytest.fixture(scope="module")
+def scored(grpo_cache: Path) -> dict[str, np.ndarray]:
+    """One iteration of the tiny setup through real rollout, reward and inference workers, with advantages of both
+    signs in every group (the tiny warm start may tie a group's rewards). Copy before changing it."""
+    config = tiny_config(grpo_cache)
+    rollout, rewarder, inference = _rollout(config), RewardWorker(), InferenceWorker()
+    rewarder.setup(config, context("reward"))
+    inference.setup(config, context("inference"))
+    generated = [rollout.compute("generate", j, 0, [])[0] for j in range(2)]
+    scored = [rewarder.compute("reward", j, 0, [p])[0] for j, p in enumerate(generated)]
+    payload = concat_payloads([inference.compute("infer", j, 0, [p])[0] for j, p in enumerate(scored)])
+    advantages = np.linspace(-1, 1, PROMPTS * GROUP_SIZE, dtype=np.float32).reshape(PROMPTS, GROUP_SIZE)
+    return {**payload, "advantages": advantages}
+
+
+def test_inference_scores_only_responses_of_the_version_it_holds(grpo_cache: Path) -> None:
+    """Its old log-probabilities are the behaviour policy's only if it holds the weights that sampled."""
+    config = tiny_config(grpo_cache)
+    rollout, inference = _rollout(config), InferenceWorker()
+    inference.setup(config, context("inference"))
+    payload = {
+        **rollout.compute("generate", 0, 0, [])[0],
+        "advantages": np.zeros((4, GROUP_SIZE), np.float32),
+    }
+    payload["policy_version"] = np.ones_like(payload["policy_version"])  # sampled after one training step
+    with pytest.raises(
+        AssertionError, match=r"inference holds policy version 0 but scores .* sampled by \[1\]"
+    ):
+        inference.compute("infer", 0, 0, [payload])
+    inference.load_weights(_versioned(rollout, 1))
+    width = config.grpo.max_new_tokens
+    assert inference.compute("infer", 0, 0, [payload])[0]["old_logprobs"].shape == (4, GROUP_SIZE, width)
+    assert inference.checkpoint()["policy_version"] == 1
+
+
+def _trained(config: object, payload: dict[str, np.ndarray]) -> dict[str, float]:
+    """What a fresh actor reports after training one iteration on ``payload``."""
+    actor = ActorWorker()
+    actor.setup(config, context("actor", micro_batches=1))
+    info = actor.compute("train", 0, 0, [payload])[1]
+    assert actor.policy_version == 1 and int(actor.weights()["policy_version"][0]) == 1
+    return info
+
+
+def test_the_ratio_is_taken_against_the_behaviour_log_probabilities(
+    grpo_cache: Path, scored: dict[str, np.ndarray]
+) -> None:
+    """One real iteration trained on by fresh actors (the warm start, as the sampler): as recorded (ratio 1 at the
+    start, behaviour KL 0), and with the behaviour log-probabilities lowered by 0.5 (a sampler that found those
+    tokens less likely): the ratio starts at e^0.5, beyond the clip range, for every token. An actor that
+    recomputed the old log-probabilities from its own weights would report the same for both."""
+    config = tiny_config(grpo_cache)
+    recorded = _trained(config, scored)
+    shifted = _trained(config, {**scored, "old_logprobs": scored["old_logprobs"] - np.float32(0.5)})
+    assert recorded["policy_lag_max"] == shifted["policy_lag_max"] == 0.0
+    assert abs(recorded["behaviour_kl"]) < 1e-6
+    assert shifted["behaviour_kl"] == pytest.approx(-0.5, abs=1e-5)
+    assert recorded["clip_fraction"] < 0.5 < 0.9 < shifted["clip_fraction"]
+    assert recorded["policy_loss"] != shifted["policy_loss"]
+
+
+def test_the_actor_refuses_a_group_of_mixed_versions(grpo_cache: Path, scored: dict[str, np.ndarray]) -> None:
+    config = tiny_config(grpo_cache)
+    payload = {**scored, "policy_version": scored["policy_version"].copy()}
+    payload["policy_version"][2, 1] = 1  # one response of group 2 from another version
+    actor = ActorWorker()
+    actor.setup(config, context("actor", micro_batches=1))
+    with pytest.raises(AssertionError, match="a group mixes responses of several policy versions"):
+        actor.compute("train", 0, 0, [payload])

@@ -116,8 +116,10 @@ def plot(setting: Setting, runs: dict[int, dict[int, list[dict]]], path: Path) -
 
     figure, axes = plt.subplots(figsize=(7, 4))
     for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
-        for i, (seed, metrics) in enumerate(seeds.items()):
-            points = [(m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None]
+        for i, (_seed, metrics) in enumerate(seeds.items()):
+            points = [
+                (m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None
+            ]
             axes.plot(
                 [p[0] for p in points],
                 [p[1] for p in points],
@@ -174,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     provenance.write_artifact(out.with_suffix(".json"), summary, started)
     print(
         json.dumps(
-            {k: {"mean": b["mean_score"], "scores": b["scores"]} for k, b in summary["bounds"].items()}, indent=1
+            {k: {"mean": b["mean_score"], "scores": b["scores"]} for k, b in summary["bounds"].items()},
+            indent=1,
         )
     )
     return 0

@@ -404,3 +404,26 @@ def test_brute_force_capacity_and_search_share_one_space(monkeypatch):
     assert case.brute.num_points == reference.count()
     assert proposals["best"].plan == case.chosen.plan
     assert case.brute.best.iteration_s <= case.chosen.best.iteration_s * (1 + 1e-9)
+
+
+def test_the_certificate_at_8_devices_is_the_optimum_of_brute_force_from_scratch():
+    """``benchmarks/certify_planner.py`` on a reduced case (the 32B trace at 8 devices, where brute force from
+    scratch is quick): from the planner's plan as the incumbent it finds the optimum brute force finds without one,
+    simulating only programs whose bound is below the planner's time; stopped after one simulation it certifies
+    no more than a lower bound, and its gap is then an upper bound."""
+    certify = load("certify_planner")
+    path = str(ROOT / "traces" / "grpo_32b_h200.json")
+    certificate = certify.certify_case(path, 8)
+    trace = load_trace(path)
+    cluster = trace.cluster.with_num_devices(8)
+    scratch = brute_force(trace.workflow, cluster, fit(trace, cluster), build_space(trace.workflow, 8))
+    assert certificate.complete and scratch.complete
+    assert certificate.best_s == certificate.lower_bound_s == scratch.best.iteration_s
+    assert certificate.num_programs == scratch.num_programs
+    assert certificate.num_simulated <= certificate.num_held < certificate.num_programs
+    assert certificate.gap == certificate.planner_s / scratch.best.iteration_s - 1 >= 0
+    cut = certify.certify_case(path, 8, max_simulated=1)
+    assert not cut.complete and cut.num_simulated == 1
+    assert cut.least_bound_s <= cut.lower_bound_s <= scratch.best.iteration_s and cut.gap >= certificate.gap
+    assert "| grpo_32b_h200 | 8 |" in certify.certificate_table([certificate, cut])
+    assert ">= " in certify.certificate_table([cut])

@@ -157,8 +157,9 @@ def certificate_table(certificates: Sequence[Certificate]) -> str:
     return "\n".join(lines)
 
 
-def certificate_summary(certificates: Sequence[Certificate]) -> str:
-    """The largest gap in one sentence, whether every optimum is exact, and the plans of the largest gap."""
+def certificate_summary(certificates: Sequence[Certificate], *, plans: bool = True) -> str:
+    """The largest gap in one sentence, whether every optimum is exact, and (``plans``) the plans of the largest
+    gap."""
     sizes = sorted({c.num_devices for c in certificates})
     exact = sum(c.complete for c in certificates)
     kind = (
@@ -171,7 +172,7 @@ def certificate_summary(certificates: Sequence[Certificate]) -> str:
         f"At {' and '.join(str(n) for n in sizes)} devices: largest gap **{100 * worst.gap:.3f}%** over "
         f"{len(certificates)} cases, {kind}."
     )
-    if worst.best_plan != worst.planner_plan:
+    if plans and worst.best_plan != worst.planner_plan:
         text += (
             f" Largest on {worst.trace} at {worst.num_devices} devices: the planner chose `{worst.planner_plan}`, "
             f"the optimum is `{worst.best_plan}`."

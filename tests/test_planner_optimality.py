@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import itertools
 import json
 import random
 import warnings
@@ -427,3 +428,22 @@ def test_the_certificate_at_8_devices_is_the_optimum_of_brute_force_from_scratch
     assert cut.least_bound_s <= cut.lower_bound_s <= scratch.best.iteration_s and cut.gap >= certificate.gap
     assert "| grpo_32b_h200 | 8 |" in certify.certificate_table([certificate, cut])
     assert ">= " in certify.certificate_table([cut])
+
+
+@pytest.mark.parametrize(("num_devices", "num_cores"), [(16, 0), (12, 3)])
+def test_fitting_sizes_are_the_sizes_that_fit_in_product_order(num_devices, num_cores):
+    """``PlanSpace.fitting_sizes`` (what brute force enumerates) yields exactly the tuples of group sizes that fit
+    each pool's budget, in ``itertools.product`` order, for every partition (core-pool groups included)."""
+    workflow = load_trace(ROOT / "traces" / "grpo_7b_h100.json").workflow
+    workflow = attrs.evolve(
+        workflow,
+        components=tuple(
+            attrs.evolve(c, cpu_ok=True) if c.role == "reward" else c for c in workflow.components
+        ),
+    )
+    space = build_space(workflow, num_devices, num_cores=num_cores)
+    assert num_cores == 0 or any("cpu" in pools for pools in space.pools)
+    for groups, pools in zip(space.partitions, space.pools, strict=True):
+        options = [space.sizes(g, p) for g, p in zip(groups, pools, strict=True)]
+        expected = [s for s in itertools.product(*options) if space.fits_budgets(s, pools)]
+        assert list(space.fitting_sizes(groups, pools)) == expected, groups

@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 import bench_auto_mode
+import certify_planner
 from measured_validate import artifact, load
 
 PLANNER_TRACES = {
@@ -67,6 +68,30 @@ def planner_speed() -> str:
         f"{a['load_average_before'][0]:.1f} -> {a['load_average_after'][0]:.1f}, mean of 3 rounds:"
     )
     return "\n".join([head, "", "| trace | 256 devices | 1024 devices |", "|---|---|---|", *rows])
+
+
+def planner_optimality_summary() -> str:
+    """The largest gap of the planner's plan to the certified optimum at 32 and 64 devices, in one sentence."""
+    certificates = certify_planner.certificates_of(artifact(certify_planner.ARTIFACT))
+    return fill(certify_planner.certificate_summary(certificates, plans=False))
+
+
+def planner_optimality() -> str:
+    """The planner's plan against the certified optimum of its space at 32 and 64 devices
+    (``benchmarks/certify_planner.py``): the table, the largest gap and the run's conditions."""
+    a = artifact(certify_planner.ARTIFACT)
+    certificates = certify_planner.certificates_of(a)
+    p = a["provenance"]
+    return "\n".join(
+        [
+            certify_planner.certificate_table(certificates),
+            "",
+            fill(
+                f"{certify_planner.certificate_summary(certificates)} `{p['command']}` took "
+                f"{p['wall_s']:.0f} s in all (commit {p['commit']}, {p['cores']} cores, {load(p)})."
+            ),
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------------------------- ray

@@ -29,7 +29,7 @@ import doc_blocks
 import measured_docs as docs
 import measured_gpu
 import measured_validate as validate
-from doc_blocks import Block
+from doc_blocks import Block, indented
 from measured_docs import (
     MACHINE_SPEED_RUNS,
     MAIN_JOB_RUNS,
@@ -232,6 +232,9 @@ BLOCKS = (
     Block("docs/grpo.md", "auto-mode-grpo", lambda: docs.auto_mode("docs/grpo_auto_mode.json")),
     Block("docs/plan_then_run.md", "auto-mode-hopper", lambda: docs.auto_mode("docs/auto_mode_hopper.json")),
     Block("docs/planner.md", "planner-speed", docs.planner_speed),
+    Block("docs/planner_bruteforce.md", "planner-optimality", docs.planner_optimality),
+    Block("docs/planner.md", "planner-optimality-summary", docs.planner_optimality_summary),
+    Block("README.md", "planner-optimality-summary", indented(docs.planner_optimality_summary, "  ")),
     Block("docs/ray.md", "ray-vs-local", docs.ray_table),
     Block("docs/ray.md", "kill-detection", docs.kill_detection),
     Block("docs/executor.md", "bench-scaling", docs.scaling_table),

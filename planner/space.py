@@ -148,6 +148,31 @@ class PlanSpace:
             used[pool] += size
         return used["device"] <= self.num_devices and used["cpu"] <= self.num_cores
 
+    def fitting_sizes(self, groups: tuple[Group, ...], pools: tuple[str, ...]) -> Iterator[tuple[int, ...]]:
+        """The tuples of :meth:`sizes` of ``groups`` in ``pools`` that :meth:`fits_budgets`, in the order of
+        ``itertools.product`` (without building the tuples that do not fit)."""
+        options = [self.sizes(g, p) for g, p in zip(groups, pools, strict=True)]
+        if not all(options):
+            return
+        # Devices of its pool that the groups after group i need at least.
+        later = [
+            sum(o[0] for o, q in zip(options[i + 1 :], pools[i + 1 :], strict=True) if q == p)
+            for i, p in enumerate(pools)
+        ]
+
+        def extend(prefix: tuple[int, ...], left: dict[str, int]) -> Iterator[tuple[int, ...]]:
+            i = len(prefix)
+            if i == len(options):
+                yield prefix
+                return
+            pool = pools[i]
+            for size in options[i]:
+                if size + later[i] > left[pool]:
+                    break
+                yield from extend((*prefix, size), {**left, pool: left[pool] - size})
+
+        yield from extend((), {"device": self.num_devices, "cpu": self.num_cores})
+
     @property
     def granularity_keys(self) -> tuple[str, ...]:
         """Stream edge keys, then ``loop`` if the workflow has one."""

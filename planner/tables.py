@@ -39,7 +39,10 @@ class Profile:
 
     busy_s: float
     first_s: float
+    """Seconds of the first micro-batch (of one step, for the loop's env and policy)."""
     activation_bytes: int
+    last_s: float = 0.0
+    """Seconds of the last micro-batch (of one step, for the loop's env and policy)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -57,7 +60,11 @@ class CostTables:
     """Per (group, pool) of the space, its device counts at which some member's profile may change (a count
     between two is never faster than the smaller, only larger): what CP-SAT and the baselines choose from."""
     switch_s: dict[str, float]
-    """Onload + offload seconds of each component's state."""
+    """The surrogate's price of a context switch of each component's state: twice its onload seconds."""
+    onload_s: dict[str, float] = attrs.field(factory=dict)
+    """Onload seconds of each component's state."""
+    offload_s: dict[str, float] = attrs.field(factory=dict)
+    """Offload seconds of each component's state (a profile may price them apart from its onloads)."""
     state_bytes: dict[str, int]
     """Resident bytes per device of each component."""
     sync_s: tuple[tuple[str, str, float, float, float], ...]
@@ -91,6 +98,13 @@ class CostTables:
                 warnings.simplefilter("ignore", ExtrapolationWarning)
                 found = self._memo[key] = _profile(self.space.workflow, self.costs, *key)
         return found
+
+    def sync_seconds(self, src: str, dst: str, num_bytes: int, link: str) -> float:
+        """Seconds of a weight sync of ``num_bytes`` from ``src`` to ``dst`` over ``link`` (memoized)."""
+        key = ("sync", src, dst, num_bytes, link)
+        if key not in self._memo:
+            self._memo[key] = _sync_seconds(self.costs, src, dst, num_bytes, link)
+        return self._memo[key]
 
     def capacity(self, pool: str) -> int:
         """Memory of one device of ``pool``."""
@@ -214,24 +228,21 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
     on_cores = {name for group, pool in space.placed_groups if pool == "cpu" for name in group}
     core_sizes = {name: distinct_sizes(space, costs, name, "cpu") for name in sorted(on_cores)}
     state = {c.name: c.state_bytes_per_device() for c in workflow.components}
-    switch = {}
-    for name, per_device in state.items():
-        move = Op(index=0, kind="onload", component=name, name="onload", num_bytes=per_device, link="host")
-        switch[name] = 2 * costs.movement_seconds(move)
+    onload, offload = (
+        {
+            name: costs.movement_seconds(
+                Op(index=0, kind=kind, component=name, name=kind, num_bytes=per_device, link="host")
+            )
+            for name, per_device in state.items()
+        }
+        for kind in ("onload", "offload")
+    )
+    switch = {name: 2 * seconds for name, seconds in onload.items()}
     cross_link = "inter_node" if space.num_devices > cluster.devices_per_node else "intra_node"
     syncs = []
     for sync in workflow.weight_sync:
         local, cross, host = (
-            costs.movement_seconds(
-                Op(
-                    index=0,
-                    kind="sync_weights",
-                    component=sync.src,
-                    name="sync_weights",
-                    num_bytes=sync.num_bytes,
-                    link=link,
-                )
-            )
+            _sync_seconds(costs, sync.src, sync.dst, sync.num_bytes, link)
             for link in ("local", cross_link, "host")
         )
         syncs.append((sync.src, sync.dst, local, cross, host))
@@ -261,6 +272,8 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
         component_sizes=component_sizes,
         group_sizes=_group_sizes(space, component_sizes, core_sizes),
         switch_s=switch,
+        onload_s=onload,
+        offload_s=offload,
         state_bytes=state,
         sync_s=tuple(syncs),
         loop_transfer_s=loop_transfer,
@@ -269,6 +282,20 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
         core_capacity_bytes=cluster.core.memory_bytes,
         loop_host_transfer_s=loop_host_transfer,
     )
+
+
+def _sync_seconds(costs: CostModel, src: str, dst: str, num_bytes: int, link: str) -> float:
+    """Seconds of the lowering's weight-sync op of ``num_bytes`` from ``src`` to ``dst`` over ``link``."""
+    op = Op(
+        index=0,
+        kind="sync_weights",
+        component=src,
+        peer=dst,
+        name="sync_weights",
+        num_bytes=num_bytes,
+        link=link,
+    )
+    return costs.movement_seconds(op)
 
 
 def _profile(
@@ -294,7 +321,9 @@ def _profile(
             devices=placed[:span],
             samples=workflow.batch_size // count,
         )
-        return Profile(busy_s=busy_s, first_s=step_s, activation_bytes=costs.activation_bytes(op))
+        return Profile(
+            busy_s=busy_s, first_s=step_s, activation_bytes=costs.activation_bytes(op), last_s=step_s
+        )
     op_name = COMPUTE_NAMES[component.role]
     num_groups = workflow.batch_size // workflow.group_size
     sizes = [(hi - lo) * workflow.group_size for lo, hi in micro_batch_ranges(num_groups, count)]
@@ -312,12 +341,14 @@ def _profile(
             busy_s=float(whole * fractions[-1]),
             first_s=float(whole * fractions[0]),
             activation_bytes=activation,
+            last_s=float(whole * (fractions[-1] - (fractions[-2] if count > 1 else 0.0))),
         )
     seconds = {s: costs.compute_seconds(name, op_name, devices, s, pool=pool) for s in set(sizes)}
     return Profile(
         busy_s=float(sum(seconds[s] for s in sizes)),
         first_s=float(seconds[sizes[0]]),
         activation_bytes=activation,
+        last_s=float(seconds[sizes[-1]]),
     )
 
 

@@ -10,6 +10,7 @@ import json
 import lzma
 import re
 import statistics
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -241,6 +242,24 @@ def test_the_planner_benchmark_carries_its_rounds_and_conditions() -> None:
     for b in a["benchmarks"]:
         rounds = b["stats"]["data"]
         assert len(rounds) == b["stats"]["rounds"] == 3 and b["stats"]["mean"] == statistics.mean(rounds)
+
+
+def test_the_planner_optimality_artifact_agrees_with_itself() -> None:
+    """Each certificate of ``benchmarks/certify_planner.py``'s artifact is one: every shipped GRPO trace at 32 and
+    64 devices, an exact optimum (brute force ran to the end) no slower than the planner's plan and no faster than
+    the least bound, from at most the programs whose bound is below the planner's time."""
+    certify = load("certify_planner")
+    a = provenance_of(certify.ARTIFACT)
+    assert a["provenance"]["command"].startswith("python benchmarks/certify_planner.py")
+    assert not a["provenance"]["uncommitted_code_changes"] and a["max_simulated"] is None
+    certificates = certify.certificates_of(a)
+    assert {(c.trace, c.num_devices) for c in certificates} == {
+        (Path(t).stem, n) for t in certify.TRACES for n in certify.SIZES
+    }
+    for c in certificates:
+        assert c.complete and c.lower_bound_s == c.best_s <= c.planner_s and c.least_bound_s <= c.best_s
+        assert c.num_simulated <= c.num_held < c.num_programs <= c.num_points
+        assert c.gap == c.planner_s / c.best_s - 1 and (c.gap == 0) == (c.planner_s == c.best_s)
 
 
 @pytest.mark.parametrize("name", ["docs/grpo_hf_streaming.json", "docs/data/grpo_hf_streaming_loaded.json"])

@@ -55,7 +55,7 @@ def base(grpo_cache: Path) -> Path:
 def test_the_bpe_round_trips_and_loads_with_auto_tokenizer(base: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    _, words = load_job_config("examples/grpo_hf.yaml", [f"execution.cache_dir={tmp_path}"])
+    _, words = load_job_config("examples/grpo_hf.yaml", [f"cache_dir={tmp_path}"])
     with cache_lock(tmp_path):
         folder = base_checkpoint(words)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)

@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         choices=("auto", "collocated", "disaggregated", "hybrid"),
-        help="placement; auto = profile, plan, run (default: the config's mode)",
+        help="placement; auto = profile, plan, run (default: the config's execution.mode)",
     )
     parser.add_argument("--trace", help="auto mode: plan from this profiled trace instead of profiling")
     parser.add_argument(
@@ -55,13 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto mode: profiling seconds (default 120)",
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
-    parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
+    parser.add_argument(
+        "--iterations", type=int, help="training iterations (default: the config's execution.iterations)"
+    )
     parser.add_argument(
         "--max-staleness",
         type=values.count(0, 64),
         metavar="K",
         help="asynchronous RL: the rollout side may run up to K iterations ahead of training (auto: the planner "
-        "chooses a bound <= K; a fixed mode runs with K; default 0: synchronous)",
+        "chooses a bound <= K; a fixed mode runs with K; default: the config's execution.max_staleness, 0: "
+        "synchronous)",
     )
     parser.add_argument(
         "--devices",
@@ -81,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with GPUs: CPU cores beside them on which components that need no GPU (environments, a rule-based "
         "reward) may run (default: the machine's cores less one per GPU; 0: everything on the GPUs)",
     )
-    parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's)")
+    parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's execution.seed)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -127,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
     from executor.devices import physical_units, resolve_accelerator
     from rlinf.app.jobs import load_job_config
 
-    job, config = load_job_config(args.config, args.set)
     if args.iterations is not None:
         require(
             args.iterations >= 1,
@@ -136,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             "must be >= 1",
             "train at least one iteration",
         )
+    job, config = load_job_config(args.config, args.set, iterations=args.iterations, seed=args.seed)
     require(
         args.max_restarts >= 0,
         "--max-restarts",
@@ -143,7 +146,6 @@ def run(args: argparse.Namespace) -> int:
         "must be >= 0",
         "use 0 to stop at a failure",
     )
-    config = job.with_options(config, iterations=args.iterations, seed=args.seed)
     job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
     args.accelerator = resolve_accelerator(args.accelerator)
     args.machine = _machine(args)
@@ -256,12 +258,12 @@ def _plan_and_train(
                 f"conflicts with --plan, whose placement is {plan.mode}",
                 "drop --mode or change the plan",
             )
-    elif (args.mode or job.options(config).mode) == "auto":
+    elif (args.mode or job.settings.mode) == "auto":
         plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
-        plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
-        if args.max_staleness:
-            plan = attrs.evolve(plan, max_staleness=args.max_staleness)
+        plan, logical = job.fixed_plan(args.mode or job.settings.mode, num_devices, config)
+        if _max_staleness(job, args):
+            plan = attrs.evolve(plan, max_staleness=_max_staleness(job, args))
     job.check_plan(plan, config, machine=args.machine)  # memory against the machine's own devices
     devices, nodes = _placement(args, logical, num_devices)
     if _oversubscribed(devices, nodes):
@@ -287,7 +289,7 @@ def _plan_and_train(
         max_restarts=args.max_restarts,
         machine=args.machine,
     )
-    iterations = job.options(config).iterations
+    iterations = job.settings.iterations
     if result.complete_before:
         missing = ", ".join(result.written) or "nothing was missing"
         print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
@@ -304,6 +306,11 @@ def _plan_and_train(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
     return 0
+
+
+def _max_staleness(job: Any, args: argparse.Namespace) -> int:
+    """The staleness bound of a fixed mode, or auto mode's largest: ``--max-staleness``, else the config's."""
+    return int(job.settings.max_staleness if args.max_staleness is None else args.max_staleness)
 
 
 def _oversubscribed(devices: tuple[Any, ...], nodes: list[int] | None) -> bool:
@@ -416,9 +423,9 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
         config,
         trace,
         num_devices,
-        seed=job.options(config).seed,
+        seed=job.settings.seed,
         machine=args.machine,
-        max_staleness=args.max_staleness or 0,
+        max_staleness=_max_staleness(job, args),
     )
     best = auto.chosen
     print(

@@ -183,7 +183,7 @@ class ActorWorker:
         iteration, self.iteration = self.iteration, self.iteration + 1
         self.seen, self.mini_batch = 0, 0
         due = iteration % config.eval.every_iterations == 0 or iteration == config.grpo.num_iterations
-        if not (config.execution.heldout_eval and due and self.rank == 0):
+        if not (config.eval.enabled and due and self.rank == 0):
             return {}
         started = time.perf_counter()
         problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)

@@ -169,7 +169,7 @@ def base_checkpoint(config: HfGrpoConfig) -> Path:
     sizes = config.model.config
     assert sizes is not None
     key = settings_key({"sizes": repr(sizes), "task": repr(config.task), "seed": config.seed})
-    folder = Path(config.execution.cache_dir) / f"base-{key}"
+    folder = Path(config.cache_dir) / f"base-{key}"
 
     def build(directory: Path) -> None:
         tokenizer = train_bpe(config.task, vocab_size=sizes.vocab_size, seed=config.seed)

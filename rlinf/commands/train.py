@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from rlinf.commands import values
+from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
 from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
 from rlinf.core.plan import load_plan
@@ -72,18 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="devices (CPU cores or GPUs) to use, over all --nodes (default: every core or GPU this process may "
         "use); more than there are time-share them",
     )
-    parser.add_argument(
-        "--accelerator",
-        choices=("cpu", "cuda"),
-        help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
-    )
-    parser.add_argument(
-        "--cpu-devices",
-        type=int,
-        metavar="N",
-        help="with GPUs: CPU cores beside them on which components that need no GPU (environments, a rule-based "
-        "reward) may run (default: the machine's cores less one per GPU; 0: everything on the GPUs)",
-    )
+    add_machine_arguments(parser)
     parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's execution.seed)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
@@ -127,7 +117,7 @@ itself to its core; Ray's CPU count only gates placement)."""
 
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
-    from executor.devices import physical_units, resolve_accelerator
+    from executor.devices import physical_units
     from rlinf.app.jobs import load_job_config
 
     if args.iterations is not None:
@@ -147,7 +137,6 @@ def run(args: argparse.Namespace) -> int:
         "use 0 to stop at a failure",
     )
     job.workflow(config)  # validates what needs the outside world (e.g. the env id) before any worker starts
-    args.accelerator = resolve_accelerator(args.accelerator)
     args.machine = _machine(args)
     cores = physical_units(args.accelerator)
     unit = "CPU cores" if args.accelerator == "cpu" else "GPUs"
@@ -169,24 +158,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _machine(args: argparse.Namespace) -> Any:
-    """The machine the run trains on (:func:`executor.devices.machine_for`), with ``--cpu-devices`` cores beside
-    its GPUs; ``--cpu-devices`` without GPUs is refused (the cores are the devices then)."""
-    from executor.devices import core_pool_cores, default_cpu_devices, machine_for
-
-    if args.cpu_devices is None:
-        args.cpu_devices = default_cpu_devices(args.accelerator)
-    elif args.accelerator != "cuda" and args.cpu_devices:
-        raise ConfigError(
-            "--cpu-devices", args.cpu_devices, "places components on CPU cores beside GPUs, and this run has none "
-            "(--accelerator cpu: the cores are the devices)", "use --devices N, or --accelerator cuda on a GPU machine",
-        )  # fmt: skip
-    core_pool_cores(args.cpu_devices)  # refuses more cores than there are
+    """The machine the run trains on (:func:`rlinf.commands.machine_args.resolve_machine`), with ``--cpu-devices``
+    cores beside its GPUs (the local backend only)."""
+    machine = resolve_machine(args)
     if args.cpu_devices and args.backend == "ray":
         raise ConfigError(
             "--cpu-devices", args.cpu_devices, "CPU cores beside GPUs run with the local backend only",
             "use --backend local, or --cpu-devices 0",
         )  # fmt: skip
-    return machine_for(args.accelerator, args.cpu_devices)
+    return machine
 
 
 def _choose_out(args: argparse.Namespace, workload: str) -> None:

@@ -33,17 +33,27 @@ class EmbodiedConfig:
     """Transitions collected per environment per iteration (the loop runs num_steps + 1 steps: the first one
     only reads the observations the environments carried over from the previous iteration)."""
     hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), converter=_sizes)
+    """Hidden layer widths of the policy's mean and of the value function (two MLPs; one width may be given)."""
     learning_rate: float = 3e-4
+    """Adam's step size."""
     gamma: float = 0.99
+    """Discount factor of returns and advantages."""
     gae_lambda: float = 0.95
+    """GAE's lambda: 0 bootstraps every step, 1 sums the whole episode."""
     clip_coef: float = 0.2
+    """PPO's clip range of the probability ratio."""
     value_coef: float = 0.5
+    """Weight of the value loss in the PPO loss."""
     entropy_coef: float = 0.0
+    """Weight of the entropy bonus in the PPO loss."""
     max_grad_norm: float = 0.5
+    """Gradients are clipped to this global norm before each step."""
     num_epochs: int = 10
+    """Passes over an iteration's trajectories."""
     num_minibatches: int = 4
     """Minibatches per epoch (per data-parallel replica)."""
     obs_clip: float = 10.0
+    """Normalized observations are clipped to ``[-obs_clip, obs_clip]``."""
     normalize_rewards: bool = True
     """Scale rewards by the running std of the discounted return."""
     seed: int = 0

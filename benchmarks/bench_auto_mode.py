@@ -4,7 +4,7 @@ executor (training included). Throughput is the iteration's work over its median
 the workflow's unit otherwise (GRPO: samples, prompts x group size).
 
     python benchmarks/bench_auto_mode.py [--set num_envs=32] [--set hidden_sizes=[1024,1024]] [--iterations 10]
-    python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set execution.heldout_eval=false
+    python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set eval.enabled=false
 
 The auto plan comes from a fresh profile (``--profile-budget``) or ``--trace``. Each fixed mode is measured at every
 uniform granularity the workload allows (``rlinf.app.jobs.plans.uniform_granularities``: for Hopper's 8 envs, 1, 2, 4
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         ).trace
     if args.save_trace:
         trace.save(args.save_trace)
-    auto = plan_from_trace(job, config, trace, args.devices, seed=job.options(config).seed)
+    auto = plan_from_trace(job, config, trace, args.devices, seed=job.settings.seed)
     planning_s = time.perf_counter() - started
     entries = {"auto": (auto.chosen.plan, auto.chosen.num_devices)}
     workflow = job.workflow(config)

@@ -18,24 +18,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-import attrs
 import provenance
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
 from rlinf.app.jobs import get_job
 from rlinf.app.runner import train
+from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
-JOB = get_job("embodied_ppo")
 
-
-def measure(config: EmbodiedConfig, stages: int, num_cores: int) -> dict:
+def measure(config: EmbodiedConfig, stages: int, num_cores: int, iterations: int) -> dict:
     """Median throughputs of a disaggregated run with ``stages`` pipeline stages."""
-    config = attrs.evolve(config, stages=stages)
-    plan, logical = JOB.fixed_plan("disaggregated", num_cores, config)
+    settings = RunSettings(iterations=iterations, checkpoint_every=10_000, granularity=stages)
+    job = get_job("embodied_ppo", settings=settings)
+    plan, logical = job.fixed_plan("disaggregated", num_cores, config)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)
+        result = train(job, config, plan, logical, run_dir, devices=devices, progress=False)
     kept = result.metrics[1:]
     return {
         "rollout_env_steps_per_s": statistics.median(m["rollout_env_steps_per_s"] for m in kept),
@@ -63,11 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         hidden_sizes=tuple(args.hidden),
         num_epochs=1,
         num_minibatches=4,
-        iterations=args.iterations,
-        checkpoint_every=10_000,
     )
-    one = measure(config, 1, args.cores)
-    two = measure(config, 2, args.cores)
+    one = measure(config, 1, args.cores, args.iterations)
+    two = measure(config, 2, args.cores, args.iterations)
     report = {
         "config": {
             "num_envs": args.num_envs,

@@ -98,7 +98,15 @@ def run_generate(model: Any, prompts: list[list[int]], group: int, tokens: int) 
     sync(model.device.type)
     start = time.perf_counter()
     finished = list(
-        generate_all(model, prompts, group_size=group, params=params, eos_id=-1, pad_id=0, seed=0)
+        generate_all(
+            model,
+            prompts,
+            group_size=group,
+            params=params,
+            eos_id=-1,
+            pad_id=0,
+            generator=torch.Generator().manual_seed(0),
+        )
     )
     sync(model.device.type)
     produced = sum(len(r) for g in finished for r in g.response_ids)

@@ -49,16 +49,15 @@ import torch
 from executor import local
 from executor.devices import Device, available_cores, cpu_devices
 from rlinf.api.worker_context import WorkerContext
-from rlinf.app.jobs import get_job
+from rlinf.app.jobs import Job, get_job
 from rlinf.app.runner import train
 from rlinf.core.files import write_text_atomic
 from rlinf.core.plan import Placement, Plan
+from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.actor_worker import ActorWorker
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.env_worker import EnvWorker
 from rlinf.workloads.embodied.rollout_worker import RolloutWorker
-
-JOB = get_job("embodied_ppo")
 
 HOPPER_CLEANRL = EmbodiedConfig(
     env_id="Hopper-v5", num_envs=8, num_steps=256, num_epochs=10, num_minibatches=32, hidden_sizes=(64, 64)
@@ -85,25 +84,26 @@ PLACEMENTS = {
 training pays no gradient all-reduce, with the loop spread over both cores)."""
 
 
-def plan_of(name: str, config: EmbodiedConfig, num_cores: int) -> tuple[Plan, int]:
+def plan_of(name: str, job: Job[EmbodiedConfig], config: EmbodiedConfig, num_cores: int) -> tuple[Plan, int]:
     """The plan called ``name`` (a fixed mode, or a layout of :data:`PLACEMENTS`) and its logical devices."""
     layout = PLACEMENTS.get(name)
     if layout is None:
-        return JOB.fixed_plan(name, num_cores, config)
+        return job.fixed_plan(name, num_cores, config)
     plan = Plan(
         placements=[Placement(component=c, devices=d) for c, d in layout.items()],
-        granularity={"loop": config.stages},
+        granularity={"loop": job.settings.granularity},
     )
     return plan, num_cores
 
 
 def measure_plan(config: EmbodiedConfig, mode: str, stages: int, num_cores: int, iterations: int) -> dict:
     """Median env steps/s (and executor overhead) of plan ``mode`` with ``stages`` loop stages on ``num_cores``."""
-    config = attrs.evolve(config, stages=stages, iterations=iterations, checkpoint_every=10_000)
-    plan, logical = plan_of(mode, config, num_cores)
+    settings = RunSettings(iterations=iterations, checkpoint_every=10_000, granularity=stages)
+    job = get_job("embodied_ppo", settings=settings)
+    plan, logical = plan_of(mode, job, config, num_cores)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(JOB, config, plan, logical, run_dir, devices=devices, progress=False)
+        result = train(job, config, plan, logical, run_dir, devices=devices, progress=False)
     kept = result.metrics[1:]
     return {
         "mode": mode,

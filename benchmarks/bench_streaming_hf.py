@@ -164,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     load_before = os.getloadavg()
     overrides = [
-        "execution.heldout_eval=false",
+        "eval.enabled=false",
         "execution.checkpoint_every=100000",
-        f"execution.cache_dir={args.cache}",
+        f"cache_dir={args.cache}",
         *args.set,
     ]
     job, config = load_job_config(args.config, overrides)
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after_profile = os.getloadavg()
     if args.save_trace is not None:
         trace.save(args.save_trace)
-    auto = plan_from_trace(job, config, trace, NUM_DEVICES, seed=job.options(config).seed)
+    auto = plan_from_trace(job, config, trace, NUM_DEVICES, seed=job.settings.seed)
     chosen = auto.chosen.plan
     logical = auto.chosen.num_devices
     whole = with_granularity(job, config, chosen, 1)

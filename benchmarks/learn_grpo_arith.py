@@ -4,7 +4,7 @@ metrics.
 
     python benchmarks/learn_grpo_arith.py [--mode collocated] [--out runs/grpo_learning]
 
-It runs ``rlinf train examples/grpo_arith.yaml --mode <mode> --out <out> --set execution.cache_dir=<out>/cache``
+It runs ``rlinf train examples/grpo_arith.yaml --mode <mode> --out <out> --set cache_dir=<out>/cache``
 (150 GRPO iterations, held-out accuracy every 10) and writes the curve to ``docs/grpo_arith_learning.png`` and its
 JSON artifact next to it (provenance, wall time, the warm start's ``teacher_error_rate``, warm-start and final
 accuracy, curve, every iteration's reward and time). (``docs/grpo_executor_learning.{png,json}`` are the same
@@ -61,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         str(args.out),
         "--no-progress",
         "--set",
-        f"execution.cache_dir={args.out / 'cache'}",
+        f"cache_dir={args.out / 'cache'}",
         *(item for pair in args.set for item in ("--set", pair)),
     ]
     measurement = provenance.begin("python benchmarks/learn_grpo_arith.py", argv)
-    _, config = load_job_config(args.config, args.set)
+    job, config = load_job_config(args.config, args.set)
     started = time.perf_counter()
     code = rlinf_main(command)
     wall_s = time.perf_counter() - started
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": wall_s,
         "first_iteration_wall_s": metrics[0]["wall_s"],
         "teacher_error_rate": config.warm_start.teacher_error_rate,
-        "granularity": config.execution.granularity,
+        "granularity": job.settings.granularity,
         "warm_start_accuracy": warm,
         "final_accuracy": final,
         "gain_points": 100 * (final - warm),

@@ -4,7 +4,7 @@ the response-length histogram from the run's metrics.
 
     python benchmarks/learn_grpo_hf.py [--mode collocated] [--out runs/grpo_hf_learning] [--set KEY=VALUE ...]
 
-It runs ``rlinf train examples/grpo_hf.yaml --mode <mode> --out <out> --set execution.cache_dir=<out>/cache`` with
+It runs ``rlinf train examples/grpo_hf.yaml --mode <mode> --out <out> --set cache_dir=<out>/cache`` with
 the benchmark's GRPO settings (:data:`SETTINGS`: 128 prompts x 8 responses per iteration, sampling temperature
 0.7 with the policy scored at the same temperature, learning rate 2e-4, 375 iterations, held-out eval every 25;
 all-equal-reward groups left out of scoring and training by ``grpo.skip_zero_advantages``; later ``--set``
@@ -35,7 +35,7 @@ SETTINGS = (
     "grpo.prompts_per_iteration=128",
     "grpo.temperature=0.7",
     "grpo.lr=0.0002",
-    "grpo.num_iterations=375",
+    "execution.iterations=375",
     "grpo.skip_zero_advantages=true",
     "eval.every_iterations=25",
 )
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.out, ignore_errors=True)
     command = [
         "train", args.config, "--mode", args.mode, "--devices", args.devices, "--out", str(args.out),
-        "--no-progress", "--set", f"execution.cache_dir={args.out / 'cache'}",
+        "--no-progress", "--set", f"cache_dir={args.out / 'cache'}",
         *(item for pair in (*SETTINGS, *args.set) for item in ("--set", pair)),
     ]  # fmt: skip
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

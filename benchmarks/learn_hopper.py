@@ -15,35 +15,31 @@ import math
 import sys
 from pathlib import Path
 
-import attrs
 import provenance
 
 from executor.devices import available_cores, cpu_devices
-from rlinf.app.jobs import get_job
+from rlinf.app.jobs import Job, get_job
 from rlinf.app.run_dir import default_out
 from rlinf.app.runner import train
+from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.config import EmbodiedConfig
-
-JOB = get_job("embodied_ppo")
 
 TARGET_RETURN = 1000.0
 BUDGET_STEPS = 300_000
 
 
-def learning_config(seed: int) -> EmbodiedConfig:
+def learning_config(seed: int) -> tuple[Job[EmbodiedConfig], EmbodiedConfig]:
     """CleanRL-like PPO hyperparameters for MuJoCo: 2048 transitions per iteration, 10 epochs, 32 minibatches."""
-    return EmbodiedConfig(
+    settings = RunSettings(iterations=math.ceil(BUDGET_STEPS / (8 * 256)), seed=seed, checkpoint_every=25)
+    return get_job("embodied_ppo", settings=settings), EmbodiedConfig(
         env_id="Hopper-v5",
         num_envs=8,
         num_steps=256,
-        stages=1,
         hidden_sizes=(64, 64),
         learning_rate=3e-4,
         num_epochs=10,
         num_minibatches=16,  # per actor replica; 2 replicas -> 32 minibatches of 64 per epoch
         seed=seed,
-        iterations=math.ceil(BUDGET_STEPS / (8 * 256)),
-        checkpoint_every=25,
     )
 
 
@@ -79,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     args = parser.parse_args(argv)
     started = provenance.begin("python benchmarks/learn_hopper.py", argv)
-    config = learning_config(args.seed)
-    plan, logical = JOB.fixed_plan("collocated", args.devices, config)
+    job, config = learning_config(args.seed)
+    plan, logical = job.fixed_plan("collocated", args.devices, config)
     history: list[dict] = []
     out = Path(args.out)
 
@@ -90,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             plot(history, out)
 
     result = train(
-        JOB,
-        attrs.evolve(config),
+        job,
+        config,
         plan,
         logical,
         args.run_dir or default_out("learn_hopper"),
@@ -113,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_iteration_at_or_above_target_env_steps": first_hit,
         "target": TARGET_RETURN,
         "wall_s": result.metrics[-1]["wall_s"],
-        "config": attrs.asdict(config),
+        "config": job.recorded(config),
         "iterations": [
             {key: m[key] for key in ("iteration", "env_steps", "episodic_return", "wall_s")}
             for m in result.metrics

@@ -60,7 +60,7 @@ def summary(out: Path) -> dict:
     profile = load_trace(out / "profile_trace.json")
     job, config = load_job_config(CONFIG)
     num_devices = profile.cluster.num_devices
-    auto = plan_from_trace(job, config, profile, num_devices, seed=job.options(config).seed)
+    auto = plan_from_trace(job, config, profile, num_devices, seed=job.settings.seed)
     chosen = auto.chosen
     fewer = [c for c in auto.candidates if len(c.plan.devices_used) < len(chosen.plan.devices_used)]
     best_fewer = min(fewer, key=lambda c: c.predicted_s) if fewer else None

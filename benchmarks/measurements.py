@@ -166,7 +166,7 @@ def benchmarks_table() -> str:
          f"auto {ratio_x(auto_h['auto_over_collocated'])} the best collocated plan, {ratio_x(auto_h['auto_over_best_fixed'])} "
          "the best fixed plan", conditions(auto_h), "docs/plan_then_run.md"),
         ("auto vs fixed modes, GRPO arithmetic, the former arithmetic workload (each fixed mode at its best granularity)",
-         "python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set execution.heldout_eval=false --profile-budget 300 --iterations 12 --json docs/grpo_auto_mode.json",
+         "python benchmarks/bench_auto_mode.py --config examples/grpo_arith.yaml --set eval.enabled=false --profile-budget 300 --iterations 12 --json docs/grpo_auto_mode.json",
          f"auto {ratio_x(auto_g['auto_over_collocated'])} the best collocated plan, {ratio_x(auto_g['auto_over_best_fixed'])} "
          "the best fixed plan", conditions(auto_g), "docs/grpo.md"),
         ("Ray vs local backend, Hopper, each fixed mode", "python benchmarks/bench_ray.py --json docs/ray_vs_local.json",

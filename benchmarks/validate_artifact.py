@@ -3,7 +3,7 @@ plan's predicted and measured time, each measured iteration, the summary) as an 
 commit, date, cores and load average, and the profiled trace beside it (``ARTIFACT_trace.json``).
 
     python benchmarks/validate_artifact.py --artifact docs/grpo_validate.json examples/grpo_arith.yaml \\
-        --set execution.heldout_eval=false
+        --set eval.enabled=false
 
 Every argument after the options below goes to ``rlinf validate`` unchanged (``--out`` is set here).
 """

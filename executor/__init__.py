@@ -3,7 +3,8 @@
 ``run(program, workers, backend=...)`` dispatches each op when its dependencies are done and its devices have
 finished the ops before it in their order (the simulator's rule), and returns the measured
 :class:`rlinf.core.timeline.Timeline` plus one :class:`rlinf.core.trace.CostSample` per op. The executor imports only the
-``rlinf`` core; it knows workers only through :mod:`executor.protocol`. Backends: :class:`LocalBackend` (processes
+``rlinf`` core and the public worker protocol (:mod:`rlinf.api`: ``Worker`` and the ``WorkerContext`` it builds for
+each replica); it knows workers only through :mod:`executor.protocol`. Backends: :class:`LocalBackend` (processes
 on this machine) and ``executor.ray_backend.RayBackend`` (Ray actors across nodes; imported on demand so that
 Ray stays optional); both run :func:`executor.dispatch.drive`.
 """

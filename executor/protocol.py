@@ -1,18 +1,21 @@
 """The small protocol through which the executor drives workers; the executor knows nothing else about them.
 
-A worker is one replica of one component, living in its own process, pinned to its device. The executor calls:
+A worker is one replica of one component, living in its own process, pinned to its device. The protocol is the
+public one a workload's workers follow (:class:`rlinf.api.Worker`); the executor calls:
 
-* ``setup(config, rank, world, device)`` once, after the device is bound (and, when ``world > 1``, after the
-  component's collective group is initialised, so data-parallel workers may all-reduce in ``compute``);
+* ``setup(config, context)`` once, after the device is bound (and, when ``world > 1``, after the component's
+  collective group is initialised, so data-parallel workers may all-reduce in ``compute``): ``config`` is the spec's
+  (:class:`executor.runtime.WorkerSpec`), ``context`` the replica's :class:`rlinf.api.WorkerContext`, built from the
+  spec's facts and the replica's rank, world and device (:func:`executor.runtime.build_worker`);
 * ``compute(op_name, micro_batch, step, inputs) -> (data, info)`` for every compute op: ``data`` goes to the
   consumers, ``info`` (small JSON-ready values: losses, finished episode returns) to the driver. ``inputs`` holds the payloads
   of the op's producers (one per producer replica, in program then rank order), already sliced to this
   replica's share;
-* ``state_tensors()``: the live tensors of its resident state (weights, optimizer); the executor moves them for
-  onload/offload, so a worker never has to;
+* ``state_tensors()``, optional (no state without it): the live tensors of its resident state (weights,
+  optimizer); the executor moves them for onload/offload, so a worker never has to (:func:`state_tensors`);
 * ``weights() / load_weights(payload)`` for ``sync_weights`` (the source's rank 0 sends, every destination replica
   loads);
-* ``checkpoint()`` for the runner.
+* ``checkpoint()`` and ``restore(state)`` for the runner, and any other method through ``backend.call``.
 
 Workers need not import anything from the executor: they are plain classes with these methods.
 Payloads are mappings of numpy arrays whose first axis is the sample axis (environments, sequences), so the
@@ -22,37 +25,17 @@ executor can split them between producer and consumer replicas without understan
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from rlinf.core.payloads import Payload
+from rlinf.api.workload import Worker
+
+__all__ = ["Worker", "share_overlaps", "share_slice", "state_tensors"]
 
 
-class Worker(Protocol):
-    """One replica of a component."""
-
-    def setup(self, config: Any, rank: int, world: int, device: Any) -> None:
-        """Build models, environments and optimizers on ``device`` (an :class:`executor.devices.Device`)."""
-
-    def compute(
-        self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
-    ) -> tuple[Payload, Mapping[str, Any]]:
-        """Run one compute op; return the payload for the consumers and an info mapping for the driver."""
-
-    def state_tensors(self) -> list[Any]:
-        """Live tensors of the resident state, moved in place by onload/offload (empty when stateless)."""
-
-    def weights(self) -> Payload:
-        """Weights to send to the destination of a weight sync."""
-
-    def load_weights(self, payload: Payload) -> None:
-        """Take weights received by a weight sync."""
-
-    def checkpoint(self) -> dict[str, Any]:
-        """Everything needed to resume this replica (called between iterations)."""
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`checkpoint` of the same replica, as if never stopped."""
+def state_tensors(worker: Worker) -> list[Any]:
+    """The live tensors of ``worker``'s resident state: its ``state_tensors()``, none when it has no such method."""
+    method = getattr(worker, "state_tensors", None)
+    return [] if method is None else list(method())
 
 
 def share_overlaps(producer_rank: int, producer_world: int, consumer_rank: int, consumer_world: int) -> bool:

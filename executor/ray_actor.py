@@ -43,7 +43,7 @@ from executor.devices import Device
 from executor.handshake import HelloServer, hello
 from executor.messages import Failed, Ready
 from executor.routing import Replica
-from executor.runtime import CommandRunner, Host, WorkerSpec, serve
+from executor.runtime import CommandRunner, Host, WorkerSpec, build_worker, serve
 
 CONNECT_TIMEOUT_S = 30.0
 """How long an actor may take to reach the driver, and its same-node peers to reach it."""
@@ -149,8 +149,7 @@ class RayWorker:
             if rendezvous is not None:
                 listener, self._store_listener = self._store_listener, None
                 join_group(rendezvous, self.device.collective_backend, replica.rank, replica.world, listener)
-            worker = self.spec.factory()
-            worker.setup(self.spec.config, replica.rank, replica.world, self.device)
+            worker = build_worker(self.spec, replica, self.device)
             self.runner = CommandRunner(worker, replica, self.device, self.mailbox, clock=time.time)
             return Ready(replica.worker, self.runner.resident_bytes())
         except BaseException as error:

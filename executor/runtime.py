@@ -55,8 +55,9 @@ from executor.messages import (
     done_key,
 )
 from executor.offload import HostStore, owning_copy, tensor_bytes
-from executor.protocol import share_slice
+from executor.protocol import Worker, share_slice, state_tensors
 from executor.routing import Layout, Replica
+from rlinf.api.worker_context import ComponentFacts, context_for
 from rlinf.core.payloads import num_rows, slice_rows
 
 
@@ -66,6 +67,9 @@ class WorkerSpec:
 
     factory: Any
     """A picklable callable (usually a class) returning a worker that follows :class:`executor.protocol.Worker`."""
+    facts: ComponentFacts
+    """What the program says of the component's batch, from which each replica's context is built
+    (:func:`build_worker`)."""
     config: Any = None
     """Passed to ``setup``; must be picklable."""
     collective: bool = True
@@ -123,8 +127,7 @@ def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
             current = replica
             if wiring.rendezvous is not None and replica.worker == wiring.grouped:
                 join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
-            worker = specs[replica.worker].factory()
-            worker.setup(specs[replica.worker].config, replica.rank, replica.world, wiring.device)
+            worker = build_worker(specs[replica.worker], replica, wiring.device)
             runners.append(
                 CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks, progress=wiring.progress)
             )
@@ -134,6 +137,14 @@ def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
         connection.send(Failed(current.worker, -1, _describe(error), traceback.format_exc()))
         return
     serve(connection, Host(runners, mailbox, spin_for=wiring.spin_for))
+
+
+def build_worker(spec: WorkerSpec, replica: Replica, device: Device) -> Worker:
+    """The worker of ``replica``, set up with the spec's config and the replica's context: the component's facts
+    with the replica's rank, world and ``device`` (bound, its collective group joined)."""
+    worker: Worker = spec.factory()
+    worker.setup(spec.config, context_for(spec.facts, rank=replica.rank, world=replica.world, device=device))
+    return worker
 
 
 def _describe(error: BaseException) -> str:
@@ -205,7 +216,11 @@ class CommandRunner:
             import torch
 
             return int(torch.cuda.memory_allocated(torch.device(self.device.torch_device)))
-        return tensor_bytes(self.worker.state_tensors())
+        return tensor_bytes(self.state_tensors())
+
+    def state_tensors(self) -> list[Any]:
+        """The worker's live state tensors (:func:`executor.protocol.state_tensors`)."""
+        return state_tensors(self.worker)
 
     def end_run(self) -> None:
         """Forget this iteration's outputs."""
@@ -224,9 +239,9 @@ class CommandRunner:
             return getattr(self.worker, method)(*args)
         self._onload()
         try:
-            return owning_copy(getattr(self.worker, method)(*args), self.worker.state_tensors())
+            return owning_copy(getattr(self.worker, method)(*args), self.state_tensors())
         finally:
-            self.store.offload(self.worker.state_tensors())
+            self.store.offload(self.state_tensors())
 
     def close(self) -> None:
         """Free offloaded state."""
@@ -236,7 +251,7 @@ class CommandRunner:
         """Put the state where the program expects it at the start of an iteration (untimed)."""
         self.last_resident = None
         if offloaded and not self.store.holds_state:
-            self.store.offload(self.worker.state_tensors())
+            self.store.offload(self.state_tensors())
         elif not offloaded and self.store.holds_state:
             self._onload()
 
@@ -316,7 +331,7 @@ class CommandRunner:
             return self._onload(), {}, None
         if isinstance(command, Offload):
             return (
-                (0 if self.store.holds_state else self.store.offload(self.worker.state_tensors())),
+                (0 if self.store.holds_state else self.store.offload(self.state_tensors())),
                 {},
                 None,
             )
@@ -353,7 +368,7 @@ class CommandRunner:
         return moved
 
     def _onload(self) -> int:
-        moved = self.store.onload(self.worker.state_tensors()) if self.store.holds_state else 0
+        moved = self.store.onload(self.state_tensors()) if self.store.holds_state else 0
         if self.pending_weights is not None:
             self.worker.load_weights(self.pending_weights)
             self.pending_weights = None

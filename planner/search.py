@@ -106,57 +106,6 @@ def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int
     return refined(tables, *solve(tables, k=max(1, k // 4), time_limit_s=time_limit_s, seed=seed), k=k)
 
 
-def candidates(
-    workflow: Workflow,
-    cluster: Cluster,
-    costs: CostModel,
-    *,
-    k: int = DEFAULT_K,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    seed: int = 0,
-    max_granularity: int = DEFAULT_MAX_GRANULARITY,
-    max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
-    max_staleness: int = 0,
-) -> list[Plan]:
-    """The ``k`` best distinct plans by the surrogate, best first (:func:`planner_points`).
-
-    Raises :class:`InfeasiblePlanError` naming the component, memory, device type and fix when nothing fits."""
-    space, tables = prepare(
-        workflow,
-        cluster,
-        costs,
-        max_granularity=max_granularity,
-        max_loop_stages=max_loop_stages,
-        max_staleness=max_staleness,
-    )
-    points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
-    if not points:
-        raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
-    return [p.point.to_plan() for p in points]
-
-
-def search(
-    workflow: Workflow,
-    cluster: Cluster,
-    costs: CostModel,
-    *,
-    k: int = DEFAULT_K,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    seed: int = 0,
-    max_granularity: int = DEFAULT_MAX_GRANULARITY,
-    max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
-    max_staleness: int = 0,
-) -> SearchResult:
-    """Simulate the planner's ``k`` candidates (:func:`candidates`) plus the fixed-collocated,
-    fixed-disaggregated and closed-form baselines' plans, and each of those with its loop spread over every device
-    it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by simulation) wins. Same inputs and seed
-    give the same plan."""
-    with _without_cycle_collection():
-        return _search(
-            workflow, cluster, costs, k, time_limit_s, seed, max_granularity, max_loop_stages, max_staleness
-        )
-
-
 @contextlib.contextmanager
 def _without_cycle_collection() -> Iterator[None]:
     """Python's cycle collector paused: a search allocates hundreds of thousands of short-lived objects (ops,
@@ -171,17 +120,60 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _search(
+def candidates(
     workflow: Workflow,
     cluster: Cluster,
     costs: CostModel,
-    k: int,
-    time_limit_s: float,
-    seed: int,
-    max_granularity: int,
-    max_loop_stages: int,
+    *,
+    k: int = DEFAULT_K,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    seed: int = 0,
+) -> list[Plan]:
+    """The ``k`` best distinct synchronous plans by the surrogate over the default space, best first
+    (:func:`planner_points`): what :func:`search` starts from with its default bounds.
+
+    Raises :class:`InfeasiblePlanError` naming the component, memory, device type and fix when nothing fits."""
+    space, tables = prepare(
+        workflow,
+        cluster,
+        costs,
+        max_granularity=DEFAULT_MAX_GRANULARITY,
+        max_loop_stages=DEFAULT_MAX_LOOP_STAGES,
+    )
+    return [
+        p.point.to_plan()
+        for p in _own_points(space, tables, cluster, k=k, time_limit_s=time_limit_s, seed=seed)
+    ]
+
+
+def _own_points(
+    space: PlanSpace, tables: CostTables, cluster: Cluster, *, k: int, time_limit_s: float, seed: int
+) -> list[ScoredPoint]:
+    """:func:`planner_points` of ``tables``; raises :class:`InfeasiblePlanError` when none fits."""
+    points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
+    if not points:
+        raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
+    return points
+
+
+@_without_cycle_collection()
+def search(
+    workflow: Workflow,
+    cluster: Cluster,
+    costs: CostModel,
+    *,
+    k: int = DEFAULT_K,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    seed: int = 0,
+    max_granularity: int = DEFAULT_MAX_GRANULARITY,
+    max_loop_stages: int = DEFAULT_MAX_LOOP_STAGES,
     max_staleness: int = 0,
 ) -> SearchResult:
+    """Simulate the planner's ``k`` candidates (:func:`candidates`; with ``max_staleness`` > 0 asynchronous ones
+    too) plus the fixed-collocated, fixed-disaggregated and closed-form baselines' plans, and each of those with its
+    loop spread over every device it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by
+    simulation) wins. Same inputs and seed give the same plan. Python's cycle collector pauses meanwhile
+    (:func:`_without_cycle_collection`)."""
     started = time.perf_counter()
     space, tables = prepare(
         workflow,
@@ -191,9 +183,7 @@ def _search(
         max_loop_stages=max_loop_stages,
         max_staleness=max_staleness,
     )
-    points = planner_points(tables, k=k, time_limit_s=time_limit_s, seed=seed)
-    if not points:
-        raise InfeasiblePlanError(explain_infeasible(space, tables, cluster))
+    points = _own_points(space, tables, cluster, k=k, time_limit_s=time_limit_s, seed=seed)
     quiet = quiet_copy(costs)
     evaluations = [
         judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat#{i + 1}", p.surrogate_s)

@@ -10,7 +10,7 @@ This module re-exports the names most scripts need.
 """
 
 from rlinf.api.worker_context import WorkerContext
-from rlinf.api.workload import ConfigKeys, Payload, Worker, Workload
+from rlinf.api.workload import Payload, Worker, Workload
 from rlinf.core.cluster import Cluster, DeviceSpec, parse_cluster
 from rlinf.core.config_structure import structure_config
 from rlinf.core.costs import CostModel, fit
@@ -19,13 +19,13 @@ from rlinf.core.lowering import lower
 from rlinf.core.payloads import concat_payloads
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.program import Op, Program
+from rlinf.core.run_settings import RunSettings
 from rlinf.core.timeline import Span, Timeline
 from rlinf.core.trace import CostSample, Trace
 from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 
 __all__ = [
     "Cluster",
-    "ConfigKeys",
     "Component",
     "ConfigError",
     "CostModel",
@@ -40,6 +40,7 @@ __all__ = [
     "Program",
     "RlinfError",
     "RlinfWarning",
+    "RunSettings",
     "Span",
     "Timeline",
     "Trace",

@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -
 
 @pytest.fixture(scope="session")
 def grpo_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    """The GRPO workload's model and warm-start cache (``execution.cache_dir``), shared by every test of the session:
+    """The GRPO workload's model and warm-start cache (``cache_dir``), shared by every test of the session:
     each cached entry is keyed by the settings it depends on and built under a file lock, so the tiny addition
     model's warm start is trained once for all the modules (and both ``-n 2`` workers) that use it."""
     base = tmp_path_factory.getbasetemp()

@@ -9,16 +9,29 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlinf.api.worker_context import ComponentFacts, WorkerContext
 from rlinf.core.payloads import concat_payloads, num_rows
+
+
+def chain_facts(component: str) -> ComponentFacts:
+    """What a :class:`ChainWorker`'s spec says of its component (it reads only its rank, world and device)."""
+    return ComponentFacts(
+        component=component,
+        num_micro_batches=1,
+        micro_batch_groups=((0, 1),),
+        group_size=1,
+        loop_stages=1,
+        offload=False,
+    )
 
 
 class ChainWorker:
     """Emits ``rows`` rows per op, each the row sums of a real matrix product; consumes whatever it is sent."""
 
-    def setup(self, config: dict[str, Any], rank: int, world: int, device: Any) -> None:
+    def setup(self, config: dict[str, Any], context: WorkerContext) -> None:
         self.config = dict(config)
-        self.rank, self.world = rank, world
-        self.device = device
+        self.rank, self.world = context.rank, context.world
+        self.device = device = context.device
         hidden = int(self.config.get("hidden", 64))
         self.model = torch.nn.Linear(hidden, hidden).to(device.torch_device)
         self.optimizer = torch.optim.Adam(self.model.parameters())

@@ -43,7 +43,7 @@ def tiny_overrides(cache: Path) -> dict[str, Any]:
         "eval.every_iterations": 2,
         "execution.granularity": 2,
         "execution.checkpoint_every": 2,
-        "execution.cache_dir": str(cache),
+        "cache_dir": str(cache),
     }
 
 

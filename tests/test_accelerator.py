@@ -117,7 +117,7 @@ def test_op_timing_waits_for_the_gpu_and_peaks_come_from_torch() -> None:
 def test_train_on_a_gpu(mode: str, tmp_path: Path) -> None:
     out = tmp_path / mode
     args = ["train", *HOPPER, "--accelerator", "cuda", "--mode", mode, "--iterations", "2", "--devices", "1"]
-    extra = ["--profile-budget", "30"] if mode == "auto" else ["--set", "offload=[rollout, actor]"]
+    extra = ["--profile-budget", "30"] if mode == "auto" else ["--set", "execution.offload=[rollout, actor]"]
     assert main([*args, *extra, "--out", str(out)]) == 0
     assert (out / "trace.json").is_file()
 

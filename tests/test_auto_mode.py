@@ -22,7 +22,7 @@ from rlinf.core.lowering import lower
 from rlinf.core.trace import CostSample, Trace, load_trace
 
 CONFIG = "examples/hopper_ppo.yaml"
-SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "checkpoint_every=100"]
+SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "execution.checkpoint_every=100"]
 
 
 def _seconds(op_name: str, samples: int, num_bytes: int) -> float:

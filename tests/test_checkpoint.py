@@ -14,6 +14,7 @@ from rlinf.app.checkpoint import MANIFEST, load_latest, read_manifest, save_chec
 from rlinf.app.jobs import get_job
 from rlinf.core.errors import ConfigError, RlinfWarning
 from rlinf.core.program import Program
+from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 
@@ -104,7 +105,7 @@ def test_an_unlisted_newer_file_is_reported_and_ignored(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- exact resume of embodied PPO
 SMALL = EmbodiedConfig(
-    num_envs=4, num_steps=8, hidden_sizes=(16, 16), num_epochs=2, num_minibatches=2, seed=3, iterations=4
+    num_envs=4, num_steps=8, hidden_sizes=(16, 16), num_epochs=2, num_minibatches=2, seed=3
 )
 
 
@@ -112,7 +113,7 @@ def embodied_program(
     config: EmbodiedConfig, num_devices: int
 ) -> tuple[Program, dict[str, executor.WorkerSpec]]:
     """The collocated program of ``config`` on ``num_devices`` devices and its workers' specs."""
-    job = get_job("embodied_ppo")
+    job = get_job("embodied_ppo", settings=RunSettings(seed=config.seed))
     plan, logical = job.fixed_plan("collocated", num_devices, config)
     program = job.lower(plan, config, logical)
     return program, job.worker_specs(config, plan, program)

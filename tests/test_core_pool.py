@@ -174,8 +174,7 @@ def test_a_run_with_the_env_on_a_core_computes_what_the_same_layout_on_devices_c
 ) -> None:
     """The env on core cpu:0 beside device 0 runs the code a GPU machine runs with its envs on cores (the device
     is a CPU core here); it computes exactly what the env on device 1 computes, and its samples record the pool."""
-    job, config = load_job_config("examples/hopper_ppo.yaml", ["num_steps=8", "num_epochs=1"])
-    config = job.with_options(config, iterations=2, seed=None)
+    job, config = load_job_config("examples/hopper_ppo.yaml", ["num_steps=8", "num_epochs=1"], iterations=2)
     machine = attrs.evolve(CPU_MACHINE, num_cores=1)
     on_core = plan_from_yaml(
         "placement: {env: 'cpu:0', rollout: 0, actor: 0}\ngranularity: {loop: 2}\n", 1, num_cores=1

@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 import pytest
 import torch
-from executor_workers import ChainWorker
+from executor_workers import ChainWorker, chain_facts
 
 import executor
 from executor.channels import Mailbox, WorkerAddress, choose_transport, pack, unpack
@@ -55,7 +55,9 @@ def chain_program(plan_yaml: str, num_devices: int = 2, state_bytes: int = 10**6
 def specs(**config) -> dict[str, executor.WorkerSpec]:
     base = {"seconds": 0.005, "rows": 4}
     return {
-        name: executor.WorkerSpec(factory=ChainWorker, config={**base, **config.get(name, {})})
+        name: executor.WorkerSpec(
+            factory=ChainWorker, facts=chain_facts(name), config={**base, **config.get(name, {})}
+        )
         for name in ("rollout", "reward", "actor")
     }
 

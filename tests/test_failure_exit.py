@@ -56,8 +56,8 @@ def write_config(directory: Path, fail_at: int) -> tuple[Path, Path]:
     (directory / "failing.py").write_text(FAILING_WORKLOAD.format(fail_at=fail_at, marker=str(marker)))
     config = directory / "config.yaml"
     config.write_text(
-        "workload: failing.py:WORKLOAD\nnum_envs: 4\nnum_steps: 16\nhidden: 16\nepochs: 1\niterations: 6\n"
-        "checkpoint_every: 100\nmode: collocated\n"
+        "workload: failing.py:WORKLOAD\nnum_envs: 4\nnum_steps: 16\nhidden: 16\nepochs: 1\n"
+        "execution: {iterations: 6, checkpoint_every: 100, mode: collocated}\n"
     )
     return config, marker
 

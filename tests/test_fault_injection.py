@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from executor_workers import chain_facts
 from fault_workers import HangWorker
 from test_executor import HYBRID, chain_program
 
@@ -39,7 +40,9 @@ def hang_specs(marker: Path) -> dict[str, executor.WorkerSpec]:
     base = {"seconds": 0.005, "rows": 4}
     hang = {**base, "hang_on": ("reward", 2, 0), "marker": str(marker)}
     return {
-        name: executor.WorkerSpec(factory=HangWorker, config=hang if name == "reward" else base)
+        name: executor.WorkerSpec(
+            factory=HangWorker, facts=chain_facts(name), config=hang if name == "reward" else base
+        )
         for name in ("rollout", "reward", "actor")
     }
 
@@ -180,7 +183,7 @@ SMALL_TRAIN = [
     "--set",
     "num_epochs=2",
     "--set",
-    "checkpoint_every=2",
+    "execution.checkpoint_every=2",
 ]
 """``rlinf train`` of a small Hopper config that checkpoints every 2 iterations."""
 TRAIN = [*SMALL_TRAIN, "--mode", "collocated", "--devices", "1"]
@@ -271,7 +274,8 @@ def test_a_worker_killed_before_the_first_checkpoint_costs_a_restart_not_the_run
     workers from scratch and go on by itself; it finishes with exit code 0, says what happened on stderr, and
     computes what an undisturbed run computes."""
     straight, survived = tmp_path / "straight", tmp_path / "survived"
-    command = [*TRAIN, "--set", "checkpoint_every=100", "--set", "num_steps=32", "--iterations", "6"]
+    command = [*TRAIN, "--set", "execution.checkpoint_every=100", "--set", "num_steps=32"]
+    command += ["--iterations", "6"]
     subprocess.run([*command, "--out", str(straight)], check=True, timeout=300)
     run = subprocess.Popen(
         [*command, "--out", str(survived)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -87,7 +87,7 @@ def test_a_foreign_checkpoint_trains_one_iteration_from_its_own_weights(
     checkpoint: Path = request.getfixturevalue(name)
     run, cache = tmp_path / "run", tmp_path / "cache"
     args = ["train", CONFIG, "--set", f"model.path={checkpoint}", "--iterations", "1", "--devices", "1"]
-    extra = {**SMALL_RUN, **FITS[name], "execution.cache_dir": cache}
+    extra = {**SMALL_RUN, **FITS[name], "cache_dir": cache}
     assert main([*args, *sets(extra), "--out", str(run), "--no-progress"]) == 0
     assert "Traceback" not in capsys.readouterr().err
     [metrics] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -110,7 +110,7 @@ def test_prompts_that_do_not_fit_fail_in_one_line_before_any_worker_starts(
     exit 2; no run directory and no cache (the workers create both before they load anything)."""
     run, cache = tmp_path / "run", tmp_path / "cache"
     args = ["train", CONFIG, "--set", f"model.path={qwen2_tied_no_pad}", "--iterations", "1"]
-    assert main([*args, "--set", f"execution.cache_dir={cache}", "--out", str(run), "--no-progress"]) == 2
+    assert main([*args, "--set", f"cache_dir={cache}", "--out", str(run), "--no-progress"]) == 2
     err = capsys.readouterr().err
     [line] = [text for text in err.splitlines() if text.startswith("rlinf: error:")]
     match = re.fullmatch(
@@ -119,7 +119,7 @@ def test_prompts_that_do_not_fit_fail_in_one_line_before_any_worker_starts(
         line,
     )
     assert match is not None, line
-    _, config = load_job_config(CONFIG, [f"model.path={qwen2_tied_no_pad}", "grpo.num_iterations=1"])
+    _, config = load_job_config(CONFIG, [f"model.path={qwen2_tied_no_pad}", "execution.iterations=1"])
     tokenizer = load_tokenizer(qwen2_tied_no_pad)
     training, _ = run_prompts(config)
     longest = max(len(tokenizer.encode(prompt)) for prompt in training)
@@ -129,7 +129,7 @@ def test_prompts_that_do_not_fit_fail_in_one_line_before_any_worker_starts(
 
 def checked(checkpoint: Path, *overrides: str) -> None:
     """The driver's check of the example on ``checkpoint`` (what ``rlinf train`` runs before any worker)."""
-    job, config = load_job_config(CONFIG, [f"model.path={checkpoint}", "grpo.num_iterations=3", *overrides])
+    job, config = load_job_config(CONFIG, [f"model.path={checkpoint}", "execution.iterations=3", *overrides])
     job.check(config)
 
 
@@ -137,7 +137,7 @@ def test_the_limit_is_the_longest_prompt_of_the_run_exactly(llama_untied_wordpie
     """Every prompt of the run's iterations counts (``grpo.num_iterations``, after ``--iterations``), tokenized with
     the checkpoint's BOS; the longest one fits exactly and one token less does not. The positions bound the
     responses: the longest prompt plus ``max_new_tokens`` must fit the checkpoint's 512."""
-    _, config = load_job_config(CONFIG, [f"model.path={llama_untied_wordpiece}", "grpo.num_iterations=3"])
+    _, config = load_job_config(CONFIG, [f"model.path={llama_untied_wordpiece}", "execution.iterations=3"])
     tokenizer = load_tokenizer(llama_untied_wordpiece)
     training, heldout = run_prompts(config)
     assert len(training) > 3 * 32 // 2 and len(heldout) == config.eval.num_problems
@@ -175,7 +175,7 @@ def test_the_warm_start_is_off_for_a_checkpoint_and_on_for_a_built_model_unless_
     ``warm_start.enabled`` wins both ways, and with it a checkpoint's weights are trained (a new cache entry that
     differs from the checkpoint); ``enabled`` with ``num_steps: 0`` warns that it does nothing."""
     path = f"model.path={qwen2_tied_no_pad}"
-    cache = f"execution.cache_dir={tmp_path}"
+    cache = f"cache_dir={tmp_path}"
 
     def config(*overrides: str) -> Any:
         return load_job_config(CONFIG, [cache, *overrides])[1]

@@ -29,7 +29,7 @@ from rlinf.workloads.hf_grpo.checkpoints import (
     load_tokenizer,
     save_checkpoint,
 )
-from rlinf.workloads.hf_grpo.generation import SamplingParams, generate, stream_groups
+from rlinf.workloads.hf_grpo.generation import SamplingParams, in_prompt_order, stream_groups
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
 from rlinf.workloads.hf_grpo.task import sample_problems
@@ -55,7 +55,7 @@ def base(grpo_cache: Path) -> Path:
 def test_the_bpe_round_trips_and_loads_with_auto_tokenizer(base: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    _, words = load_job_config("examples/grpo_hf.yaml", [f"execution.cache_dir={tmp_path}"])
+    _, words = load_job_config("examples/grpo_hf.yaml", [f"cache_dir={tmp_path}"])
     with cache_lock(tmp_path):
         folder = base_checkpoint(words)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -122,8 +122,8 @@ def test_kv_cache_generation_equals_recomputing_and_hf_generate(base: Path) -> N
     model, prompts = load_model(base, torch.device("cpu")), _prompts(base)
     greedy = SamplingParams(max_new_tokens=24, temperature=0.0)
     kwargs = {"group_size": 2, "params": greedy, "eos_id": 1, "pad_id": 0, "generator": torch.Generator()}
-    cached = generate(model, prompts, **kwargs)
-    assert cached == generate(model, prompts, use_cache=False, **kwargs)
+    cached = in_prompt_order(stream_groups(model, prompts, **kwargs))
+    assert cached == in_prompt_order(stream_groups(model, prompts, use_cache=False, **kwargs))
     for group, prompt in zip(cached, prompts, strict=True):
         out = model.generate(
             torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=1, pad_token_id=0
@@ -131,8 +131,10 @@ def test_kv_cache_generation_equals_recomputing_and_hf_generate(base: Path) -> N
         assert group.response_ids[0] == tuple(out[0, len(prompt) :].tolist())  # alone: no padding
     sampled = SamplingParams(max_new_tokens=24, temperature=1.0)
     draws = [
-        generate(
-            model, prompts, **{**kwargs, "params": sampled, "generator": torch.Generator().manual_seed(s)}
+        in_prompt_order(
+            stream_groups(
+                model, prompts, **{**kwargs, "params": sampled, "generator": torch.Generator().manual_seed(s)}
+            )
         )
         for s in (0, 0, 1)
     ]

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from rlinf import WorkerContext
+from rlinf import RunSettings, WorkerContext
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
@@ -38,8 +38,8 @@ def test_one_iteration_on_cuda_in_bfloat16(tmp_path: Path) -> None:
     data["grpo"].update(prompts_per_iteration=4, group_size=4, max_new_tokens=48, max_prompt_tokens=64)
     data["grpo"]["kl_coef"] = 0.01
     data["eval"].update(num_problems=16)
-    data["execution"]["cache_dir"] = str(tmp_path)
-    config = WORKLOAD.load_config(data, "test")
+    data["cache_dir"] = str(tmp_path)
+    config = WORKLOAD.load_config(data, "test", RunSettings(**data.pop("execution")))
     rollout, rewarder, inference, actor = RolloutWorker(), RewardWorker(), InferenceWorker(), ActorWorker()
     for worker, name in (
         (rollout, "rollout"),

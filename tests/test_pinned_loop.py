@@ -11,7 +11,7 @@ from rlinf.core.plan import plan_from_yaml
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
 CONFIG = EmbodiedConfig(
-    num_envs=4, num_steps=8, hidden_sizes=(16, 16), num_epochs=2, num_minibatches=2, seed=3, stages=2
+    num_envs=4, num_steps=8, hidden_sizes=(16, 16), num_epochs=2, num_minibatches=2, seed=3
 )
 
 

@@ -27,7 +27,7 @@ from rlinf.core.trace import load_trace
 from simulator import replay
 
 CONFIG = "examples/hopper_ppo.yaml"
-SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "checkpoint_every=100"]
+SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "execution.checkpoint_every=100"]
 
 
 def _measured_with_gaps(gap_s: float) -> Timeline:

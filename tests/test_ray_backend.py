@@ -9,7 +9,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
 
 pytest.importorskip("ray")
@@ -88,7 +87,7 @@ def test_a_pinned_loop_matches_the_local_backend_exactly(two_nodes: str) -> None
     """Stage ``s`` of a 2-stage loop on node ``s`` (its env and policy replicas there), the actor on node 0: the
     same losses and returns, bit for bit, as with the local backend's processes."""
     job = get_job("embodied_ppo")
-    config = attrs.evolve(SMALL, stages=2)
+    config = SMALL
     plan = plan_from_yaml("placement: {env: 0-1, rollout: 0-1, actor: 0}\ngranularity: {loop: 2}", 2)
     program = job.lower(plan, config, 2)
     assert {op.devices for op in program.ops if op.name == "env_step"} == {(0,), (1,)}

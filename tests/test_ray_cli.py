@@ -111,7 +111,7 @@ def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path
         "2",
         "--iterations",
         "2",
-        *tiny_sets(grpo_cache, **{"execution.heldout_eval": "false"}),
+        *tiny_sets(grpo_cache, **{"eval.enabled": "false"}),
     ]
     subprocess.run([*command, "--out", str(tmp_path / "local")], check=True, timeout=300)
     subprocess.run(

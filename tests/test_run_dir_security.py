@@ -28,7 +28,7 @@ TINY += [
     "--set",
     "num_minibatches=2",
     "--set",
-    "checkpoint_every=1",
+    "execution.checkpoint_every=1",
 ]
 
 

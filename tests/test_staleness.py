@@ -322,7 +322,7 @@ def test_a_worker_killed_under_a_bound_restarts_into_the_undisturbed_run(tmp_pat
     worker killed after it makes the run restart from it and finish computing exactly what an undisturbed run
     computes (bitwise: CPU, every RNG, MuJoCo and buffered state restored)."""
     command = [*TRAIN, *TINY, "--mode", "disaggregated", "--max-staleness", "1", "--iterations", "6"]
-    command += ["--set", "checkpoint_every=2", "--set", "num_steps=64"]
+    command += ["--set", "execution.checkpoint_every=2", "--set", "num_steps=64"]
     straight, survived = tmp_path / "straight", tmp_path / "survived"
     subprocess.run([*command, "--out", str(straight)], check=True, timeout=300, capture_output=True)
     run = subprocess.Popen(

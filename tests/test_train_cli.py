@@ -13,7 +13,8 @@ from rlinf.cli import main
 from rlinf.core.trace import load_trace
 
 CONFIG = "examples/hopper_ppo.yaml"
-SMALL = ["--set", "num_steps=8", "--set", "num_epochs=2", "--set", "checkpoint_every=1", "--no-progress"]
+SMALL = ["--set", "num_steps=8", "--set", "num_epochs=2", "--no-progress"]
+SMALL += ["--set", "execution.checkpoint_every=1"]
 
 
 @pytest.mark.parametrize("mode", ["collocated", "disaggregated", "hybrid"])
@@ -85,10 +86,10 @@ def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: P
         (["--devices", "0"], "--devices=0: must be >= 1"),
         (["--mode", "hybrid", "--devices", "1"], "hybrid needs at least 2 devices"),
         (
-            ["--set", "num_envs=6", "--mode", "collocated", "--devices", "2", "--set", "stages=6"],
+            ["--set", "num_envs=6", "--mode=collocated", "--devices=2", "--set", "execution.granularity=6"],
             "env replicas=2: a micro-batch of 1 groups leaves some of them without a whole group",
         ),
-        (["--set", "stages=3"], "stages=3: does not divide num_envs=8"),
+        (["--set", "execution.granularity=3"], "execution.granularity=3: does not divide the 8 environments"),
         (["--devices", "2", "--nodes", "2"], "--nodes=2: only the ray backend spans nodes"),
         (
             ["--devices", "2", "--nodes", "3", "--backend", "ray"],

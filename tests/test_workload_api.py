@@ -46,7 +46,7 @@ ENV_SPLIT_POLICY_APART = Plan(
 def test_the_example_workload_trains_in_every_mode(mode: str, stages: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["train", EXAMPLE, "--mode", mode, "--iterations", "2", "--devices", "2"]
-    args += ["--set", f"stages={stages}", *QUICK]
+    args += ["--set", f"execution.granularity={stages}", *QUICK]
     assert main([*args, "--out", str(out)]) == 0
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["iteration"] for m in metrics] == [1, 2]
@@ -138,18 +138,18 @@ CHECK_REFUSES = """
 
     class Checked(ppo_critic.PPOCritic):
         def check(self, config):
-            raise ConfigError("iterations", config.iterations, "refused by check()", "none")
+            raise ConfigError("seed", config.seed, "refused by check()", "none")
 
     WORKLOAD = Checked()
 """
-"""A workload whose optional ``check`` refuses the run: it sees ``--iterations`` applied, before any worker."""
+"""A workload whose optional ``check`` refuses the run: it sees ``--seed`` applied, before any worker."""
 
 
 @pytest.mark.parametrize(
     ("module", "reference", "message"),
     [
         (CHECK_NOT_A_METHOD, "userwl.py:WORKLOAD", "has a check attribute that is not a method"),
-        (CHECK_REFUSES, "userwl.py:WORKLOAD", "iterations=1: refused by check(); fix: none"),
+        (CHECK_REFUSES, "userwl.py:WORKLOAD", "seed=7: refused by check(); fix: none"),
         ("", "nosuch.module:x", "workload='nosuch.module:x': cannot import nosuch"),
         ("X = 1\n", "userwl.py:WORKLOAD", "module userwl has no attribute 'WORKLOAD'"),
         ("WORKLOAD = 42\n", "userwl.py:WORKLOAD", "is a int, not a workload: it lacks name, load_config"),
@@ -170,7 +170,18 @@ def test_bad_references_are_one_line(
     module = module.format(example=str(ROOT / "examples" / "custom_workload"))
     config = write(tmp_path, module, reference)
     code = main(
-        ["train", config, "--mode", "collocated", "--iterations", "1", "--out", str(tmp_path / "run")]
+        [
+            "train",
+            config,
+            "--mode",
+            "collocated",
+            "--iterations",
+            "1",
+            "--seed",
+            "7",
+            "--out",
+            str(tmp_path / "run"),
+        ]
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
@@ -205,7 +216,7 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
     """Two loop stages over two env replicas and one policy replica: each env replica's environments are the
     rows the executor would hand it, and the facts come from the program (stages, offload). With as many policy
     as env replicas the loop is pinned: stage ``s`` is replica ``s``'s alone."""
-    job, config = load_job_config(EXAMPLE, ["num_envs=8", "stages=2"])
+    job, config = load_job_config(EXAMPLE, ["num_envs=8", "execution.granularity=2"])
     split = ENV_SPLIT_POLICY_APART
     program = job.lower(split, config, 3)
     facts = component_facts(job.workflow(config), split, program, seed=7)
@@ -241,7 +252,7 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
     """Three environments per stage over two replicas split 1 + 2 (shares differ by one environment; a replica's
     whole iteration is one range); one environment per stage would leave a replica none; an uneven producer
     hands its rows on only to one consumer replica or as many as it has."""
-    job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=2"])
+    job, config = load_job_config(EXAMPLE, ["num_envs=6", "execution.granularity=2"])
     plan = ENV_SPLIT_POLICY_APART
     facts = component_facts(job.workflow(config), plan, job.lower(plan, config, 3))
     contexts = [context_for(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
@@ -263,7 +274,7 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
         ConfigError, match=r"env->policy replicas='2->3': env's micro-batches of \[3\] groups"
     ):
         job.lower(uneven, config, 5)
-    job, config = load_job_config(EXAMPLE, ["num_envs=6", "stages=6"])
+    job, config = load_job_config(EXAMPLE, ["num_envs=6", "execution.granularity=6"])
     plan, logical = job.fixed_plan("collocated", 2, config)
     with pytest.raises(ConfigError, match=r"env replicas=2: a micro-batch of 1 groups leaves some of them"):
         job.lower(plan, config, logical)

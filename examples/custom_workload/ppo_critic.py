@@ -19,9 +19,9 @@ import torch
 
 from rlinf import (
     Component,
-    ConfigKeys,
     Edge,
     Loop,
+    RunSettings,
     WeightSync,
     WorkerContext,
     Workflow,
@@ -43,12 +43,7 @@ class PPOConfig:
     epochs: int = 4
     actor_lr: float = 3e-3
     critic_lr: float = 3e-3
-    iterations: int = 20
-    seed: int = 1
-    mode: str = "collocated"
-    checkpoint_every: int = 10
-    stages: int = 1
-    offload: tuple[str, ...] = ()
+    seed: int = 1  # the run's seed (execution.seed), set by load_config
 
 
 def mlp(out: int, hidden: int, seed: int) -> torch.nn.Module:
@@ -241,12 +236,10 @@ class PPOCritic:
     """The workload: what rlinf needs to plan and run it."""
 
     name: str = "cartpole_ppo_critic"
-    config_keys: ConfigKeys = ConfigKeys(iterations="iterations", seed="seed", mode="mode",
-                                         checkpoint_every="checkpoint_every", granularity="stages", offload="offload")  # fmt: skip
     headline: dict = attrs.field(factory=lambda: {"episodic_return": "ret", "env_steps_per_s": "sps"})
 
-    def load_config(self, data: dict, source: str) -> PPOConfig:
-        return structure_config(PPOConfig, data, source)
+    def load_config(self, data: dict, source: str, settings: RunSettings) -> PPOConfig:
+        return attrs.evolve(structure_config(PPOConfig, data, source), seed=settings.seed)
 
     def workflow(self, config: PPOConfig) -> Workflow:
         weights = 4 * sum(p.numel() for p in mlp(ACTIONS, config.hidden, 0).parameters())

@@ -181,35 +181,6 @@ def decode_activity(
     return active, context
 
 
-def decode_step_seconds(
-    lengths: np.ndarray,
-    *,
-    prompt_tokens: int,
-    max_concurrent: int,
-    weight_bytes: float,
-    kv_bytes_per_token: float,
-    num_params: float,
-    num_devices: int,
-    memory_bandwidth_bytes_per_s: float,
-    peak_flops: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per decode step of one replica, the seconds of its memory reads at full bandwidth and of its FLOPs at full
-    peak: ``(weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth)`` and
-    ``2 * N * active(t) / (devices * peak)``, with ``active(t)`` and ``context(t)`` from
-    :func:`decode_activity`. Dividing by the utilizations (``mbu``, ``mfu``) gives :func:`decode_seconds`."""
-    active, context = decode_activity(lengths, prompt_tokens=prompt_tokens, max_concurrent=max_concurrent)
-    return decode_step_costs(
-        active,
-        context,
-        weight_bytes=weight_bytes,
-        kv_bytes_per_token=kv_bytes_per_token,
-        num_params=num_params,
-        num_devices=num_devices,
-        memory_bandwidth_bytes_per_s=memory_bandwidth_bytes_per_s,
-        peak_flops=peak_flops,
-    )
-
-
 def decode_step_costs(
     active: np.ndarray,
     context_tokens: np.ndarray,
@@ -249,10 +220,10 @@ def decode_seconds(
     Step ``t`` has ``active(t)`` sequences holding ``context(t)`` tokens of KV cache in total; it takes
     ``max((weight_bytes + kv_bytes_per_token * context(t)) / (devices * bandwidth * mbu),
     2 * N * active(t) / (devices * peak * mfu))``. The sum runs over every step until the last sequence ends."""
-    memory_s, compute_s = decode_step_seconds(
-        lengths,
-        prompt_tokens=prompt_tokens,
-        max_concurrent=max_concurrent,
+    active, context = decode_activity(lengths, prompt_tokens=prompt_tokens, max_concurrent=max_concurrent)
+    memory_s, compute_s = decode_step_costs(
+        active,
+        context,
         weight_bytes=weight_bytes,
         kv_bytes_per_token=kv_bytes_per_token,
         num_params=num_params,

@@ -1,24 +1,26 @@
 """The public workload API: what a user (and each built-in workload) writes a workload against
 (``docs/workloads.md``): :class:`Workload`, :class:`Worker`, :class:`WorkerContext`, the macro flow's values
-(:class:`Workflow`, :class:`Component`, :class:`Edge`, :class:`Loop`, :class:`WeightSync`) and
+(:class:`Workflow`, :class:`Component`, :class:`Edge`, :class:`Loop`, :class:`WeightSync`), the run settings a
+workload's ``load_config`` receives (:class:`RunSettings`, the config's ``execution`` section) and
 :func:`structure_config` for a typed config, :func:`concat_payloads` to join the payloads a worker receives."""
 
 from rlinf.api.worker_context import WorkerContext
-from rlinf.api.workload import ConfigKeys, Payload, Worker, Workload, reported_response_lengths
+from rlinf.api.workload import Payload, Worker, Workload, reported_response_lengths
 from rlinf.core.config_structure import structure_config
 from rlinf.core.errors import ConfigError, RlinfError, RlinfWarning
 from rlinf.core.payloads import concat_payloads
+from rlinf.core.run_settings import RunSettings
 from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
 
 __all__ = [
     "Component",
     "ConfigError",
-    "ConfigKeys",
     "Edge",
     "Loop",
     "Payload",
     "RlinfError",
     "RlinfWarning",
+    "RunSettings",
     "WeightSync",
     "Worker",
     "WorkerContext",

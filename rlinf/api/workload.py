@@ -1,10 +1,13 @@
 """The public workload API: what a user writes to train their own RL workflow with rlinf.
 
-A workload is an object with a name, the config keys rlinf reads, and five methods (:class:`Workload`); its
-components are plain worker classes (:class:`Worker`). Everything about plans is derived by rlinf from the
-workflow and the lowered program: fixed-mode and probe plans, feasibility checks, and each worker's
-:class:`~rlinf.api.worker_context.WorkerContext` (rank, share of every micro-batch, micro-batch count, loop stages,
-offload), handed to ``Worker.setup``. Point a config at a workload with ``workload: package.module:attribute`` or
+A workload is an object with a name and five methods (:class:`Workload`); its components are plain worker
+classes (:class:`Worker`). rlinf owns the run settings (the config's ``execution`` section,
+:class:`~rlinf.core.run_settings.RunSettings`: iterations, seed, mode, checkpoints, granularity, offload, staleness)
+and hands them to :meth:`Workload.load_config`; the workload's config holds only its own keys. Everything about
+plans is derived by rlinf from the workflow and the lowered program: fixed-mode and probe plans, feasibility checks,
+and each worker's :class:`~rlinf.api.worker_context.WorkerContext` (rank, share of every micro-batch, micro-batch
+count, loop stages, offload, seed), handed to ``Worker.setup``. The executor drives workers through this same
+protocol. Point a config at a workload with ``workload: package.module:attribute`` or
 ``workload: path/to/file.py:attribute``. A walk-through: ``docs/workloads.md``; a complete example:
 ``examples/custom_workload/``.
 """
@@ -14,43 +17,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-import attrs
-
 from rlinf.api.worker_context import WorkerContext
 from rlinf.core.payloads import Payload
+from rlinf.core.run_settings import RunSettings
 from rlinf.core.workflow import Workflow
 
 C = TypeVar("C")
 
 
-@attrs.frozen(kw_only=True)
-class ConfigKeys:
-    """Where the settings rlinf needs live in the workload's config: dotted attribute paths (``"seed"``,
-    ``"execution.checkpoint_every"``). ``--iterations`` and ``--seed`` change the config at those paths."""
-
-    iterations: str
-    """Training iterations."""
-    seed: str
-    """The run's seed (also handed to every worker as ``context.seed``)."""
-    mode: str
-    """Placement when the command gives neither ``--mode`` nor ``--plan``: ``auto``, ``collocated``,
-    ``disaggregated`` or ``hybrid``."""
-    checkpoint_every: str
-    """Iterations between checkpoints."""
-    granularity: str | None = None
-    """Micro-batches (loop: pipeline stages) of the fixed-mode plans, the same on every stream edge and loop;
-    ``None``: 1. The planner's and ``--plan``'s plans choose their own."""
-    offload: str | None = None
-    """Components the fixed-mode plans offload; ``None``: none."""
-
-
 class Worker(Protocol):
-    """One replica of one component, in its own process on its own device. Only :meth:`setup`, :meth:`compute`,
-    :meth:`checkpoint` and :meth:`restore` are required; :meth:`state_tensors` defaults to no state, and a
-    component that sends (receives) weights in a weight sync implements :meth:`weights` (:meth:`load_weights`)."""
+    """One replica of one component, in its own process on its own device: what the executor calls
+    (:mod:`executor.protocol`). Only :meth:`setup`, :meth:`compute`, :meth:`checkpoint` and :meth:`restore` are
+    required; :meth:`state_tensors` defaults to no state, and a component that sends (receives) weights in a weight
+    sync implements :meth:`weights` (:meth:`load_weights`). A worker may have other methods, which the runner or a
+    test calls between iterations (``backend.call``)."""
 
     def setup(self, config: Any, context: WorkerContext) -> None:
-        """Build models, environments and optimizers on ``context.device`` for this replica's share."""
+        """Build models, environments and optimizers on ``context.device`` for this replica's share; called once,
+        after the device is bound (and, when ``context.world > 1``, after the component's collective group is
+        initialised, so data-parallel replicas may all-reduce in :meth:`compute`)."""
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
@@ -82,14 +67,16 @@ class Workload(Protocol, Generic[C]):
 
     name: str
     """Short name (run directories, checkpoints)."""
-    config_keys: ConfigKeys
     headline: Mapping[str, str]
     """Metric key -> short label, shown in the progress bar (e.g. ``{"episodic_return": "ret"}``)."""
 
-    def load_config(self, data: Mapping[str, Any], source: str) -> C:
-        """The typed config from the YAML mapping (without its ``workload`` key); raise
-        :class:`rlinf.core.errors.ConfigError` naming the key for a bad or unknown one (:func:`rlinf.structure_config`
-        does this for a tree of attrs classes)."""
+    def load_config(self, data: Mapping[str, Any], source: str, settings: RunSettings) -> C:
+        """The typed config from the YAML mapping ``data`` read from ``source`` (without its ``workload`` key and
+        rlinf's ``execution`` section); raise :class:`rlinf.core.errors.ConfigError` naming the key for a bad or
+        unknown one (:func:`rlinf.structure_config` does this for a tree of attrs classes). ``settings`` are the
+        run's validated settings (:class:`~rlinf.core.run_settings.RunSettings`, command-line flags applied): copy
+        into the config what the workload computes with (``settings.seed`` for its RNGs, ``settings.iterations``
+        for a learning-rate schedule)."""
 
     def check(self, config: C) -> None:
         """Optional: check the run's config against what lies outside it (checkpoints, tokenizers, data) once, on the

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.app.jobs import Job
+from rlinf.app.jobs import C, Job
 from rlinf.core.cluster import CPU_MACHINE, Machine
 from rlinf.core.lowering import lower
 from rlinf.core.plan import Plan
@@ -47,8 +47,8 @@ class AutoPlan:
 
 
 def plan_from_trace(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     trace: Trace,
     num_devices: int,
     *,

@@ -32,7 +32,7 @@ import attrs
 
 import executor
 from executor.devices import physical_units, processor_name, run_devices
-from rlinf.app.jobs import Job
+from rlinf.app.jobs import C, Job
 from rlinf.core.cluster import CPU_MACHINE, Machine
 from rlinf.core.errors import ConfigError, require
 from rlinf.core.plan import Plan, plan_from_dict
@@ -242,7 +242,7 @@ def local_backends(
 
 
 def _program(
-    job: Job, config: Any, plan: Plan, num_devices: int, machine: Machine = CPU_MACHINE
+    job: Job[C], config: C, plan: Plan, num_devices: int, machine: Machine = CPU_MACHINE
 ) -> tuple[Program, Any]:
     """The checked program of ``plan`` and its workers' specs."""
     program = job.lower(plan, config, num_devices, machine=machine)
@@ -250,8 +250,8 @@ def _program(
 
 
 def profile(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     num_devices: int,
     *,
     settings: ProfileSettings = ProfileSettings(),
@@ -478,8 +478,8 @@ def split_iterations(iterations: int, generations: int) -> list[int]:
 
 
 def measure_plans(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     entries: Sequence[tuple[Plan, int]],
     *,
     iterations: int,

@@ -34,7 +34,7 @@ from rlinf.app.checkpoint import (
     resume_workers,
     save_checkpoint,
 )
-from rlinf.app.jobs import Job
+from rlinf.app.jobs import C, Job
 from rlinf.app.run_dir import append_metrics, metrics_until, remove_temporaries, require_fresh
 from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
@@ -59,8 +59,8 @@ class TrainResult:
 
 
 def train(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     plan: Plan,
     num_devices: int,
     run_dir: str | Path,
@@ -83,7 +83,7 @@ def train(
     worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
     checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
     reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
-    options = job.options(config)
+    options = job.settings
     workflow = job.workflow(config)
     cluster = machine.cluster(num_devices)
     program = job.lower(plan, config, num_devices, machine=machine)
@@ -91,7 +91,7 @@ def train(
     if resume is None:
         require_fresh(run_dir)
     else:
-        check_resumable(resume.state, workload=job.name, config=attrs.asdict(config), plan=plan.to_dict())
+        check_resumable(resume.state, workload=job.name, config=job.recorded(config), plan=plan.to_dict())
         remove_temporaries(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "plan.yaml", plan.to_yaml())
@@ -128,8 +128,8 @@ class MeasuredIteration:
 
 
 def _train_loop(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     plan: Plan,
     program: Program,
     run_dir: Path,
@@ -150,7 +150,7 @@ def _train_loop(
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
-    options = job.options(config)
+    options = job.settings
     specs = job.worker_specs(config, plan, program)
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
@@ -236,7 +236,7 @@ def _train_loop(
                     state = {
                         "iteration": iteration,
                         "workload": job.name,
-                        "config": attrs.asdict(config),
+                        "config": job.recorded(config),
                         "plan": plan.to_dict(),
                         "workers": snapshot,
                         "driver_rng": driver_rng_state(),
@@ -323,7 +323,7 @@ def _measured_from(state: dict[str, Any], program: Program) -> list[MeasuredIter
 
 
 def _write_outputs(
-    job: Job,
+    job: Job[Any],
     plan: Plan,
     num_iterations: int,
     workflow: Any,

@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.app.jobs import Job
+from rlinf.app.jobs import C, Job
 from rlinf.core.cluster import Machine
 from rlinf.core.errors import RlinfWarning
 from rlinf.core.files import write_text_atomic
@@ -58,8 +58,8 @@ class Validation:
 
 
 def validate(
-    job: Job,
-    config: Any,
+    job: Job[C],
+    config: C,
     out: Path,
     *,
     num_devices: int,
@@ -113,7 +113,7 @@ def validate(
         )
         trace, by_plan = profiled.trace, profiled.samples_by_plan
     trace.save(out / "trace.json")
-    auto = plan_from_trace(job, config, trace, num_devices, seed=job.options(config).seed, machine=machine)
+    auto = plan_from_trace(job, config, trace, num_devices, seed=job.settings.seed, machine=machine)
     chosen = choose_plans(auto.candidates, num_plans, num_devices)
     # Predictions come from the profile, taken before any plan's measurement window, without the samples of
     # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.

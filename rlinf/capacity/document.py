@@ -78,6 +78,11 @@ FIGURES = {
 }
 
 
+def plot(key: str, alt: str, caption: str) -> Figure:
+    """The report's figure ``key`` (its file in :data:`FIGURES`, id ``plot-<key>``)."""
+    return Figure(id=f"plot-{key}", file_name=FIGURES[key], alt=alt, caption=caption)
+
+
 def number(value: float, digits: int = 4) -> str:
     """Readable number: thousands separators for large values, ``digits`` significant digits otherwise."""
     if value is None or not math.isfinite(value):

@@ -3,7 +3,7 @@ the breakdown with its bottleneck, cost, the chosen plans, what-if series, the G
 
 from __future__ import annotations
 
-from rlinf.capacity.document import FIGURES, Document, Figure, Section, Table, number
+from rlinf.capacity.document import Document, Section, Table, number, plot
 from rlinf.capacity.provenance import provenance_section
 from rlinf.capacity.result import BASELINE, CapacityResult, CapacityRow
 from rlinf.core.cluster import GIB
@@ -85,18 +85,16 @@ def _throughput(result: CapacityResult) -> Section:
         id="throughput",
         title="Throughput and scaling",
         blocks=[
-            Figure(
-                id="plot-throughput",
-                file_name=FIGURES["throughput"],
-                alt="throughput vs devices",
-                caption=f"{result.unit}/s per strategy (log-log); dotted: linear scaling from the smallest size.",
+            plot(
+                "throughput",
+                "throughput vs devices",
+                f"{result.unit}/s per strategy (log-log); dotted: linear scaling from the smallest size.",
             ),
             Table(id="table-throughput", header=header, rows=rows),
-            Figure(
-                id="plot-efficiency",
-                file_name=FIGURES["efficiency"],
-                alt="scaling efficiency vs devices",
-                caption="Throughput per device relative to each line's smallest size with a plan.",
+            plot(
+                "efficiency",
+                "scaling efficiency vs devices",
+                "Throughput per device relative to each line's smallest size with a plan.",
             ),
         ],
     )
@@ -122,11 +120,10 @@ def _breakdown(result: CapacityResult) -> Section:
         id="breakdown",
         title="Where the iteration time goes",
         blocks=[
-            Figure(
-                id="plot-breakdown",
-                file_name=FIGURES["breakdown"],
-                alt="iteration-time breakdown by component",
-                caption=f"Critical path of the {headline} plan at each size; the label names the bottleneck.",
+            plot(
+                "breakdown",
+                "iteration-time breakdown by component",
+                f"Critical path of the {headline} plan at each size; the label names the bottleneck.",
             ),
             Table(id="table-breakdown", header=header, rows=rows, text_columns=(2,)),
         ],
@@ -171,11 +168,10 @@ def _cost(result: CapacityResult) -> Section:
         id="cost",
         title="Cost",
         blocks=[
-            Figure(
-                id="plot-cost",
-                file_name=FIGURES["cost"],
-                alt="cost per 1,000 samples and per million tokens",
-                caption=caption,
+            plot(
+                "cost",
+                "cost per 1,000 samples and per million tokens",
+                caption,
             ),
             Table(id="table-cost", header=header, rows=rows),
         ],
@@ -262,11 +258,10 @@ def _gantt(result: CapacityResult) -> Section:
         title=f"Timeline of the {result.headline_strategy} plan on {focus.num_devices} devices",
         blocks=[
             f"{focus.num_devices} devices is {why}. Plan: {focus.plan.describe() if focus.plan else ''}.",
-            Figure(
-                id="plot-gantt",
-                file_name=FIGURES["gantt"],
-                alt="Gantt chart of the chosen plan",
-                caption="Rows are groups of devices running the same ops; thin rows are links.",
+            plot(
+                "gantt",
+                "Gantt chart of the chosen plan",
+                "Rows are groups of devices running the same ops; thin rows are links.",
             ),
         ],
     )

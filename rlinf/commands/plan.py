@@ -10,11 +10,11 @@ from planner import search
 from planner.search import DEFAULT_K, DEFAULT_TIME_LIMIT_S, SearchResult
 from planner.space import DEFAULT_MAX_GRANULARITY
 from rlinf.commands import values
-from rlinf.core.cluster import GIB, parse_cluster
+from rlinf.commands.trace_args import add_trace_arguments, trace_and_cluster
+from rlinf.core.cluster import GIB
 from rlinf.core.costs import fit
 from rlinf.core.files import write_text_atomic
 from rlinf.core.outputs import check_output_file, writing
-from rlinf.core.trace import load_trace
 
 MAX_TOP = 10_000
 """More CP-SAT candidates than this cannot all be simulated in any useful time."""
@@ -22,10 +22,7 @@ MAX_TOP = 10_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``rlinf plan``."""
-    parser.add_argument("--trace", required=True, help="trace JSON file (see traces/)")
-    parser.add_argument(
-        "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
-    )
+    add_trace_arguments(parser)
     parser.add_argument(
         "--top",
         type=values.count(1, MAX_TOP),
@@ -54,16 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default=None, help="write the chosen plan here as YAML (for rlinf simulate --plan)"
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object on stdout instead of a table"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Fit, search, print the ranking and write the chosen plan."""
     out = check_output_file(args.out, "--out") if args.out is not None else None
-    trace = load_trace(args.trace)
-    cluster = parse_cluster(args.cluster) if args.cluster is not None else trace.cluster
+    trace, cluster = trace_and_cluster(args)
     costs = fit(trace, cluster)
     result = search(
         trace.workflow,

@@ -10,7 +10,8 @@ from typing import Any
 
 from rlinf.analytic.straggler import straggler_report, tail_intervals
 from rlinf.commands import values
-from rlinf.core.cluster import GIB, Cluster, parse_cluster
+from rlinf.commands.trace_args import add_trace_arguments, trace_and_cluster
+from rlinf.core.cluster import GIB, Cluster
 from rlinf.core.costs import fit
 from rlinf.core.export import device_groups, write_chrome_trace, write_gantt_png
 from rlinf.core.files import write_text_atomic
@@ -18,7 +19,6 @@ from rlinf.core.lowering import lower
 from rlinf.core.outputs import check_output_dir, writing
 from rlinf.core.plan import load_plan
 from rlinf.core.timeline import Timeline
-from rlinf.core.trace import load_trace
 from simulator import simulate
 
 CRITICAL_PATH_SHOWN = 6
@@ -26,11 +26,8 @@ CRITICAL_PATH_SHOWN = 6
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``rlinf simulate``."""
-    parser.add_argument("--trace", required=True, help="trace JSON file (see traces/)")
+    add_trace_arguments(parser)
     parser.add_argument("--plan", required=True, help="plan YAML file (see examples/plans/)")
-    parser.add_argument(
-        "--cluster", default=None, help="cluster spec (4x8xH100) or YAML file; default: the trace's"
-    )
     parser.add_argument(
         "--seed", type=values.seed, default=0, help="random seed for --stochastic (default 0)"
     )
@@ -42,16 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", default=None, help="folder for timeline.json (Perfetto), gantt.png, summary.json"
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object on stdout instead of a table"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Load, lower, fit, simulate; print the summary and write the exports."""
     out = check_output_dir(args.out, "--out") if args.out is not None else None
-    trace = load_trace(args.trace)
-    cluster = parse_cluster(args.cluster) if args.cluster is not None else trace.cluster
+    trace, cluster = trace_and_cluster(args)
     plan_path = Path(args.plan)
     plan = load_plan(plan_path, cluster.num_devices)
     program = lower(trace.workflow, plan, cluster)

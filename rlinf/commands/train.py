@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from rlinf.commands import values
+from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
 from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
 from rlinf.core.plan import load_plan
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         choices=("auto", "collocated", "disaggregated", "hybrid"),
-        help="placement; auto = profile, plan, run (default: the config's mode)",
+        help="placement; auto = profile, plan, run (default: the config's execution.mode)",
     )
     parser.add_argument("--trace", help="auto mode: plan from this profiled trace instead of profiling")
     parser.add_argument(
@@ -55,13 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto mode: profiling seconds (default 120)",
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
-    parser.add_argument("--iterations", type=int, help="training iterations (default: the config's)")
+    parser.add_argument(
+        "--iterations", type=int, help="training iterations (default: the config's execution.iterations)"
+    )
     parser.add_argument(
         "--max-staleness",
         type=values.count(0, 64),
         metavar="K",
         help="asynchronous RL: the rollout side may run up to K iterations ahead of training (auto: the planner "
-        "chooses a bound <= K; a fixed mode runs with K; default 0: synchronous)",
+        "chooses a bound <= K; a fixed mode runs with K; default: the config's execution.max_staleness, 0: "
+        "synchronous)",
     )
     parser.add_argument(
         "--devices",
@@ -69,19 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="devices (CPU cores or GPUs) to use, over all --nodes (default: every core or GPU this process may "
         "use); more than there are time-share them",
     )
-    parser.add_argument(
-        "--accelerator",
-        choices=("cpu", "cuda"),
-        help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
-    )
-    parser.add_argument(
-        "--cpu-devices",
-        type=int,
-        metavar="N",
-        help="with GPUs: CPU cores beside them on which components that need no GPU (environments, a rule-based "
-        "reward) may run (default: the machine's cores less one per GPU; 0: everything on the GPUs)",
-    )
-    parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's)")
+    add_machine_arguments(parser)
+    parser.add_argument("--seed", type=values.seed, help="random seed (default: the config's execution.seed)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
@@ -124,10 +117,9 @@ itself to its core; Ray's CPU count only gates placement)."""
 
 def run(args: argparse.Namespace) -> int:
     """Validate the inputs, then train."""
-    from executor.devices import physical_units, resolve_accelerator
+    from executor.devices import physical_units
     from rlinf.app.jobs import load_job_config
 
-    job, config = load_job_config(args.config, args.set)
     if args.iterations is not None:
         require(
             args.iterations >= 1,
@@ -136,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             "must be >= 1",
             "train at least one iteration",
         )
+    job, config = load_job_config(args.config, args.set, iterations=args.iterations, seed=args.seed)
     require(
         args.max_restarts >= 0,
         "--max-restarts",
@@ -143,9 +136,7 @@ def run(args: argparse.Namespace) -> int:
         "must be >= 0",
         "use 0 to stop at a failure",
     )
-    config = job.with_options(config, iterations=args.iterations, seed=args.seed)
     job.check(config)  # what needs the outside world (an env id, a tokenizer), before any worker starts
-    args.accelerator = resolve_accelerator(args.accelerator)
     args.machine = _machine(args)
     cores = physical_units(args.accelerator)
     unit = "CPU cores" if args.accelerator == "cpu" else "GPUs"
@@ -167,24 +158,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _machine(args: argparse.Namespace) -> Any:
-    """The machine the run trains on (:func:`executor.devices.machine_for`), with ``--cpu-devices`` cores beside
-    its GPUs; ``--cpu-devices`` without GPUs is refused (the cores are the devices then)."""
-    from executor.devices import core_pool_cores, default_cpu_devices, machine_for
-
-    if args.cpu_devices is None:
-        args.cpu_devices = default_cpu_devices(args.accelerator)
-    elif args.accelerator != "cuda" and args.cpu_devices:
-        raise ConfigError(
-            "--cpu-devices", args.cpu_devices, "places components on CPU cores beside GPUs, and this run has none "
-            "(--accelerator cpu: the cores are the devices)", "use --devices N, or --accelerator cuda on a GPU machine",
-        )  # fmt: skip
-    core_pool_cores(args.cpu_devices)  # refuses more cores than there are
+    """The machine the run trains on (:func:`rlinf.commands.machine_args.resolve_machine`), with ``--cpu-devices``
+    cores beside its GPUs (the local backend only)."""
+    machine = resolve_machine(args)
     if args.cpu_devices and args.backend == "ray":
         raise ConfigError(
             "--cpu-devices", args.cpu_devices, "CPU cores beside GPUs run with the local backend only",
             "use --backend local, or --cpu-devices 0",
         )  # fmt: skip
-    return machine_for(args.accelerator, args.cpu_devices)
+    return machine
 
 
 def _choose_out(args: argparse.Namespace, workload: str) -> None:
@@ -256,12 +238,12 @@ def _plan_and_train(
                 f"conflicts with --plan, whose placement is {plan.mode}",
                 "drop --mode or change the plan",
             )
-    elif (args.mode or job.options(config).mode) == "auto":
+    elif (args.mode or job.settings.mode) == "auto":
         plan, logical, config, predicted = _auto(job, config, num_devices, args)
     else:
-        plan, logical = job.fixed_plan(args.mode or job.options(config).mode, num_devices, config)
-        if args.max_staleness:
-            plan = attrs.evolve(plan, max_staleness=args.max_staleness)
+        plan, logical = job.fixed_plan(args.mode or job.settings.mode, num_devices, config)
+        if _max_staleness(job, args):
+            plan = attrs.evolve(plan, max_staleness=_max_staleness(job, args))
     job.check_plan(plan, config, machine=args.machine)  # memory against the machine's own devices
     devices, nodes = _placement(args, logical, num_devices)
     if _oversubscribed(devices, nodes):
@@ -287,7 +269,7 @@ def _plan_and_train(
         max_restarts=args.max_restarts,
         machine=args.machine,
     )
-    iterations = job.options(config).iterations
+    iterations = job.settings.iterations
     if result.complete_before:
         missing = ", ".join(result.written) or "nothing was missing"
         print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
@@ -304,6 +286,11 @@ def _plan_and_train(
         f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
     )
     return 0
+
+
+def _max_staleness(job: Any, args: argparse.Namespace) -> int:
+    """The staleness bound of a fixed mode, or auto mode's largest: ``--max-staleness``, else the config's."""
+    return int(job.settings.max_staleness if args.max_staleness is None else args.max_staleness)
 
 
 def _oversubscribed(devices: tuple[Any, ...], nodes: list[int] | None) -> bool:
@@ -416,9 +403,9 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
         config,
         trace,
         num_devices,
-        seed=job.options(config).seed,
+        seed=job.settings.seed,
         machine=args.machine,
-        max_staleness=args.max_staleness or 0,
+        max_staleness=_max_staleness(job, args),
     )
     best = auto.chosen
     print(

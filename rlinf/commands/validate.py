@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
+from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
 from rlinf.core.errors import require
 from rlinf.core.fidelity import MAX_BIAS, MIN_WITHIN_TURNS
 from rlinf.core.outputs import check_output_dir
@@ -38,18 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--devices", type=int, help="devices (CPU cores or GPUs) to use (default: all usable cores or GPUs)"
     )
-    parser.add_argument(
-        "--accelerator",
-        choices=("cpu", "cuda"),
-        help="what a device is: a CPU core or a CUDA GPU (default: cuda when a GPU is visible, else cpu)",
-    )
-    parser.add_argument(
-        "--cpu-devices",
-        type=int,
-        metavar="N",
-        help="with GPUs: CPU cores beside them for components that need no GPU (default: the machine's cores "
-        "less one per GPU)",
-    )
+    add_machine_arguments(parser)
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
     parser.add_argument(
         "--profile-budget",
@@ -67,13 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, validate (:func:`rlinf.app.validation.validate`), print the report."""
-    from executor.devices import (
-        core_pool_cores,
-        default_cpu_devices,
-        machine_for,
-        physical_units,
-        resolve_accelerator,
-    )
+    from executor.devices import physical_units
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import local_backends
     from rlinf.app.validation import json_number, validate
@@ -84,17 +68,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")
     job, config = load_job_config(args.config, args.set)
     job.check(config)  # what needs the outside world, before any worker starts
-    accelerator = resolve_accelerator(args.accelerator)
-    core_pool = default_cpu_devices(accelerator) if args.cpu_devices is None else args.cpu_devices
-    require(
-        core_pool == 0 or accelerator == "cuda",
-        "--cpu-devices",
-        core_pool,
-        "places components on CPU cores beside GPUs, and this run has none",
-        "use --devices N, or --accelerator cuda on a GPU machine",
-    )
-    core_pool_cores(core_pool)
-    machine = machine_for(accelerator, core_pool)
+    machine = resolve_machine(args)
+    accelerator, core_pool = args.accelerator, args.cpu_devices
     cores = physical_units(accelerator)
     num_devices = len(cores) if args.devices is None else args.devices
     require(

@@ -275,10 +275,29 @@ class _Builder:
         src_devices, dst_devices = self.placed[src], self.placed[dst]
         if src_devices == dst_devices:
             return produced
+        samples = self._samples(src, micro_batch)
+        return self._add_transfer(
+            produced, src, dst, micro_batch=micro_batch, step=0, samples=samples,
+            num_bytes=samples * bytes_per_sample, link=self._link(src_devices, dst_devices),
+        )  # fmt: skip
+
+    def _add_transfer(
+        self,
+        produced: tuple,
+        src: str,
+        dst: str,
+        *,
+        micro_batch: int,
+        step: int,
+        samples: int,
+        num_bytes: int,
+        link: str,
+    ) -> tuple:
+        """Key of the transfer op that carries the output of op ``produced`` (its key) from ``src`` to ``dst``
+        over ``link``, added unless an earlier consumer on ``dst``'s devices added it."""
         key = produced[:4] + (produced[4] + 0.25, f"{src}->{dst}")
         if key in self.fraction:
             return key
-        samples = self._samples(src, micro_batch)
         op = Op(
             index=-1,
             kind="transfer",
@@ -287,9 +306,10 @@ class _Builder:
             name="transfer",
             micro_batch=micro_batch,
             num_micro_batches=self.micro_batches[src],
+            step=step,
             samples=samples,
-            num_bytes=samples * bytes_per_sample,
-            link=self._link(src_devices, dst_devices),
+            num_bytes=num_bytes,
+            link=link,
         )
         return self._add(key, op, (produced,), self.fraction[produced])
 
@@ -343,38 +363,13 @@ class _Builder:
                             link,
                         ),
                     )
-                act = Op(
-                    index=-1,
-                    kind="compute",
-                    component=loop.policy,
-                    name="act",
-                    micro_batch=stage,
-                    num_micro_batches=stages,
-                    step=step,
-                    devices=policy_devices,
-                    samples=envs,
-                    shared=link == "local",
-                    pool=self.plan.pool_of(loop.policy),
-                )
-                act_key = self._add(self._key(loop.policy, 0.0, step, stage, 0.0), act, deps, 0.0)
+                where = (stage, stages, step, envs)
+                act_key = self._add_loop_op(loop.policy, "act", policy_devices, where, link, 0.0, deps)
                 to_env = self._loop_transfer(
                     act_key, loop.policy, loop.env, stage, step, envs * loop.action_bytes_per_env, link
                 )
-                env_op = Op(
-                    index=-1,
-                    kind="compute",
-                    component=loop.env,
-                    name="env_step",
-                    micro_batch=stage,
-                    num_micro_batches=stages,
-                    step=step,
-                    devices=env_devices,
-                    samples=envs,
-                    shared=link == "local",
-                    pool=self.plan.pool_of(loop.env),
-                )
-                previous_env[stage] = self._add(
-                    self._key(loop.env, 0.0, step, stage, 0.5), env_op, (to_env,), 0.0
+                previous_env[stage] = self._add_loop_op(
+                    loop.env, "env_step", env_devices, where, link, 0.5, (to_env,)
                 )
         for stage in range(stages):
             # A stage's trajectory is complete after its last env step; both loop components "emit" it then.
@@ -393,25 +388,43 @@ class _Builder:
             return (env[stage % len(env)],), (policy[stage % len(policy)],)
         return env, policy
 
+    def _add_loop_op(
+        self,
+        component: str,
+        name: str,
+        devices: tuple[int, ...],
+        where: tuple[int, int, int, int],
+        link: str,
+        sub: float,
+        deps: tuple[tuple, ...],
+    ) -> tuple:
+        """Add the loop's op ``name`` (``act`` or ``env_step``) of ``component`` on ``devices``: stage ``stage`` of
+        ``stages`` at loop step ``step`` over ``envs`` environments (``where``), the other loop component reached
+        over ``link``; ``sub`` orders it within the step. Returns its key."""
+        stage, stages, step, envs = where
+        op = Op(
+            index=-1,
+            kind="compute",
+            component=component,
+            name=name,
+            micro_batch=stage,
+            num_micro_batches=stages,
+            step=step,
+            devices=devices,
+            samples=envs,
+            shared=link == "local",
+            pool=self.plan.pool_of(component),
+        )
+        return self._add(self._key(component, 0.0, step, stage, sub), op, deps, 0.0)
+
     def _loop_transfer(
         self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
     ) -> tuple:
         if link == "local":
             return src_key
-        op = Op(
-            index=-1,
-            kind="transfer",
-            component=src,
-            peer=dst,
-            name="transfer",
-            micro_batch=stage,
-            num_micro_batches=self.micro_batches[src],
-            step=step,
-            num_bytes=num_bytes,
-            link=link,
+        return self._add_transfer(
+            src_key, src, dst, micro_batch=stage, step=step, samples=0, num_bytes=num_bytes, link=link
         )
-        key = src_key[:4] + (src_key[4] + 0.25, f"{src}->{dst}")
-        return self._add(key, op, (src_key,), 0.0)
 
     def _lower_weight_sync(self) -> None:
         for sync in self.workflow.weight_sync:
@@ -445,23 +458,17 @@ class _Builder:
             )
             per_device = self.workflow.component(name).state_bytes_per_device()
             first, last = mine[0], mine[-1]
-            onload = Op(
-                index=-1,
-                kind="onload",
-                component=name,
-                name="onload",
-                devices=devices,
-                num_bytes=per_device,
-                link="host",
-            )
-            offload = Op(
-                index=-1,
-                kind="offload",
-                component=name,
-                name="offload",
-                devices=devices,
-                num_bytes=per_device,
-                link="host",
+            onload, offload = (
+                Op(
+                    index=-1,
+                    kind=kind,
+                    component=name,
+                    name=kind,
+                    devices=devices,
+                    num_bytes=per_device,
+                    link="host",
+                )
+                for kind in ("onload", "offload")
             )
             self._add(first[:4] + (first[4] - 0.5, f"onload:{name}"), onload, (), 0.0)
             self._add(last[:4] + (last[4] + 0.75, f"offload:{name}"), offload, (last,), 0.0)

@@ -1,100 +1,66 @@
 """Jobs: any workload (:class:`rlinf.Workload`) made trainable by the runner.
 
-A :class:`Job` wraps a workload and derives everything the runner, the profiler and the commands need from its
-workflow and the lowered program: run options from the config keys the workload names, fixed-mode and probe
-plans and the plan check (:mod:`rlinf.app.jobs.plans`), and the executor's worker specs with each component's facts
-(:mod:`rlinf.app.jobs.binding`). A config file names its workload with ``workload:`` (:mod:`rlinf.app.jobs.loading`).
+A :class:`Job` wraps a workload with rlinf's run settings (the config's ``execution`` section,
+:mod:`rlinf.core.run_settings`) and derives everything the runner, the profiler and the commands need from its
+workflow and the lowered program: fixed-mode and probe plans and the plan check (:mod:`rlinf.app.jobs.plans`), and
+the executor's worker specs with each component's facts (:func:`rlinf.api.worker_context.component_facts`). A config
+file names its workload with ``workload:`` (:mod:`rlinf.app.jobs.loading`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 import numpy as np
 
 import executor
 from rlinf.api.worker_context import component_facts
+from rlinf.api.workload import Workload
 from rlinf.app.jobs import plans
-from rlinf.app.jobs.binding import Binding, BoundWorker
 from rlinf.app.jobs.loading import BUILTIN, check_workers, load_workload
-from rlinf.core import limits
 from rlinf.core.cluster import CPU_MACHINE, Machine
-from rlinf.core.errors import ConfigError, integer, require
+from rlinf.core.errors import ConfigError, require
 from rlinf.core.inputs import load_yaml, parse_yaml
 from rlinf.core.lowering import lower
 from rlinf.core.plan import Plan
 from rlinf.core.program import Program
+from rlinf.core.run_settings import SECTION, RunSettings, moved_setting, run_settings
 from rlinf.core.workflow import Workflow
 
-
-@attrs.frozen(kw_only=True)
-class RunOptions:
-    """The options every job has, whatever its config looks like."""
-
-    iterations: int
-    seed: int
-    mode: str
-    """Mode used when neither ``--mode`` nor ``--plan`` is given."""
-    checkpoint_every: int
-
-
-def _get(config: Any, path: str) -> Any:
-    for part in path.split("."):
-        config = getattr(config, part)
-    return config
-
-
-def _evolve(config: Any, path: str, value: Any) -> Any:
-    head, _, tail = path.partition(".")
-    if not tail:
-        return attrs.evolve(config, **{head: value})
-    return attrs.evolve(config, **{head: _evolve(getattr(config, head), tail, value)})
+C = TypeVar("C", bound=attrs.AttrsInstance)
+"""The workload's config: an attrs class (checkpoints record it with ``attrs.asdict``)."""
 
 
 @attrs.frozen
-class Job:
-    """A workload as the runner trains it."""
+class Job(Generic[C]):
+    """A workload as the runner trains it: the workload, how the config named it, and rlinf's run settings (the
+    config's ``execution`` section, :class:`~rlinf.core.run_settings.RunSettings`)."""
 
-    workload: Any
+    workload: Workload[C]
     reference: str = attrs.field(default="")
+    settings: RunSettings = attrs.field(factory=RunSettings)
 
     @property
     def name(self) -> str:
         """The workload's name."""
         return str(self.workload.name)
 
-    def config_from_mapping(self, data: Mapping[str, Any], source: str) -> Any:
-        """The workload's typed config."""
-        return self.workload.load_config(data, source)
+    def config_from_mapping(self, data: Mapping[str, Any], source: str) -> C:
+        """The workload's typed config of its own keys (``data`` without ``workload`` and ``execution``)."""
+        return self.workload.load_config(data, source, self.settings)
 
-    def options(self, config: Any) -> RunOptions:
-        """Iterations, seed, default mode and checkpoint interval, read where the workload's config keys say."""
-        keys = self.workload.config_keys
-        return RunOptions(
-            iterations=_get(config, keys.iterations),
-            seed=_get(config, keys.seed),
-            mode=_get(config, keys.mode),
-            checkpoint_every=_get(config, keys.checkpoint_every),
-        )
+    def recorded(self, config: C) -> dict[str, Any]:
+        """The config and the run settings as a checkpoint records them (a resumed run must match)."""
+        return {**attrs.asdict(config), SECTION: attrs.asdict(self.settings)}
 
-    def with_options(self, config: Any, *, iterations: int | None, seed: int | None) -> Any:
-        """The config with ``--iterations`` / ``--seed`` applied (None leaves a value as it is)."""
-        keys = self.workload.config_keys
-        if iterations is not None:
-            config = _evolve(config, keys.iterations, iterations)
-        if seed is not None:
-            config = _evolve(config, keys.seed, seed)
-        return config
-
-    def workflow(self, config: Any) -> Workflow:
+    def workflow(self, config: C) -> Workflow:
         """The workload's macro flow."""
         return self.workload.workflow(config)
 
-    def check(self, config: Any) -> None:
+    def check(self, config: C) -> None:
         """Everything about ``config`` that needs the outside world, before any worker starts: the workflow (e.g.
         an environment id) and the workload's optional :meth:`rlinf.Workload.check` (e.g. prompts against a
         tokenizer). Call once per run, after ``--iterations`` and ``--seed`` are applied."""
@@ -103,18 +69,19 @@ class Job:
         if method is not None:
             method(config)
 
-    def fixed_plan(self, mode: str, num_devices: int, config: Any) -> tuple[Plan, int]:
-        """The fixed ``mode`` plan (:func:`rlinf.app.jobs.plans.fixed_plan`) with the config's granularity and
+    def fixed_plan(self, mode: str, num_devices: int, config: C) -> tuple[Plan, int]:
+        """The fixed ``mode`` plan (:func:`rlinf.app.jobs.plans.fixed_plan`) with the run's granularity and
         offload, and its logical devices."""
-        keys = self.workload.config_keys
-        granularity = 1 if keys.granularity is None else int(_get(config, keys.granularity))
-        offload = () if keys.offload is None else tuple(_get(config, keys.offload))
         return plans.fixed_plan(
-            self.workflow(config), mode, num_devices, granularity=granularity, offload=offload
+            self.workflow(config),
+            mode,
+            num_devices,
+            granularity=self.settings.granularity,
+            offload=self.settings.offload,
         )
 
     def lower(
-        self, plan: Plan, config: Any, num_devices: int | None = None, *, machine: Machine = CPU_MACHINE
+        self, plan: Plan, config: C, num_devices: int | None = None, *, machine: Machine = CPU_MACHINE
     ) -> Program:
         """The checked program of ``plan`` (:func:`rlinf.app.jobs.plans.check_plan`) on ``machine`` with
         ``num_devices`` (logical) devices, by default as many as the plan uses."""
@@ -122,13 +89,13 @@ class Job:
         logical = num_devices or max(plan.num_logical[0], 1)
         return plans.check_plan(workflow, plan, lambda p: lower(workflow, p, machine.cluster(logical)))
 
-    def check_plan(self, plan: Plan, config: Any, *, machine: Machine = CPU_MACHINE) -> None:
+    def check_plan(self, plan: Plan, config: C, *, machine: Machine = CPU_MACHINE) -> None:
         """Raise :class:`ConfigError` when the workload cannot run under ``plan`` on ``machine`` (e.g. its states
         do not fit a device's memory)."""
         self.lower(plan, config, machine=machine)
 
     def probes(
-        self, num_devices: int, config: Any, *, machine: Machine = CPU_MACHINE
+        self, num_devices: int, config: C, *, machine: Machine = CPU_MACHINE
     ) -> list[tuple[Plan, int]]:
         """Plans the profiling phase measures (:func:`rlinf.app.jobs.plans.derive_probes`)."""
         workflow = self.workflow(config)
@@ -144,30 +111,31 @@ class Job:
         found = plans.derive_probes(workflow, num_devices, runnable, num_cores=machine.num_cores)
         return [(plan, num_devices) for plan in found]
 
-    def worker_specs(self, config: Any, plan: Plan, program: Program) -> dict[str, executor.WorkerSpec]:
+    def worker_specs(self, config: C, plan: Plan, program: Program) -> dict[str, executor.WorkerSpec]:
         """One spec per component: the workload's worker class, set up with the config and the component's
-        facts read from ``program``."""
+        facts read from ``program`` (the executor adds each replica's rank, world and device)."""
         workflow = self.workflow(config)
         classes = self.workload.workers(config)
         syncs = tuple((s.src, s.dst) for s in workflow.weight_sync)
         check_workers(self.reference or self.name, classes, workflow.component_names, syncs)
-        facts = component_facts(workflow, plan, program, seed=self.options(config).seed)
+        facts = component_facts(workflow, plan, program, seed=self.settings.seed)
         return {
             name: executor.WorkerSpec(
-                factory=functools.partial(BoundWorker, classes[name]),
-                config=Binding(config=config, facts=facts[name]),
+                factory=classes[name],
+                config=config,
+                facts=facts[name],
                 collective=getattr(classes[name], "collective", True) is not False,
             )
             for name in workflow.component_names
         }
 
-    def iteration_metrics(self, result: Any, config: Any, iteration: int) -> dict[str, Any]:
+    def iteration_metrics(self, result: Any, config: C, iteration: int) -> dict[str, Any]:
         """The workload's metrics of one measured iteration, with ``iteration`` and ``iteration_s``."""
         metrics = dict(self.workload.metrics(result, config, iteration))
         metrics.setdefault("iteration_s", result.timeline.iteration_s)
         return {"iteration": iteration, **{k: v for k, v in metrics.items() if k != "iteration"}}
 
-    def response_lengths(self, result: Any, config: Any) -> tuple[int, ...]:
+    def response_lengths(self, result: Any, config: C) -> tuple[int, ...]:
         """Generated tokens of every response of one measured iteration, from the workload's optional
         ``response_lengths`` (:class:`rlinf.Workload`); ``()`` for a workload without it. Raises
         :class:`ConfigError` naming the workload when a value is not a whole number >= 1."""
@@ -201,16 +169,21 @@ class Job:
         return str(self.workload.summary(metrics))
 
 
-def get_job(reference: str, *, base: Path = Path(".")) -> Job:
-    """The job of a built-in workload name or a reference (see :mod:`rlinf.app.jobs.loading`)."""
-    return Job(load_workload(reference, base=base), reference=reference)
+def get_job(reference: str, *, base: Path = Path("."), settings: RunSettings | None = None) -> Job[Any]:
+    """The job of a built-in workload name or a reference (see :mod:`rlinf.app.jobs.loading`), run with
+    ``settings`` (default: :class:`RunSettings`'s defaults)."""
+    return Job(load_workload(reference, base=base), reference=reference, settings=settings or RunSettings())
 
 
-def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Job, Any]:
+def load_job_config(
+    path: str | Path, overrides: Sequence[str] = (), *, iterations: int | None = None, seed: int | None = None
+) -> tuple[Job[Any], Any]:
     """Read a YAML config, apply ``key=value`` overrides (dotted keys reach nested sections; values are parsed
-    as YAML) and build the job's config. The file's ``workload`` key names the workload. The file and every
-    override are read within :mod:`rlinf.core.limits` (:mod:`rlinf.core.inputs`), and the config's types are checked here,
-    before any worker starts."""
+    as YAML) and build the job and the workload's config. The file's ``workload`` key names the workload, its
+    ``execution`` section holds the run settings (:func:`rlinf.core.run_settings.run_settings`), which
+    ``iterations`` and ``seed`` (``--iterations``, ``--seed``) override; the workload reads the other keys. The file
+    and every override are read within :mod:`rlinf.core.limits` (:mod:`rlinf.core.inputs`), and the config's types
+    are checked here, before any worker starts."""
     path = Path(path)
     data = load_yaml(path, "config", what="YAML config such as examples/hopper_ppo.yaml")
     if data is None:
@@ -225,48 +198,32 @@ def load_job_config(path: str | Path, overrides: Sequence[str] = ()) -> tuple[Jo
         "is missing",
         f"add 'workload: <one of {sorted(BUILTIN)} or package.module:attribute>'",
     )
-    job = get_job(data.pop("workload"), base=path.parent)
+    reference = data.pop("workload")
+    workload = load_workload(reference, base=path.parent)
     for item in overrides:
         key, sep, text = item.partition("=")
         keys = [part.strip() for part in key.split(".")]
         require(bool(sep) and all(keys), "--set", item, "is not key=value", "write e.g. --set num_envs=16")
         require(keys != ["workload"], "--set", item, "cannot change the workload", "edit the config file")
+        moved = moved_setting(keys[0]) if len(keys) == 1 else None
+        require(
+            moved is None, "--set", item, f"is a run setting, which moved to the {SECTION} section",
+            f"write --set {SECTION}.{moved}={text}",
+        )  # fmt: skip
         _assign(data, keys, parse_yaml(text, "--set", item, root="--set"), item)
-    config = job.config_from_mapping(data, path.name)
-    _check_run_options(job, config)
-    _check_workflow(job, config, data, path.name)
+    settings = run_settings(data, path.name)
+    if iterations is not None:
+        settings = attrs.evolve(settings, iterations=iterations)
+    if seed is not None:
+        settings = attrs.evolve(settings, seed=seed)
+    job = Job(workload, reference=reference, settings=settings)
+    own = {key: value for key, value in data.items() if key != SECTION}
+    config = job.config_from_mapping(own, path.name)
+    _check_workflow(job, config, own, path.name)
     return job, config
 
 
-RUN_MODES = ("auto", "collocated", "disaggregated", "hybrid")
-MAX_SEED = 2**32 - 1
-
-
-def _check_run_options(job: Job, config: Any) -> None:
-    """The settings rlinf reads from any workload's config (:class:`rlinf.ConfigKeys`), named by their key."""
-    keys = job.workload.config_keys
-    for path, low, high in (
-        (keys.iterations, 1, None),
-        (keys.checkpoint_every, 1, None),
-        (keys.seed, 0, MAX_SEED),
-        (keys.granularity, 1, limits.current().max_micro_batches),
-    ):
-        if path is not None:
-            integer(path, _get(config, path), minimum=low, maximum=high)
-    mode = _get(config, keys.mode)
-    require(mode in RUN_MODES, keys.mode, mode, "unknown mode", f"use one of {list(RUN_MODES)}")
-    if keys.offload is not None:
-        offload = _get(config, keys.offload)
-        require(
-            isinstance(offload, (list, tuple)) and all(isinstance(name, str) for name in offload),
-            keys.offload,
-            offload,
-            "must be a list of component names",
-            "write e.g. [rollout, actor]",
-        )
-
-
-def _check_workflow(job: Job, config: Any, data: Mapping[str, Any], source: str) -> None:
+def _check_workflow(job: Job[C], config: C, data: Mapping[str, Any], source: str) -> None:
     """Build the workflow once, so that a config value that makes an invalid workflow is reported now, naming
     the config, and not when a worker starts (an error about a config key keeps its own name)."""
     try:
@@ -277,10 +234,13 @@ def _check_workflow(job: Job, config: Any, data: Mapping[str, Any], source: str)
         raise ConfigError(
             source, f"{error.field}={error.value!r}", f"makes an invalid workflow: {error.problem}", error.fix
         ) from None
-    key = job.workload.config_keys.granularity
-    if key is None:
-        return
-    granularity = _get(config, key)  # the fixed-mode plans use it on every stream edge and the loop
+    unknown = [name for name in job.settings.offload if name not in workflow.component_names]
+    require(
+        not unknown, f"{SECTION}.offload", unknown, "unknown component",
+        f"use some of {list(workflow.component_names)}",
+    )  # fmt: skip
+    key = f"{SECTION}.granularity"
+    granularity = job.settings.granularity  # the fixed-mode plans use it on every stream edge and the loop
     if workflow.loop is not None:
         require(
             workflow.batch_size % granularity == 0,

@@ -5,11 +5,12 @@ before anything runs; every failure is one line naming the reference and what is
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
 
-from rlinf.api.workload import WORKER_METHODS, WORKLOAD_METHODS, ConfigKeys
+from rlinf.api.workload import WORKER_METHODS, WORKLOAD_METHODS
 from rlinf.core.errors import ConfigError
 
 BUILTIN = {
@@ -88,13 +89,17 @@ def check_workload(reference: str, workload: Any) -> None:
     missing = [m for m in WORKLOAD_METHODS if not callable(getattr(workload, m, None))]
     if not isinstance(getattr(workload, "name", None), str):
         missing.insert(0, "name")
-    if not isinstance(getattr(workload, "config_keys", None), ConfigKeys):
-        missing.append("config_keys (a rlinf.ConfigKeys)")
     if missing:
         raise ConfigError(
             "workload", reference,
             f"is a {type(workload).__name__}, not a workload: it lacks {', '.join(missing)}",
             "point at an object implementing rlinf.Workload (docs/workloads.md)",
+        )  # fmt: skip
+    if hasattr(workload, "config_keys") or not _takes(workload.load_config, 3):
+        raise ConfigError(
+            "workload", reference, "names its run settings with config_keys or has load_config(data, source)",
+            "remove config_keys and take load_config(data, source, settings): the iterations, seed, mode, "
+            "checkpoint_every, granularity and offload moved to the config's execution section (docs/workloads.md)",
         )  # fmt: skip
     for name, signature in OPTIONAL_METHODS.items():
         if hasattr(workload, name) and not callable(getattr(workload, name)):
@@ -106,6 +111,17 @@ def check_workload(reference: str, workload: Any) -> None:
 
 OPTIONAL_METHODS = {"response_lengths": "(result, config)", "check": "(config)"}
 """The optional methods of :class:`rlinf.Workload`, with their arguments."""
+
+
+def _takes(method: Any, count: int) -> bool:
+    """Whether ``method`` can be called with ``count`` positional arguments."""
+    try:
+        inspect.signature(method).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        return True
+    return True
 
 
 def check_workers(

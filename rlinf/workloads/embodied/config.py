@@ -11,8 +11,6 @@ from rlinf.api import structure_config
 from rlinf.core import limits
 from rlinf.core.errors import ConfigError, integer, non_negative, number, positive, require
 
-MODES = ("auto", "collocated", "disaggregated", "hybrid")
-COMPONENTS = ("env", "rollout", "actor")
 MAX_SEED = 2**32 - 1
 MAX_LAYER_WIDTH = 1_000_000
 
@@ -34,41 +32,35 @@ class EmbodiedConfig:
     num_steps: int = 32
     """Transitions collected per environment per iteration (the loop runs num_steps + 1 steps: the first one
     only reads the observations the environments carried over from the previous iteration)."""
-    stages: int = 1
-    """Pipeline stages of the env <-> rollout loop (the plan's ``loop`` granularity)."""
     hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), converter=_sizes)
+    """Hidden layer widths of the policy's mean and of the value function (two MLPs; one width may be given)."""
     learning_rate: float = 3e-4
+    """Adam's step size."""
     gamma: float = 0.99
+    """Discount factor of returns and advantages."""
     gae_lambda: float = 0.95
+    """GAE's lambda: 0 bootstraps every step, 1 sums the whole episode."""
     clip_coef: float = 0.2
+    """PPO's clip range of the probability ratio."""
     value_coef: float = 0.5
+    """Weight of the value loss in the PPO loss."""
     entropy_coef: float = 0.0
+    """Weight of the entropy bonus in the PPO loss."""
     max_grad_norm: float = 0.5
+    """Gradients are clipped to this global norm before each step."""
     num_epochs: int = 10
+    """Passes over an iteration's trajectories."""
     num_minibatches: int = 4
     """Minibatches per epoch (per data-parallel replica)."""
     obs_clip: float = 10.0
+    """Normalized observations are clipped to ``[-obs_clip, obs_clip]``."""
     normalize_rewards: bool = True
     """Scale rewards by the running std of the discounted return."""
     seed: int = 0
-    mode: str = "auto"
-    """Default placement when no plan is given (``auto``: profile, plan, run)."""
-    offload: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    """Components that offload their state when they yield a shared device."""
-    iterations: int = 2
-    checkpoint_every: int = 10
-    """Write a checkpoint every this many iterations (and after the last)."""
+    """The run's seed (``execution.seed``, copied by the workload's ``load_config``)."""
 
     def __attrs_post_init__(self) -> None:
-        for name in (
-            "num_envs",
-            "num_steps",
-            "stages",
-            "num_epochs",
-            "num_minibatches",
-            "iterations",
-            "checkpoint_every",
-        ):
+        for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches"):
             value = getattr(self, name)
             require(
                 isinstance(value, int) and not isinstance(value, bool) and value >= 1,
@@ -81,7 +73,6 @@ class EmbodiedConfig:
         for name, most, limit in (
             ("num_envs", bound.max_batch_size, "max_batch_size"),
             ("num_steps", bound.max_loop_steps - 1, "max_loop_steps"),
-            ("stages", bound.max_micro_batches, "max_micro_batches"),
         ):
             if getattr(self, name) > most:
                 raise limits.exceeded(name, getattr(self, name), name.replace("_", " "), limit, most)
@@ -105,24 +96,12 @@ class EmbodiedConfig:
             f"must be layer widths in 1-{MAX_LAYER_WIDTH:,}",
             "write e.g. [64, 64]",
         )
-        require(self.mode in MODES, "mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
         require(
             isinstance(self.normalize_rewards, bool),
             "normalize_rewards",
             self.normalize_rewards,
             "must be true or false",
             "write true or false",
-        )
-        for name in self.offload:
-            require(
-                name in COMPONENTS, "offload", name, "unknown component", f"use any of {list(COMPONENTS)}"
-            )
-        require(
-            self.num_envs % self.stages == 0,
-            "stages",
-            self.stages,
-            f"does not divide num_envs={self.num_envs}",
-            "use a divisor of num_envs",
         )
         require(
             isinstance(self.env_id, str) and bool(self.env_id.strip()),

@@ -9,21 +9,12 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.api import ConfigKeys, Workflow
+from rlinf.api import RunSettings, Workflow
 from rlinf.workloads.embodied.actor_worker import ActorWorker
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
 from rlinf.workloads.embodied.env_worker import EnvWorker
 from rlinf.workloads.embodied.rollout_worker import RolloutWorker
 from rlinf.workloads.embodied.workflow import embodied_workflow
-
-KEYS = ConfigKeys(
-    iterations="iterations",
-    seed="seed",
-    mode="mode",
-    checkpoint_every="checkpoint_every",
-    granularity="stages",
-    offload="offload",
-)
 
 
 @attrs.frozen
@@ -31,14 +22,13 @@ class EmbodiedWorkload:
     """PPO on a gymnasium MuJoCo task (CleanRL's continuous-action recipe)."""
 
     name: str = "embodied_ppo"
-    config_keys: ConfigKeys = KEYS
     headline: Mapping[str, str] = attrs.field(
         factory=lambda: {"episodic_return": "ret", "env_steps_per_s": "sps"}
     )
 
-    def load_config(self, data: Mapping[str, Any], source: str) -> EmbodiedConfig:
-        """Validate the config; unknown keys are errors."""
-        return config_from_dict(dict(data), source)
+    def load_config(self, data: Mapping[str, Any], source: str, settings: RunSettings) -> EmbodiedConfig:
+        """Validate the config (unknown keys are errors); the workers seed from the run's seed."""
+        return attrs.evolve(config_from_dict(dict(data), source), seed=settings.seed)
 
     def workflow(self, config: EmbodiedConfig) -> Workflow:
         """env <-> rollout loop, trajectories to the actor, weight sync back."""

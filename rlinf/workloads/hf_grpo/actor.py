@@ -205,7 +205,7 @@ class ActorWorker:
         info: dict[str, Any] = self.staleness.stats()
         self.staleness = _Staleness()
         due = iteration % config.eval.every_iterations == 0 or iteration == config.grpo.num_iterations
-        if not (config.execution.heldout_eval and due and self.rank == 0):
+        if not (config.eval.enabled and due and self.rank == 0):
             return info
         started = time.perf_counter()
         problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)

@@ -20,7 +20,7 @@ by name through :mod:`~rlinf.workloads.hf_grpo.backend_registry`.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
@@ -170,6 +170,8 @@ class HfRolloutBackend:
     """Sampling with the ``transformers`` model and its KV cache (:func:`generation.stream_groups`)."""
 
     name = "hf"
+    sample: Callable[..., Iterator[GroupRollout]] = staticmethod(stream_groups)
+    """The engine: groups of responses from the model (:func:`generation.stream_groups`: each as it ends)."""
 
     def __init__(
         self, directory: Path, *, device: torch.device, dtype: torch.dtype, eos_id: int, pad_id: int
@@ -180,7 +182,7 @@ class HfRolloutBackend:
     def stream_groups(
         self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
     ) -> Iterator[GroupRollout]:
-        return stream_groups(
+        return self.sample(
             self.model,
             prompts,
             group_size=group_size,
@@ -211,19 +213,7 @@ class HfGenerateRolloutBackend(HfRolloutBackend):
     every group at the end of the batch, none streamed earlier (:func:`generation.generate_all`)."""
 
     name = "hf-generate"
-
-    def stream_groups(
-        self, prompts: Sequence[Sequence[int]], *, group_size: int, params: SamplingParams, seed: int
-    ) -> Iterator[GroupRollout]:
-        return generate_all(
-            self.model,
-            prompts,
-            group_size=group_size,
-            params=params,
-            eos_id=self.eos_id,
-            pad_id=self.pad_id,
-            seed=seed,
-        )
+    sample = staticmethod(generate_all)
 
 
 class HfPolicyBackend:

@@ -180,7 +180,7 @@ def built_base_folder(config: HfGrpoConfig) -> Path:
     """Where :func:`base_checkpoint` keeps the model built from ``model.config`` (present once a worker built it)."""
     assert config.model.config is not None, "only a model built from model.config has a cache folder"
     key = settings_key({"sizes": repr(config.model.config), "task": repr(config.task), "seed": config.seed})
-    return Path(config.execution.cache_dir) / f"base-{key}"
+    return Path(config.cache_dir) / f"base-{key}"
 
 
 def save_checkpoint(model: Any, tokenizer: Any, directory: Path) -> None:

@@ -17,8 +17,6 @@ from rlinf.core.errors import integer, positive, require
 from rlinf.workloads.hf_grpo.task import TaskConfig, WordProblemsTask, task_config
 
 ARCHITECTURES = ("qwen2", "llama")
-MODES = ("auto", "collocated", "disaggregated", "hybrid")
-COMPONENTS = ("rollout", "reward", "inference", "actor")
 BACKEND_NAMES = MappingProxyType(
     {"rollout": ("hf", "hf-generate", "vllm"), "inference": ("hf", "megatron"), "actor": ("hf", "megatron")}
 )
@@ -191,6 +189,8 @@ class RlConfig:
     """The GRPO loop."""
 
     num_iterations: int = 50
+    """The run's iterations (``execution.iterations``, copied by the workload's ``load_config``): the held-out
+    eval also runs after the last."""
     prompts_per_iteration: int = 16
     group_size: int = 8
     max_new_tokens: int = 160
@@ -258,47 +258,12 @@ class EvalConfig:
     seed: int = 12345
     every_iterations: int = 10
     batch_size: int = 64
+    enabled: bool = True
+    """Evaluate held-out accuracy in the actor every ``every_iterations`` iterations and after the last."""
 
     def __attrs_post_init__(self) -> None:
         for name in ("num_problems", "every_iterations", "batch_size"):
             positive(f"eval.{name}", getattr(self, name))
-
-
-@attrs.frozen(kw_only=True)
-class ExecutionConfig:
-    """How ``rlinf train`` runs the workload."""
-
-    mode: str = "collocated"
-    """Placement when neither ``--mode`` nor ``--plan`` is given."""
-    granularity: int = 4
-    """Micro-batches per stream edge of the fixed-mode plans (1 hands over the whole batch)."""
-    offload: tuple[str, ...] = ()
-    """Components the fixed-mode plans offload when they yield a shared device."""
-    checkpoint_every: int = 10
-    cache_dir: str = "runs/hf_grpo_cache"
-    """Built models and warm starts, each in a folder named by a hash of the settings it depends on."""
-    heldout_eval: bool = True
-    """Evaluate held-out accuracy in the actor every ``eval.every_iterations`` iterations and at the end."""
-
-    def __attrs_post_init__(self) -> None:
-        require(self.mode in MODES, "execution.mode", self.mode, "unknown mode", f"use one of {list(MODES)}")
-        positive("execution.granularity", self.granularity)
-        positive("execution.checkpoint_every", self.checkpoint_every)
-        for name in self.offload:
-            require(
-                name in COMPONENTS,
-                "execution.offload",
-                name,
-                "unknown component",
-                f"use some of {list(COMPONENTS)}",
-            )
-        require(
-            bool(self.cache_dir.strip()),
-            "execution.cache_dir",
-            self.cache_dir,
-            "must not be empty",
-            "name a directory",
-        )
 
 
 @attrs.frozen(kw_only=True)
@@ -334,6 +299,7 @@ class HfGrpoConfig:
     """The whole run."""
 
     seed: int = 0
+    """The run's seed (``execution.seed``, copied by the workload's ``load_config``)."""
     model: ModelConfig = ModelConfig(config=ModelSizes())
     task: TaskConfig = attrs.field(default=WordProblemsTask(), converter=task_config)
     """``kind: word_problems`` (the default) or ``kind: addition``, with that task's keys
@@ -342,7 +308,8 @@ class HfGrpoConfig:
     grpo: RlConfig = RlConfig()
     eval: EvalConfig = EvalConfig()
     backends: BackendConfig = BackendConfig()
-    execution: ExecutionConfig = ExecutionConfig()
+    cache_dir: str = "runs/hf_grpo_cache"
+    """Built models and warm starts, each in a folder named by a hash of the settings it depends on."""
 
     @property
     def trains_warm_start(self) -> bool:
@@ -354,6 +321,9 @@ class HfGrpoConfig:
 
     def __attrs_post_init__(self) -> None:
         integer("seed", self.seed, minimum=0, maximum=MAX_SEED, fix=f"use a seed in [0, {MAX_SEED}]")
+        require(
+            bool(self.cache_dir.strip()), "cache_dir", self.cache_dir, "must not be empty", "name a directory"
+        )
         distinct = self.task.num_distinct_problems
         require(
             distinct is None or self.eval.num_problems <= distinct // 2,

@@ -11,7 +11,7 @@ on it while the long tail is still being generated (the stream edges of the macr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -196,12 +196,12 @@ def generate_all(
     params: SamplingParams,
     eos_id: int,
     pad_id: int,
-    seed: int,
+    generator: torch.Generator,
 ) -> Iterator[GroupRollout]:
     """The same sampling as :func:`stream_groups` by ``transformers``' own ``generate`` with a static KV cache
     (the whole batch to the longest response, no group streamed before the end; the full softmax at
     ``temperature``: no top-k or top-p; no ``torch.compile``, which ``generate`` would otherwise run for every new
-    batch shape), then every group in prompt order. The draws follow ``seed`` through the
+    batch shape), then every group in prompt order. The draws follow ``generator``'s seed through the
     device's global generator."""
     positive("group_size", group_size)
     if not prompts:
@@ -209,7 +209,7 @@ def generate_all(
     device = next(model.parameters()).device
     row_prompts = [tuple(p) for p in prompts for _ in range(group_size)]
     tokens, mask = left_pad(row_prompts, pad_id)
-    torch.manual_seed(seed)
+    torch.manual_seed(generator.initial_seed())
     sampling = params.temperature > 0
     was_training = model.training
     model.eval()
@@ -244,26 +244,6 @@ def generate_all(
         )
 
 
-def generate(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    *,
-    group_size: int,
-    params: SamplingParams,
-    eos_id: int,
-    pad_id: int,
-    generator: torch.Generator,
-    use_cache: bool = True,
-) -> list[GroupRollout]:
-    """All groups of :func:`stream_groups`, ordered by prompt."""
-    groups = stream_groups(
-        model,
-        prompts,
-        group_size=group_size,
-        params=params,
-        eos_id=eos_id,
-        pad_id=pad_id,
-        generator=generator,
-        use_cache=use_cache,
-    )
+def in_prompt_order(groups: Iterable[GroupRollout]) -> list[GroupRollout]:
+    """All ``groups`` (of :func:`stream_groups`, which yields them as they end), ordered by prompt."""
     return sorted(groups, key=lambda g: g.group_index)

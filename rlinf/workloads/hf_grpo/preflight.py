@@ -47,7 +47,7 @@ def run_prompts(config: HfGrpoConfig) -> tuple[list[str], list[str]]:
         for iteration in range(1, config.grpo.num_iterations + 1)
         for problem in iteration_problems(config, iteration, exclude)
     }
-    evaluated = config.execution.heldout_eval or config.trains_warm_start
+    evaluated = config.eval.enabled or config.trains_warm_start
     return sorted(training), heldout if evaluated else []
 
 

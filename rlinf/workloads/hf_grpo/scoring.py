@@ -47,7 +47,7 @@ class RewardWorker:
     """Calls no collective: its replicas need no group (:attr:`executor.WorkerSpec.collective`)."""
 
     def setup(self, config: HfGrpoConfig, context: WorkerContext) -> None:
-        with cache_lock(Path(config.execution.cache_dir)):
+        with cache_lock(Path(config.cache_dir)):
             self.tokenizer = load_tokenizer(base_checkpoint(config))
         self.grpo = config.grpo.grpo()
         self.task = config.task

@@ -117,7 +117,7 @@ def warm_start_key(config: HfGrpoConfig, base: Path, device: torch.device) -> st
 
 def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmStart:
     """The warm-started checkpoint of ``config`` (trained on ``device`` once per settings, then cached)."""
-    cache = Path(config.execution.cache_dir)
+    cache = Path(config.cache_dir)
     with cache_lock(cache):
         base = base_checkpoint(config)
         if not config.trains_warm_start:

@@ -5,7 +5,7 @@ Components ``rollout -> reward -> inference -> actor`` joined by stream edges (t
 many micro-batches flow along them); after training the actor syncs its weights to the rollout and the
 inference component through ``state_dict`` arrays. Every worker starts from the same weights: a user's checkpoint
 (``model.path``) as it is, or the warm start of a model built from ``model.config``, trained once per settings and
-cached (``execution.cache_dir``); ``warm_start.enabled`` overrides either default.
+cached (``cache_dir``); ``warm_start.enabled`` overrides either default.
 """
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf import Component, ConfigKeys, Edge, RlinfWarning, WeightSync, Workflow, structure_config
+from rlinf import (
+    Component,
+    ConfigError,
+    Edge,
+    RlinfWarning,
+    RunSettings,
+    WeightSync,
+    Workflow,
+    structure_config,
+)
 from rlinf.api import reported_response_lengths
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.backends import check_backends, check_packages
@@ -34,14 +43,6 @@ LOSS_KEYS = ("loss", "policy_loss", "kl", "clip_fraction", "grad_norm")
 STALENESS_KEYS = ("policy_lag_max", "policy_lag_mean", "behaviour_kl")
 """Reported by each actor replica at the end of an iteration: the largest lag is the largest of any replica, the
 means are averaged over the replicas (equal shares)."""
-KEYS = ConfigKeys(
-    iterations="grpo.num_iterations",
-    seed="seed",
-    mode="execution.mode",
-    checkpoint_every="execution.checkpoint_every",
-    granularity="execution.granularity",
-    offload="execution.offload",
-)
 _PIECES = re.compile(r" ?[A-Za-z]+| |\d|\n|[^\sA-Za-z\d]")
 
 
@@ -104,16 +105,25 @@ class GrpoHfWorkload:
     """GRPO on a Hugging Face causal LM (Qwen2, Llama, ...) for a verifiable task (word problems, addition)."""
 
     name: str = "grpo_hf"
-    config_keys: ConfigKeys = KEYS
     headline: Mapping[str, str] = attrs.field(
         factory=lambda: {"mean_reward": "reward", "tokens_per_s": "tok/s", "heldout_accuracy": "heldout"}
     )
 
-    def load_config(self, data: Mapping[str, Any], source: str) -> HfGrpoConfig:
-        """The typed config; a bad ``model.path`` (missing, not a checkpoint, not a causal LM) or an optional
-        backend without its package or a GPU fails here, before any worker starts."""
+    def load_config(self, data: Mapping[str, Any], source: str, settings: RunSettings) -> HfGrpoConfig:
+        """The typed config with the run's seed and iterations; a bad ``model.path`` (missing, not a checkpoint,
+        not a causal LM) or an optional backend without its package or a GPU fails here, before any worker
+        starts."""
         check_packages()
+        grpo = data.get("grpo")
+        if isinstance(grpo, Mapping) and "num_iterations" in grpo:
+            raise ConfigError(
+                "grpo.num_iterations", grpo["num_iterations"], "is a run setting, which moved to the execution section",
+                "write it as execution: {iterations: ...}",
+            )  # fmt: skip
         config = structure_config(HfGrpoConfig, data, source)
+        config = attrs.evolve(
+            config, seed=settings.seed, grpo=attrs.evolve(config.grpo, num_iterations=settings.iterations)
+        )
         check_backends(config.backends)
         if config.model.path is not None:
             if config.model.config is not None:

@@ -17,7 +17,7 @@ import functools
 import json
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +283,7 @@ def _plan_and_train(
             f"median error {100 * held['median_error']:.1f}%, 90th percentile {100 * held['p90_error']:.1f}%"
         )
     print(
-        f"{plan.describe()}: {iterations} iterations, {job.summary(result.metrics[-1])}; wrote {result.run_dir}"
+        f"{plan.describe()}: {iterations} iterations, {job.summary(_last_steady(result.metrics))}; wrote {result.run_dir}"
     )
     return 0
 
@@ -445,3 +445,10 @@ def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
         f"iteration {metrics['iteration']}: measured {measured:.4f} s, predicted {predicted:.4f} s "
         f"({100 * (predicted / measured - 1):+.1f}%); {fields}"
     )
+
+
+def _last_steady(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The last step that both sampled and trained (under a staleness bound the last steps only drain the buffer:
+    they generate nothing, so they would summarise a run as idle)."""
+    steady = [m for m in metrics if m.get("phase", "steady") == "steady"]
+    return steady[-1] if steady else metrics[-1]

@@ -355,3 +355,25 @@ def hf_streaming(path: str) -> str:
             fill(sentence),
         ]
     )
+
+
+STALENESS_HOPPER = "docs/staleness_hopper.json"
+
+
+def staleness_learning() -> str:
+    """What a staleness bound costs in learning (``benchmarks/learn_staleness.py hopper``), per bound: the mean
+    score over seeds, each seed's, and the largest policy lag the runs recorded."""
+    a = artifact(STALENESS_HOPPER)
+    bounds = a["bounds"]
+    seeds = len(next(iter(bounds.values()))["scores"])
+    per_bound = "; ".join(
+        f"k = {k}: {b['mean_score']:.0f} ("
+        + ", ".join(f"{score:.0f}" for score in b["scores"].values())
+        + f"; lag at most {b['largest_policy_lag']:.0f})"
+        for k, b in bounds.items()
+    )
+    return fill(
+        f"Hopper PPO at equal samples (300k env steps, collocated on 2 cores, {seeds} seeds per bound; "
+        f"`python benchmarks/learn_staleness.py hopper`, `docs/staleness_hopper.png`), {a['score']} by bound, "
+        f"the mean over seeds (each seed): {per_bound}. {conditions(a)}."
+    )

@@ -369,3 +369,15 @@ def test_the_gpu_check_artifacts_agree_with_themselves() -> None:
             assert (
                 by_name["hopper_auto_cpu_cores"]["run"] == by_name["hopper_auto_gpu_only"]["run"]
             )  # one run
+
+
+def test_the_staleness_learning_artifact_agrees_with_itself() -> None:
+    """Each bound's mean is the mean of its seeds' scores, each seed's score is the mean return of its last
+    iterations, and the runs lagged exactly as far as their bound allows."""
+    a = json.loads((Path(__file__).resolve().parent.parent / "docs" / "staleness_hopper.json").read_text())
+    for k, bound in a["bounds"].items():
+        assert bound["mean_score"] == pytest.approx(statistics.fmean(bound["scores"].values()))
+        assert bound["largest_policy_lag"] == float(k)
+        for seed, rows in bound["runs"].items():
+            returns = [r["episodic_return"] for r in rows if r["episodic_return"] is not None]
+            assert bound["scores"][seed] == pytest.approx(statistics.fmean(returns[-5:]))

@@ -74,7 +74,8 @@ def plot_learning(metrics: list[dict], path: Path, title: str) -> None:
     axes.axhline(
         100 * metrics[0]["warm_start_test_accuracy"], color="gray", linestyle="--", label="warm start (test)"
     )
-    axes.set(xlabel="GRPO iteration", ylabel="accuracy / reward (%)", title=title)
+    axes.set(xlabel="GRPO iteration", ylabel="accuracy / reward (%)")
+    axes.set_title(title, fontsize=10)
     axes.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     warm = float(metrics[0]["warm_start_test_accuracy"])
     last_mean, gain = learning_gain(warm, [m["test_accuracy"] for m in evaluated])
     title = (
-        f"rlinf train, {args.mode}: test set {100 * warm:.1f}% -> {100 * last_mean:.1f}% (mean of the last "
+        f"rlinf train, {args.mode}: test set {100 * warm:.1f}% -> {100 * last_mean:.1f}%\n(mean of the last "
         f"{NUM_LAST} evaluations) in {wall_s / 60:.1f} min"
     )
     plot_learning(metrics, args.png, title)

@@ -209,14 +209,31 @@ def pipelining() -> str:
     )
 
 
+NUM_LAST = 3
+"""Learning figures are the mean of the last three evaluations (iterations, for Hopper), never the best one."""
+
+
+def last_mean(values: list[float]) -> float:
+    """The mean of the last :data:`NUM_LAST` values."""
+    assert len(values) >= NUM_LAST, values
+    return statistics.fmean(values[-NUM_LAST:])
+
+
+def hopper_returns(h: dict[str, Any]) -> list[float]:
+    """The mean episodic return of each iteration that finished an episode, in order."""
+    return [i["episodic_return"] for i in h["iterations"] if i["episodic_return"] is not None]
+
+
 def hopper_learning() -> str:
     h = artifact("docs/hopper_learning.json")
+    returns = hopper_returns(h)
     return fill(
         f"One run ({conditions(h)}, the run's own processes included): mean episodic return (of the episodes "
         f"finished in an iteration) first >= {h['target']:,.0f} at "
-        f"**{h['first_iteration_at_or_above_target_env_steps']:,} env steps**; **{h['final_return']:,.0f}** at "
-        f"{h['env_steps']:,} env steps (best 5-iteration mean {h['best_5_iteration_mean_return']:,.0f}); "
-        f"{h['wall_s']:.0f} s wall."
+        f"**{h['first_iteration_at_or_above_target_env_steps']:,} env steps**; **{last_mean(returns):,.0f}** at "
+        f"{h['env_steps']:,} env steps, the mean of the last {NUM_LAST} iterations' returns ("
+        + ", ".join(f"{r:,.0f}" for r in returns[-NUM_LAST:])
+        + f"); {h['wall_s']:.0f} s wall."
     )
 
 
@@ -241,6 +258,43 @@ def grpo_learning(path: str = "docs/grpo_executor_learning.json") -> str:
                 f"Curve (GRPO iteration: held-out accuracy %): {curve}. One run ({conditions(a)} on 2 cores)."
             ),
         ]
+    )
+
+
+def hf_learning(path: str = "docs/grpo_hf_learning.json") -> str:
+    """The headline of ``benchmarks/learn_grpo_hf.py``: the test set's gain, the mean of its last evaluations."""
+    a = artifact(path)
+    curve = a["curve"]
+
+    def points(name: str) -> str:
+        values = [a["warm_start_accuracy" if name == "test" else "warm_start_validation_accuracy"]]
+        values += [c[f"{name}_accuracy"] for c in curve]
+        return ", ".join(f"{100 * v:.1f}" for v in values)
+
+    validation = [c["validation_accuracy"] for c in curve]
+    tail = curve[-a["num_last_evaluations"] :]
+    last = (
+        ", ".join(f"{100 * c['test_accuracy']:.1f}" for c in tail)
+        + "% at iterations "
+        + ", ".join(str(c["iteration"]) for c in tail)
+    )
+    load_average = a["load_average_1min"]
+    return fill(
+        f"Test set (200 problems never used to choose settings), greedy: warm start "
+        f"**{100 * a['warm_start_accuracy']:.1f}%**, mean of the last {a['num_last_evaluations']} evaluations "
+        f"**{100 * a['last_mean_accuracy']:.1f}%** ({last}): **{a['gain_points']:+.1f} points** in "
+        f"**{a['wall_s'] / 60:.1f} min wall** including the warm start (the first iteration, model, BPE, warm "
+        f"start and its evaluation included, took {a['first_iteration_wall_s'] / 60:.1f} min). Validation set (the 200 problems the "
+        f"settings were tuned on): {100 * a['warm_start_validation_accuracy']:.1f}% -> "
+        f"{100 * last_mean(validation):.1f}% (mean of the last {NUM_LAST}). Curves, warm start then every "
+        f"{curve[1]['iteration'] - curve[0]['iteration']} iterations (%): test {points('test')}; validation "
+        f"{points('validation')}. Sampled train reward {a['mean_reward_first_fifth']:.3f} (first fifth of the "
+        f"iterations) -> {a['mean_reward_last_fifth']:.3f} (last fifth); median {a['median_iteration_s']:.2f} "
+        f"s/iteration, {a['median_tokens_per_s']:,.0f} generated tokens/s, {a['median_eval_s']:.1f} s per "
+        f"evaluation of both sets. 1-minute load average {load_average['before']:.1f} at the start, mean "
+        f"{load_average['mean_during']:.1f} and max {load_average['max_during']:.1f} over the run "
+        f"({load_average['num_samples']} samples, {a['cores']} cores, the machine shared with other jobs); "
+        f"commit {a['commit']}, {a['date']} (`docs/grpo_hf_learning.png`, `.json`)."
     )
 
 

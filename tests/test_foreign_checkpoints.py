@@ -140,7 +140,7 @@ def test_the_limit_is_the_longest_prompt_of_the_run_exactly(llama_untied_wordpie
     _, config = load_job_config(CONFIG, [f"model.path={llama_untied_wordpiece}", "execution.iterations=3"])
     tokenizer = load_tokenizer(llama_untied_wordpiece)
     training, heldout = run_prompts(config)
-    assert len(training) > 3 * 32 // 2 and len(heldout) == config.eval.num_problems
+    assert len(training) > 3 * 32 // 2 and len(heldout) == 2 * config.eval.num_problems  # validation, test
     assert all(tokenizer.encode(prompt)[0] == tokenizer.bos_token_id for prompt in training[:5])
     longest = max(len(tokenizer.encode(prompt)) for prompt in training)
     checked(llama_untied_wordpiece, f"grpo.max_prompt_tokens={longest}", "grpo.max_new_tokens=8")
@@ -195,7 +195,7 @@ def test_the_warm_start_is_off_for_a_checkpoint_and_on_for_a_built_model_unless_
     )
     warm = warm_start_checkpoint(config(path, "warm_start.enabled=true", *small), cpu)
     assert warm.directory.parent == tmp_path and warm.directory.name.startswith("warm-")
-    assert warm.heldout_accuracy is not None
+    assert warm.accuracies is not None and set(warm.accuracies) == {"validation", "test"}
     before, after = load_model(qwen2_tied_no_pad, cpu), load_model(warm.directory, cpu)
     assert not torch.equal(before.model.embed_tokens.weight, after.model.embed_tokens.weight)
 

@@ -4,6 +4,7 @@ every bad setting refused with a message naming the field."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from rlinf.cli import main
 from rlinf.core.errors import ConfigError
 from rlinf.workloads.hf_grpo.addition import AdditionProblem, AdditionTask, carry_free_sum, parse_answer
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig, ModelSizes, RlConfig
+from rlinf.workloads.hf_grpo.rollout import iteration_problems
 from rlinf.workloads.hf_grpo.task import heldout_problems, sample_problems, task_config
+from rlinf.workloads.hf_grpo.warm_start import warm_start_batches
 from rlinf.workloads.hf_grpo.word_problems import WordProblemsTask, extract_answer, reward
 from rlinf.workloads.hf_grpo.workload import mean_response_tokens
 
@@ -115,6 +118,53 @@ def test_heldout_problems_are_fixed_distinct_and_excluded_from_training(task: ob
     assert not prompts & {p.prompt for p in drawn}
 
 
+VALIDATION_SHA256 = "6c9ce3acd63d4781df29adb621c14e4fdc563e5f11b2c23fa785581c7705e12f"
+"""The example's 200 held-out prompts (``eval.seed`` 12345) before the test set existed, joined by newlines: the
+set every setting of docs/grpo_hf.md was tuned on."""
+
+
+def test_the_validation_set_is_the_former_heldout_set_and_the_test_set_is_new() -> None:
+    _, config = load_job_config(WORDS)
+    sets = config.heldout_sets()
+    joined = "\n".join(p.prompt for p in sets.validation)
+    assert hashlib.sha256(joined.encode()).hexdigest() == VALIDATION_SHA256
+    assert len({p.prompt for p in sets.test}) == len(sets.test) == config.eval.num_problems
+    assert sets.test == config.heldout_sets().test  # fixed by eval.test_seed
+    _, reseeded = load_job_config(WORDS, ["eval.test_seed=1"])
+    assert reseeded.heldout_sets().validation == sets.validation and reseeded.heldout_sets().test != sets.test
+
+
+def test_training_validation_and_test_prompts_are_disjoint() -> None:
+    """By problem text, over every draw of the example's run: the warm start's batches and GRPO's iterations
+    never hold a held-out prompt, and the two held-out sets share none. Excluding only the validation prompts (as
+    before the test set) would let training draw test problems: the exclusion is what keeps them apart."""
+    _, config = load_job_config(WORDS)
+    sets = config.heldout_sets()
+    validation, test = {p.prompt for p in sets.validation}, {p.prompt for p in sets.test}
+    assert not validation & test and sets.prompts == validation | test
+
+    def training(exclude: frozenset[str]) -> set[str]:
+        grpo = (iteration_problems(config, i, exclude) for i in range(1, config.grpo.num_iterations + 1))
+        warm = (problems for problems, _ in warm_start_batches(config, exclude))
+        return {p.prompt for problems in (*grpo, *warm) for p in problems}
+
+    assert not training(sets.prompts) & sets.prompts
+    assert training(frozenset(validation)) & test  # teeth: the test set's problems are drawable
+
+
+def test_every_problem_of_a_small_task_is_in_exactly_one_of_training_validation_and_test() -> None:
+    """One-digit sums have 100 problems: 25 validation, 25 test, and training draws cover the other 50."""
+    _, config = load_job_config(
+        ARITH, ["task.min_digits=1", "task.max_digits=1", "eval.num_problems=25", "grpo.num_iterations=100"]
+    )
+    sets = config.heldout_sets()
+    validation, test = {p.prompt for p in sets.validation}, {p.prompt for p in sets.test}
+    training = {p.prompt for i in range(1, 101) for p in iteration_problems(config, i, sets.prompts)}
+    assert len(validation) == len(test) == 25 and len(training) == 50
+    assert not validation & test and not training & (validation | test)
+    assert len(validation | test | training) == config.task.num_distinct_problems == 100
+
+
 # --------------------------------------------------------------------------------------------- choosing a task
 def test_the_example_configs_choose_their_task() -> None:
     _, sums = load_job_config(ARITH)
@@ -141,6 +191,17 @@ def test_the_example_configs_choose_their_task() -> None:
         (
             {"task": {"kind": "addition", "min_digits": 1, "max_digits": 1}, "eval": {"num_problems": 51}},
             r"eval.num_problems=51.*100",
+        ),
+        (
+            {"task": {"kind": "addition", "min_digits": 1, "max_digits": 1}, "eval": {"num_problems": 26}},
+            r"eval.num_problems=26: makes two held-out sets .* 100 distinct",
+        ),
+        ({"eval": {"test_seed": 12345}}, r"eval.test_seed=12345: must differ from eval.seed"),
+        ({"eval": {"sets": ["train"]}}, r"eval.sets='train': unknown held-out set.*\['validation', 'test'\]"),
+        ({"eval": {"sets": []}}, r"eval.sets=\[\]: must name one or more sets"),
+        (
+            {"eval": {"sets": ["test", "test"]}},
+            r"eval.sets=\['test', 'test'\]: must name one or more sets, each once",
         ),
         ({"seed": -1}, r"seed=-1"),
         ({"grpo": {"group_sise": 8}}, r"grpo.group_sise.*unknown key.*group_size"),

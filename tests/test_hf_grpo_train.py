@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hf_grpo_tiny import CONFIG, GROUP_SIZE, PROMPTS, tiny_config, tiny_sets
 
 from rlinf.app.checkpoint import load_latest
@@ -19,6 +20,7 @@ from rlinf.cli import main
 from rlinf.core.costs import fit
 from rlinf.core.errors import ConfigError
 from rlinf.core.trace import load_trace
+from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
 pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
 
@@ -46,7 +48,12 @@ def resumed_equals_straight(cache: Path, tmp_path: Path, mode: str, devices: int
     assert [m["iteration"] for m in metrics] == [1, 2, 3]
     assert computed(resumed) == metrics
     assert all(m["tokens"] > 0 and m["optimizer_steps"] == 2 for m in metrics)
-    assert "warm_start_accuracy" in metrics[0] and "heldout_accuracy" in metrics[1]
+    assert (
+        "warm_start_accuracy" in metrics[0]
+        and metrics[1]["heldout_accuracy"]
+        == metrics[1]["validation_accuracy"]  # eval.sets defaults to validation
+        and "test_accuracy" not in metrics[1]
+    )
     assert any(
         m["mean_reward"] > 0 and m["policy_loss"] != 0 for m in metrics
     )  # teeth: training changes things
@@ -80,6 +87,20 @@ def test_hybrid_resume_continues_exactly_skipping_zero_advantages(
     assert "hybrid:" in printed and "generated tokens/s" in printed and "held-out accuracy" in printed
     names = {e.get("name", "") for e in json.loads((resumed / "timeline.json").read_text())["traceEvents"]}
     assert sum("generate" in n for n in names) >= 2 and any("sync_weights" in n for n in names)
+
+
+def test_the_test_set_is_evaluated_and_reported_first_when_asked(grpo_cache: Path, tmp_path: Path) -> None:
+    """``eval.sets=[test, validation]``: both sets at the warm start and at each evaluation, the test set's as the
+    run's ``heldout_accuracy``; the warm start's accuracies are the cached ones (both sets measured once)."""
+    out = tmp_path / "run"
+    args = ["--mode", "collocated", "--devices", "1", "--iterations", "2"]
+    assert train(grpo_cache, out, *args, **{"eval.sets": "[test, validation]"}) == 0
+    first, last = computed(out)
+    warm = warm_start_checkpoint(tiny_config(grpo_cache), torch.device("cpu")).accuracies
+    assert warm is not None
+    assert first["warm_start_test_accuracy"] == first["warm_start_accuracy"] == warm["test"]
+    assert first["warm_start_validation_accuracy"] == warm["validation"]
+    assert last["heldout_accuracy"] == last["test_accuracy"] and 0 <= last["validation_accuracy"] <= 1
 
 
 def test_the_profile_records_every_response_length(grpo_cache: Path, tmp_path: Path) -> None:

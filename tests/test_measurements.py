@@ -115,6 +115,8 @@ def test_the_learning_and_streaming_artifacts_agree_with_themselves() -> None:
     assert h["final_return"] == returns[-1] and h["env_steps"] == h["iterations"][-1]["env_steps"]
     hit = next(i["env_steps"] for i in h["iterations"] if (i["episodic_return"] or 0) >= h["target"])
     assert h["first_iteration_at_or_above_target_env_steps"] == hit
+    shown = load("measured_docs").hopper_learning()  # the headline: the mean of the last three, not the best
+    assert f"**{statistics.fmean(returns[-3:]):,.0f}**" in shown and "best" not in shown
 
     for path in ("docs/grpo_executor_learning.json", "docs/grpo_arith_learning.json"):  # former and current
         g = provenance_of(path)
@@ -123,8 +125,17 @@ def test_the_learning_and_streaming_artifacts_agree_with_themselves() -> None:
         assert g["gain_points"] == 100 * (g["final_accuracy"] - g["warm_start_accuracy"])
         assert g["teacher_error_rate"] > 0  # the warm start is degraded on purpose; the docs say so
 
+    # grpo_hf: the gain is the mean of the last 3 test-set evaluations minus the warm start's test accuracy
     hf = artifact("docs/grpo_hf_learning.json")
-    assert hf["gain_points"] == pytest.approx(100 * (hf["final_accuracy"] - hf["warm_start_accuracy"]))
+    assert hf["reported_set"] == "test" and hf["num_last_evaluations"] == 3
+    assert "--set eval.sets=[test, validation]" in hf["rlinf_command"]
+    test = [c["test_accuracy"] for c in hf["curve"]]
+    assert hf["last_test_accuracies"] == test[-3:] and len(hf["curve"]) >= 3
+    assert hf["last_mean_accuracy"] == pytest.approx(statistics.fmean(test[-3:]))
+    assert hf["gain_points"] == pytest.approx(100 * (statistics.fmean(test[-3:]) - hf["warm_start_accuracy"]))
+    assert all(0 <= c["validation_accuracy"] <= 1 for c in hf["curve"])
+    shown = load("measured_docs").hf_learning()
+    assert f"**{hf['gain_points']:+.1f} points**" in shown and "best" not in shown
 
     for name in measurements.STREAMING_RUNS:
         s = provenance_of(name)

@@ -2,7 +2,9 @@
 baseline ``tests/data/port_baseline.json``: every metric that does not measure time, for the same configs, modes
 and seed). The embodied entries were recorded with the hand-written job adapters the public API replaced; the GRPO
 entries with the arithmetic example as the addition task of the GRPO workload, when that replaced the former
-arithmetic workload (whose own entries they replace: another model computes other numbers)."""
+arithmetic workload (whose own entries they replace: another model computes other numbers), and recorded again when
+training draws began to skip the test set's prompts as well as the validation set's (other draws, another warm
+start; with only the validation prompts skipped, that code still computed the former entries exactly)."""
 
 from __future__ import annotations
 

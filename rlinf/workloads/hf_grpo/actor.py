@@ -22,7 +22,7 @@ synchronous).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import host_copy
 from rlinf.workloads.hf_grpo.checkpoints import load_tokenizer, weights_payload
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
-from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
+from rlinf.workloads.hf_grpo.evaluation import heldout_accuracies
 from rlinf.workloads.hf_grpo.payloads import (
     VERSION_KEY,
     Payload,
@@ -44,7 +44,6 @@ from rlinf.workloads.hf_grpo.payloads import (
     right_padded,
     with_version,
 )
-from rlinf.workloads.hf_grpo.task import heldout_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
 TERMS = ("loss", "policy_loss", "kl", "clip_fraction")
@@ -56,6 +55,15 @@ def mini_batch_ends(num_sequences: int, num_steps: int) -> list[int]:
     return [(k + 1) * num_sequences // steps for k in range(steps)]
 
 
+def accuracy_metrics(
+    accuracies: Mapping[str, float], sets: Sequence[str], *, prefix: str
+) -> dict[str, float]:
+    """``<prefix><set>_accuracy`` for each of ``sets`` and ``<prefix>accuracy`` (``heldout_accuracy`` without a
+    prefix) for the first: the set the run reports."""
+    first = f"{prefix}accuracy" if prefix else "heldout_accuracy"
+    return {first: accuracies[sets[0]], **{f"{prefix}{name}_accuracy": accuracies[name] for name in sets}}
+
+
 class ActorWorker:
     """GRPO training on micro-batches as they arrive; data-parallel over the component's replicas."""
 
@@ -63,7 +71,8 @@ class ActorWorker:
         self.config, self.rank, self.world = config, context.rank, context.world
         self.device = torch.device(context.device.torch_device)
         warm = warm_start_checkpoint(config, self.device)
-        self.warm_start_accuracy = warm.heldout_accuracy
+        self.warm_start_accuracies = warm.accuracies
+        self.heldout = config.heldout_sets()
         self.tokenizer = load_tokenizer(warm.directory)
         self.backend = policy_backend(
             "actor",
@@ -95,8 +104,15 @@ class ActorWorker:
         assert op_name == "train", f"actor workers run train, not {op_name}"
         payload = concat_payloads(inputs)
         info: dict[str, Any] = {}
-        if self.iteration == 1 and self.seen == 0 and self.rank == 0 and self.warm_start_accuracy is not None:
-            info["warm_start_accuracy"] = self.warm_start_accuracy
+        if (
+            self.iteration == 1
+            and self.seen == 0
+            and self.rank == 0
+            and self.warm_start_accuracies is not None
+        ):
+            info.update(
+                accuracy_metrics(self.warm_start_accuracies, self.config.eval.sets, prefix="warm_start_")
+            )
         steps: list[dict[str, float]] = []
         num = int(payload["response_len"].size) if payload else 0
         expected = self.ends[-1]
@@ -208,16 +224,17 @@ class ActorWorker:
         if not (config.eval.enabled and due and self.rank == 0):
             return info
         started = time.perf_counter()
-        problems = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
-        accuracy = heldout_accuracy(
+        accuracies = heldout_accuracies(
             self.backend.generation_model(),
             self.tokenizer,
-            problems,
+            self.heldout,
+            config.eval.sets,
             task=config.task,
             max_new_tokens=config.grpo.max_new_tokens,
             batch_size=config.eval.batch_size,
         )
-        return {**info, "heldout_accuracy": accuracy, "eval_s": time.perf_counter() - started}
+        metrics = accuracy_metrics(accuracies, config.eval.sets, prefix="")
+        return {**info, **metrics, "eval_s": time.perf_counter() - started}
 
     def state_tensors(self) -> list[Any]:
         tensors = self.backend.state_tensors()

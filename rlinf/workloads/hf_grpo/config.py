@@ -14,7 +14,14 @@ import attrs
 
 from rlinf.algorithms.grpo import GrpoConfig
 from rlinf.core.errors import integer, positive, require
-from rlinf.workloads.hf_grpo.task import TaskConfig, WordProblemsTask, task_config
+from rlinf.workloads.hf_grpo.task import (
+    HELDOUT_SETS,
+    HeldoutSets,
+    TaskConfig,
+    WordProblemsTask,
+    heldout_sets,
+    task_config,
+)
 
 ARCHITECTURES = ("qwen2", "llama")
 BACKEND_NAMES = MappingProxyType(
@@ -252,10 +259,21 @@ class RlConfig:
 
 @attrs.frozen(kw_only=True)
 class EvalConfig:
-    """Held-out accuracy: greedy decoding on a fixed problem set, excluded from training draws."""
+    """Held-out accuracy: greedy decoding on fixed problem sets, excluded from training draws. There are two
+    disjoint sets of ``num_problems`` each (:class:`~rlinf.workloads.hf_grpo.task.HeldoutSets`): ``validation``
+    (tune settings on it) and ``test`` (report final figures on it, choose nothing by it)."""
 
     num_problems: int = 200
+    """Problems in each held-out set."""
     seed: int = 12345
+    """Seed of the validation set (the single held-out set of earlier versions: the same problems)."""
+    test_seed: int = 67890
+    """Seed of the test set, whose draws skip the validation prompts."""
+    sets: tuple[str, ...] = ("validation",)
+    """The sets evaluated every ``every_iterations`` iterations and at the end, each reported as
+    ``<set>_accuracy`` (and at the warm start as ``warm_start_<set>_accuracy``); the first is also
+    ``heldout_accuracy`` (and ``warm_start_accuracy``): the set the run reports. The default tunes on validation;
+    report a final figure with ``test`` first."""
     every_iterations: int = 10
     batch_size: int = 64
     enabled: bool = True
@@ -264,6 +282,28 @@ class EvalConfig:
     def __attrs_post_init__(self) -> None:
         for name in ("num_problems", "every_iterations", "batch_size"):
             positive(f"eval.{name}", getattr(self, name))
+        require(
+            self.test_seed != self.seed,
+            "eval.test_seed",
+            self.test_seed,
+            "must differ from eval.seed (the test set needs its own seed stream)",
+            "choose another seed",
+        )
+        require(
+            bool(self.sets) and len(set(self.sets)) == len(self.sets),
+            "eval.sets",
+            list(self.sets),
+            "must name one or more sets, each once",
+            f"use some of {list(HELDOUT_SETS)}",
+        )
+        for name in self.sets:
+            require(
+                name in HELDOUT_SETS,
+                "eval.sets",
+                name,
+                "unknown held-out set",
+                f"use some of {list(HELDOUT_SETS)}",
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -319,6 +359,12 @@ class HfGrpoConfig:
         enabled = self.model.path is None if self.warm_start.enabled is None else self.warm_start.enabled
         return enabled and self.warm_start.num_steps > 0
 
+    def heldout_sets(self) -> HeldoutSets:
+        """The run's validation and test problems (:func:`~rlinf.workloads.hf_grpo.task.heldout_sets`)."""
+        return heldout_sets(
+            self.eval.num_problems, self.task, validation_seed=self.eval.seed, test_seed=self.eval.test_seed
+        )
+
     def __attrs_post_init__(self) -> None:
         integer("seed", self.seed, minimum=0, maximum=MAX_SEED, fix=f"use a seed in [0, {MAX_SEED}]")
         require(
@@ -326,10 +372,11 @@ class HfGrpoConfig:
         )
         distinct = self.task.num_distinct_problems
         require(
-            distinct is None or self.eval.num_problems <= distinct // 2,
+            distinct is None or 2 * self.eval.num_problems <= distinct // 2,
             "eval.num_problems",
             self.eval.num_problems,
-            f"is more than half of the task's {distinct} distinct problems (training draws exclude the held-out ones)",
+            f"makes two held-out sets (validation and test) of more than half of the task's {distinct} distinct "
+            "problems (training draws exclude the held-out ones)",
             "use fewer held-out problems or a larger task (more digits)",
         )
         sizes = self.model.config

@@ -1,4 +1,4 @@
-"""Held-out accuracy: greedy decoding of a fixed problem set, scored by the task's verifier."""
+"""Held-out accuracy: greedy decoding of fixed problem sets (validation, test), scored by the task's verifier."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from rlinf.workloads.hf_grpo.generation import SamplingParams, stream_groups
-from rlinf.workloads.hf_grpo.task import Problem, TaskConfig
+from rlinf.workloads.hf_grpo.task import HeldoutSets, Problem, TaskConfig
 
 
 def heldout_accuracy(
@@ -38,3 +38,27 @@ def heldout_accuracy(
             text = tokenizer.decode(group.response_ids[0], skip_special_tokens=True)
             correct += task.reward(batch[group.group_index].answer, text)
     return correct / len(problems)
+
+
+def heldout_accuracies(
+    model: Any,
+    tokenizer: Any,
+    sets: HeldoutSets,
+    names: Sequence[str],
+    *,
+    task: TaskConfig,
+    max_new_tokens: int,
+    batch_size: int,
+) -> dict[str, float]:
+    """:func:`heldout_accuracy` on each held-out set of ``names`` (``validation``, ``test``), by name."""
+    return {
+        name: heldout_accuracy(
+            model,
+            tokenizer,
+            sets.problems(name),
+            task=task,
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+        )
+        for name in names
+    }

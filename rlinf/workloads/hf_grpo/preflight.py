@@ -1,7 +1,7 @@
 """The driver's check of a run against its model, once, before any worker starts (:meth:`GrpoHfWorkload.check`).
 
 Every prompt the run will draw (the problems of iterations ``1..grpo.num_iterations`` and, when they are
-evaluated, the held-out problems) is tokenized with the model's own tokenizer, as the rollout does, and must fit
+evaluated, the held-out problems of both sets) is tokenized with the model's own tokenizer, as the rollout does, and must fit
 ``grpo.max_prompt_tokens`` (the payloads' fixed width); every token a worker will embed (the prompts', EOS, pad)
 must have a row in the model's embedding; the longest prompt plus ``grpo.max_new_tokens`` must fit the model's
 positions. A run that breaks one of these is one line and exit code 2 here, instead of a worker failing after the
@@ -21,7 +21,6 @@ from rlinf.core.errors import ConfigError, require
 from rlinf.workloads.hf_grpo.checkpoints import built_base_folder, check_checkpoint, load_tokenizer
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.rollout import iteration_problems
-from rlinf.workloads.hf_grpo.task import heldout_problems
 from rlinf.workloads.hf_grpo.tokenizer import train_bpe
 
 
@@ -39,9 +38,11 @@ class ModelLimits:
 
 def run_prompts(config: HfGrpoConfig) -> tuple[list[str], list[str]]:
     """``(training, held_out)``: the distinct prompts of iterations ``1..grpo.num_iterations`` (what the rollout
-    draws) and the held-out prompts when anything evaluates them (the held-out eval, the warm start's accuracy)."""
-    heldout = [p.prompt for p in heldout_problems(config.eval.num_problems, config.task, config.eval.seed)]
-    exclude = frozenset(heldout)
+    draws) and the held-out prompts (validation, then test) when anything evaluates them (the held-out eval, the
+    warm start's accuracy)."""
+    sets = config.heldout_sets()
+    heldout = [p.prompt for p in (*sets.validation, *sets.test)]
+    exclude = sets.prompts
     training = {
         problem.prompt
         for iteration in range(1, config.grpo.num_iterations + 1)

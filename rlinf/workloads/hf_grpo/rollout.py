@@ -26,12 +26,13 @@ from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, p
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams
 from rlinf.workloads.hf_grpo.payloads import VERSION_KEY, Payload, split_version
-from rlinf.workloads.hf_grpo.task import heldout_prompts, sample_problems
+from rlinf.workloads.hf_grpo.task import sample_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
 
 def iteration_problems(config: HfGrpoConfig, iteration: int, exclude: frozenset[str]) -> list[Any]:
-    """The problems of ``iteration`` (1-based), the same for every replica and plan; none of them held out."""
+    """The problems of ``iteration`` (1-based), the same for every replica and plan; none of them in ``exclude``
+    (the held-out prompts of both sets)."""
     rng = random.Random(config.seed * 1_000_003 + iteration)
     return sample_problems(config.grpo.prompts_per_iteration, config.task, rng, exclude=exclude)
 
@@ -96,7 +97,7 @@ class RolloutWorker:
         ranges = [context.my_groups(j) for j in range(context.num_micro_batches)]
         self.quotas = [hi - lo for lo, hi in ranges]
         self.prompt_indices = [i for lo, hi in ranges for i in range(lo, hi)]
-        self.heldout = heldout_prompts(config.eval.num_problems, config.task, config.eval.seed)
+        self.heldout = config.heldout_sets().prompts
         self.iteration = 0
         self.policy_version = 0
         """Training steps behind the weights last synced (0: the warm start)."""

@@ -8,8 +8,10 @@ sloppy teacher's errors at a given rate (``solution``), and scores a response ag
 (``reward``: the verifier, 1.0 or 0.0). A problem has a ``prompt`` (the text the policy continues) and an integer
 ``answer`` (what travels in the payload to the reward component).
 
-The held-out set is drawn from its own seed; training draws exclude its prompts, so held-out accuracy measures
-problems the policy never trained on.
+Two disjoint held-out sets (:class:`HeldoutSets`), each drawn from its own seed: the **validation** set
+(``eval.seed``), on which settings are tuned, and the **test** set (``eval.test_seed``, its draws skipping the
+validation prompts), on which nothing is tuned and final figures are reported. Training draws (the warm start's
+and GRPO's) exclude the prompts of both, so held-out accuracy measures problems the policy never trained on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import random
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
+
+import attrs
 
 from rlinf.api import structure_config
 from rlinf.core.errors import require
@@ -28,6 +32,8 @@ TaskConfig = WordProblemsTask | AdditionTask
 """The ``task:`` section: one of the tasks of :data:`TASKS`."""
 TASKS = MappingProxyType({"word_problems": WordProblemsTask, "addition": AdditionTask})
 """The tasks by ``task.kind``."""
+HELDOUT_SETS = ("validation", "test")
+"""The held-out sets by name (``eval.sets``)."""
 
 
 class Problem(Protocol):
@@ -77,10 +83,10 @@ def sample_problems(
     return problems
 
 
-def heldout_problems(count: int, task: TaskConfig, seed: int) -> list[Any]:
-    """The fixed evaluation set: ``count`` problems with distinct prompts, drawn from their own ``seed``."""
+def heldout_problems(count: int, task: TaskConfig, seed: int, *, exclude: Collection[str] = ()) -> list[Any]:
+    """``count`` problems with distinct prompts, none in ``exclude``, drawn from their own ``seed``."""
     rng = random.Random(seed)
-    seen: set[str] = set()
+    seen: set[str] = set(exclude)
     problems: list[Any] = []
     for _ in range(100 * count):
         problem = task.sample(rng)
@@ -92,6 +98,34 @@ def heldout_problems(count: int, task: TaskConfig, seed: int) -> list[Any]:
     raise ValueError(f"the task has fewer than {count} distinct problems; lower eval.num_problems")
 
 
-def heldout_prompts(count: int, task: TaskConfig, seed: int) -> frozenset[str]:
-    """The prompts of :func:`heldout_problems` (what training draws exclude)."""
-    return frozenset(p.prompt for p in heldout_problems(count, task, seed))
+@attrs.frozen(kw_only=True)
+class HeldoutSets:
+    """The validation and test problems of a run: disjoint, and excluded from every training draw."""
+
+    validation: tuple[Any, ...]
+    """Drawn from ``eval.seed``: the set settings are tuned on."""
+    test: tuple[Any, ...]
+    """Drawn from ``eval.test_seed``, skipping the validation prompts: never used to choose settings."""
+
+    def __attrs_post_init__(self) -> None:
+        shared = {p.prompt for p in self.validation} & {p.prompt for p in self.test}
+        assert not shared, f"the validation and test sets share {len(shared)} prompts"
+
+    def problems(self, name: str) -> tuple[Any, ...]:
+        """The problems of the set ``name`` (one of :data:`HELDOUT_SETS`)."""
+        assert name in HELDOUT_SETS, name
+        return self.validation if name == "validation" else self.test
+
+    @property
+    def prompts(self) -> frozenset[str]:
+        """The prompts of both sets: what training draws exclude."""
+        return frozenset(p.prompt for p in (*self.validation, *self.test))
+
+
+def heldout_sets(count: int, task: TaskConfig, *, validation_seed: int, test_seed: int) -> HeldoutSets:
+    """The validation set (``count`` distinct problems from ``validation_seed``, as a single held-out set was drawn
+    before the test set existed) and the test set (``count`` more from ``test_seed``, none of them a validation
+    prompt)."""
+    validation = heldout_problems(count, task, validation_seed)
+    test = heldout_problems(count, task, test_seed, exclude={p.prompt for p in validation})
+    return HeldoutSets(validation=tuple(validation), test=tuple(test))

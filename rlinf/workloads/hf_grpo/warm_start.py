@@ -3,8 +3,8 @@ settings it depends on.
 
 :func:`warm_start_checkpoint` is what every worker calls in ``setup``: under the cache's lock, the first worker
 builds the base model (:func:`~rlinf.workloads.hf_grpo.checkpoints.base_checkpoint`), trains the warm start on
-its device, measures its held-out accuracy and saves the result as a Hugging Face checkpoint (safetensors) plus a
-``warm_start.json`` into ``<cache_dir>/warm-<key>`` (written in a temporary folder and renamed); the others wait
+its device, measures its accuracy on both held-out sets (validation and test) and saves the result as a Hugging
+Face checkpoint (safetensors) plus a ``warm_start.json`` into ``<cache_dir>/warm-<key>`` (written in a temporary folder and renamed); the others wait
 and load it with ``from_pretrained``. A changed setting trains anew; repeated runs start at once.
 
 Whether it runs at all is :attr:`~rlinf.workloads.hf_grpo.config.HfGrpoConfig.trains_warm_start`: by default for a
@@ -18,7 +18,9 @@ import json
 import math
 import random
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -35,11 +37,15 @@ from rlinf.workloads.hf_grpo.checkpoints import (
     settings_key,
 )
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
-from rlinf.workloads.hf_grpo.evaluation import heldout_accuracy
+from rlinf.workloads.hf_grpo.evaluation import heldout_accuracies
 from rlinf.workloads.hf_grpo.payloads import response_logprobs, response_mask, right_padded, sequence_arrays
-from rlinf.workloads.hf_grpo.task import heldout_problems, sample_problems
+from rlinf.workloads.hf_grpo.task import HELDOUT_SETS, sample_problems
 
 METADATA = "warm_start.json"
+
+
+def _read_only(accuracies: Mapping[str, float] | None) -> Mapping[str, float] | None:
+    return None if accuracies is None else MappingProxyType(dict(accuracies))
 
 
 @attrs.frozen(kw_only=True)
@@ -47,8 +53,9 @@ class WarmStart:
     """Where the warm-started checkpoint is and how good it is."""
 
     directory: Path
-    heldout_accuracy: float | None
-    """Greedy held-out accuracy (None when no warm start runs: the model as loaded)."""
+    accuracies: Mapping[str, float] | None = attrs.field(converter=_read_only)
+    """Greedy accuracy on each held-out set by name (``validation``, ``test``); None when no warm start runs (the
+    model as loaded)."""
     seconds: float
 
 
@@ -78,19 +85,29 @@ def supervised_step(model: Any, tokenizer: Any, prompts: list[str], solutions: l
     return -(logp * weights).sum() / weights.sum()
 
 
+def warm_start_batches(
+    config: HfGrpoConfig, exclude: frozenset[str]
+) -> Iterator[tuple[list[Any], list[str]]]:
+    """The ``warm_start.num_steps`` batches of problems and their worked solutions (a sloppy teacher's at
+    ``warm_start.teacher_error_rate``), drawn from ``config.seed``; no problem's prompt is in ``exclude``."""
+    settings = config.warm_start
+    rng = random.Random(config.seed)
+    for _ in range(settings.num_steps):
+        problems = sample_problems(settings.batch_size, config.task, rng, exclude=exclude)
+        yield problems, [config.task.solution(p, rng, settings.teacher_error_rate) for p in problems]
+
+
 def train_warm_start(model: Any, tokenizer: Any, config: HfGrpoConfig, exclude: frozenset[str]) -> None:
-    """``warm_start.num_steps`` AdamW steps on worked solutions of problems drawn from ``config.seed``."""
+    """``warm_start.num_steps`` AdamW steps on the worked solutions of :func:`warm_start_batches` (none of whose
+    prompts is in ``exclude``, the held-out prompts)."""
     settings = config.warm_start
     device = next(model.parameters()).device
-    rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.0)
     model.train()
-    for step in range(settings.num_steps):
+    for step, (problems, solutions) in enumerate(warm_start_batches(config, exclude)):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings.num_steps, settings.lr)
-        problems = sample_problems(settings.batch_size, config.task, rng, exclude=exclude)
-        solutions = [config.task.solution(p, rng, settings.teacher_error_rate) for p in problems]
         loss = supervised_step(model, tokenizer, [p.prompt for p in problems], solutions, device)
         optimizer.zero_grad()
         loss.backward()
@@ -108,7 +125,12 @@ def warm_start_key(config: HfGrpoConfig, base: Path, device: torch.device) -> st
             "seed": config.seed,
             "task": repr(config.task),
             "warm_start": repr(config.warm_start),
-            "eval": [config.eval.num_problems, config.eval.seed, config.eval.batch_size],
+            "eval": [
+                config.eval.num_problems,
+                config.eval.seed,
+                config.eval.test_seed,
+                config.eval.batch_size,
+            ],
             "max_new_tokens": config.grpo.max_new_tokens,
             "device": device.type,
         }
@@ -121,30 +143,31 @@ def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmSta
     with cache_lock(cache):
         base = base_checkpoint(config)
         if not config.trains_warm_start:
-            return WarmStart(directory=base, heldout_accuracy=None, seconds=0.0)
+            return WarmStart(directory=base, accuracies=None, seconds=0.0)
         folder = cache / f"warm-{warm_start_key(config, base, device)}"
 
         def train(directory: Path) -> None:
             started = time.perf_counter()
             model, tokenizer = load_model(base, device), load_tokenizer(base)
-            heldout = heldout_problems(config.eval.num_problems, config.task, config.eval.seed)
-            train_warm_start(model, tokenizer, config, frozenset(p.prompt for p in heldout))
-            accuracy = heldout_accuracy(
+            heldout = config.heldout_sets()
+            train_warm_start(model, tokenizer, config, heldout.prompts)
+            accuracies = heldout_accuracies(
                 model,
                 tokenizer,
                 heldout,
+                HELDOUT_SETS,
                 task=config.task,
                 max_new_tokens=config.grpo.max_new_tokens,
                 batch_size=config.eval.batch_size,
             )
             save_checkpoint(model, tokenizer, directory)
             seconds = time.perf_counter() - started
-            (directory / METADATA).write_text(json.dumps({"heldout_accuracy": accuracy, "seconds": seconds}))
+            (directory / METADATA).write_text(json.dumps({"accuracies": accuracies, "seconds": seconds}))
 
         cached_directory(folder, train)
     metadata = json.loads((folder / METADATA).read_text())
     return WarmStart(
         directory=folder,
-        heldout_accuracy=float(metadata["heldout_accuracy"]),
+        accuracies={name: float(metadata["accuracies"][name]) for name in HELDOUT_SETS},
         seconds=float(metadata["seconds"]),
     )

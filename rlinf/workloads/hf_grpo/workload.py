@@ -93,7 +93,7 @@ def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], d
                 continue
             if key in LOSS_KEYS or key in STALENESS_KEYS:
                 losses.setdefault(key, []).append(float(value))
-            elif key in ("heldout_accuracy", "warm_start_accuracy", "eval_s"):
+            elif key.endswith("accuracy") or key == "eval_s":  # held-out accuracies, reported by one actor
                 latest[key] = float(value)
             else:
                 sums[key] = sums.get(key, 0.0) + float(value)

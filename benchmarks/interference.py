@@ -18,13 +18,15 @@ interference, which is what the simulator assumes when it overlaps lanes of one 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+import provenance
 
 OPS = ("train", "env")
 NEIGHBOURS = (None, "train", "env")
@@ -140,13 +142,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", help="write the measurement here")
     args = parser.parse_args()
-    result = {"cpus": os.cpu_count(), "load_before": os.getloadavg(), "ops": measure(args.rounds)}
+    started = provenance.begin("python benchmarks/interference.py", sys.argv[1:])
+    result = {"rounds": args.rounds, "repeats": REPEATS, "ops": measure(args.rounds)}
     for op, row in result["ops"].items():
         ratios = ", ".join(f"beside {n}: {r:.2f}x" for n, r in row["ratio_beside"].items())
         print(f"{op:6s} alone {row['alone_ms']:7.2f} ms per call; {ratios}")
     if args.json:
-        with open(args.json, "w") as stream:
-            json.dump(result, stream, indent=1)
+        provenance.write_artifact(args.json, result, started)
 
 
 if __name__ == "__main__":

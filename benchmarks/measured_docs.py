@@ -22,7 +22,13 @@ PIPELINING = {
     "16 envs, 256x256": "docs/bench_pipelining_default.json",
     "32 envs, 1024x1024": "docs/bench_pipelining_1024.json",
 }
-MAIN_JOB_RUNS = ("docs/data/main_job_hopper.json", "docs/data/main_job_hopper_xeon.json")
+MAIN_JOB_RUNS = (
+    "docs/data/main_job_hopper.json",
+    "docs/data/main_job_hopper_xeon.json",
+    "docs/data/main_job_hopper_run3.json",
+    "docs/data/main_job_hopper_run4.json",
+    "docs/data/main_job_hopper_run5.json",
+)
 MACHINE_SPEED_RUNS = ("docs/data/machine_speed.json", "docs/data/machine_speed_run2.json")
 
 
@@ -430,4 +436,55 @@ def staleness_learning() -> str:
         f"Hopper PPO at equal samples (300k env steps, collocated on 2 cores, {seeds} seeds per bound; "
         f"`python benchmarks/learn_staleness.py hopper`, `docs/staleness_hopper.png`), {a['score']} by bound, "
         f"the mean over seeds (each seed): {per_bound}. {conditions(a)}."
+    )
+
+
+INTERFERENCE = ("docs/data/interference_run1.json", "docs/data/interference.json")
+"""Two runs of ``benchmarks/interference.py`` half an hour apart on one quiet machine (the first written before the
+script recorded provenance: its load average at the start only)."""
+
+
+def interference() -> str:
+    """Whether an op slows down when the other core is busy (``benchmarks/interference.py``), per run."""
+    rows = [
+        "| run | op (one iteration's share, one core) | alone | beside the actor's update | beside env steps |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    names = {"train": "the actor's PPO update", "env": "32 steps of 8 Hopper envs"}
+    notes = []
+    for number, path in enumerate(INTERFERENCE, start=1):
+        a = artifact(path)
+        for op, row in a["ops"].items():
+            ratio = row["ratio_beside"]
+            rows.append(
+                f"| {number} | {names[op]} | {row['alone_ms']:.1f} ms | {ratio['train']:.2f}x | {ratio['env']:.2f}x |"
+            )
+        when = conditions(a) if "provenance" in a else f"load average {a['load_before'][0]:.1f} at the start"
+        notes.append(f"run {number}: `{path}`, {when}")
+    note = (
+        "Medians of 7 alternating rounds of 20 calls each (`python benchmarks/interference.py`); "
+        + "; ".join(notes)
+        + "."
+    )
+    return "\n".join([*rows, "", fill(note)])
+
+
+STALENESS_K1_RUN = "docs/data/staleness_k1_hopper.json"
+
+
+def staleness_timing() -> str:
+    """Measured against predicted iteration time at k = 0 (the main job's runs) and k = 1 (one run of the main job
+    with ``--max-staleness 1``), each the median over the run's counted iterations."""
+    k1 = artifact(STALENESS_K1_RUN)
+    k0 = [artifact(path) for path in MAIN_JOB_RUNS]
+    zero = "; ".join(
+        f"{1e3 * a['median_measured_iteration_s']:.1f} against {1e3 * a['median_predicted_iteration_s']:.1f} ms"
+        for a in k0
+    )
+    return fill(
+        f"On this project's 2 cores, the main job (`rlinf train examples/hopper_ppo.yaml`) measured its median "
+        f"iteration against its prediction in {zero} (k = 0, {len(k0)} runs); with `--max-staleness 1` it chose a "
+        f"staleness-1 plan and measured {1e3 * k1['measured_median_s']:.1f} against "
+        f"{1e3 * k1['predicted_iteration_s']:.1f} ms predicted (bias {k1['bias']:+.1%}, median error "
+        f"{k1['median_error']:.1%} over {k1['iterations']} iterations)."
     )

@@ -155,7 +155,7 @@ def test_training_validation_and_test_prompts_are_disjoint() -> None:
 def test_every_problem_of_a_small_task_is_in_exactly_one_of_training_validation_and_test() -> None:
     """One-digit sums have 100 problems: 25 validation, 25 test, and training draws cover the other 50."""
     _, config = load_job_config(
-        ARITH, ["task.min_digits=1", "task.max_digits=1", "eval.num_problems=25", "grpo.num_iterations=100"]
+        ARITH, ["task.min_digits=1", "task.max_digits=1", "eval.num_problems=25", "execution.iterations=100"]
     )
     sets = config.heldout_sets()
     validation, test = {p.prompt for p in sets.validation}, {p.prompt for p in sets.test}

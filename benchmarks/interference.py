@@ -87,7 +87,7 @@ def _neighbour(kind: str, core: int, ready: Any, stop: Any) -> None:
         work()
 
 
-def _timed(kind: str, core: int, rounds: int, requests: Any, results: Any) -> None:
+def _timed(kind: str, core: int, requests: Any, results: Any) -> None:
     _pin(core)
     work = _work(kind)
     for _ in range(3):
@@ -107,7 +107,7 @@ def measure(rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for op in OPS:
         requests, results = context.Queue(), context.Queue()
-        timed = context.Process(target=_timed, args=(op, 0, rounds, requests, results), daemon=True)
+        timed = context.Process(target=_timed, args=(op, 0, requests, results), daemon=True)
         timed.start()
         by_neighbour: dict[str, list[float]] = {str(n): [] for n in NEIGHBOURS}
         for _ in range(rounds):

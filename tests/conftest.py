@@ -28,16 +28,21 @@ def pytest_benchmark_update_json(config: Any, benchmarks: Any, output_json: dict
 
 LONGEST_MODULES = (
     "test_ray_backend.py",
-    "test_planner_comparisons.py",
     "test_ray_cli.py",
-    "test_hf_grpo_train.py",
     "test_fault_injection.py",
-    "test_workload_api.py",
+    "test_planner_comparisons.py",
     "test_doc_figures.py",
-    "test_control_server.py",
-    "test_workload_port.py",
+    "test_staleness.py",
     "test_cli_simulate.py",
+    "test_hf_grpo_train.py",
+    "test_workload_api.py",
+    "test_control_server.py",
     "test_fuzz_cli.py",
+    "test_analytic_validation.py",
+    "test_planner_optimality.py",
+    "test_workload_port.py",
+    "test_profiling.py",
+    "test_ports.py",
     "test_executor.py",
 )
 """The modules that take longest on 2 cores (`python3 -m pytest -n 2 --durations=0`, summed per module), longest

@@ -4,6 +4,7 @@ and predicted time of every iteration are printed; both timelines land in the ru
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -110,9 +111,10 @@ def test_reused_trace_skips_profiling(
         f"rlinf: warning: --trace {trace_path}: the trace was profiled on 'Another Processor 9000'"
         in captured.err
     )
-    assert [line for line in printed.splitlines() if line.startswith("iteration ")][-1].startswith(
-        "iteration 3: measured "
-    )
+    last = [line for line in printed.splitlines() if line.startswith("iteration ")][-1]
+    shown = re.match(r"iteration 3: measured ([\d.]+) s = predicted ([\d.]+) s ([+-][\d.]+)%;", last)
+    assert shown is not None, last  # the sign as the bias has it: measured / predicted - 1
+    assert float(shown[3]) == pytest.approx(100 * (float(shown[1]) / float(shown[2]) - 1), abs=1.0)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(m["predicted_iteration_s"] > 0 and m["iteration_s"] > 0 for m in metrics)
     for name in ("timeline.json", "timeline_predicted.json", "timeline_pair.png", "profile_trace.json"):

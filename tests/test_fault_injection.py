@@ -238,11 +238,24 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def local_workers(pid: int) -> list[int]:
-    """Live child processes of ``pid`` (a local-backend run's workers)."""
+def _children(pid: int) -> list[int]:
+    """Live child processes of ``pid``."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
     pids = [int(p) for p in children.read_text().split()] if children.exists() else []
     return [p for p in pids if Path(f"/proc/{p}/cmdline").exists()]
+
+
+def local_workers(pid: int) -> list[int]:
+    """A local-backend run's worker processes: the children of the fork server that ``pid`` (the run's driver)
+    started (:data:`executor.local.FORKSERVER_PRELOAD`)."""
+    workers = []
+    for child in _children(pid):
+        try:
+            if b"multiprocessing.forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers += _children(child)
+        except OSError:
+            continue
+    return workers
 
 
 def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:

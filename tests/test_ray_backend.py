@@ -20,7 +20,7 @@ import executor  # noqa: E402
 from executor import ray_session  # noqa: E402
 from executor.channels import SHM_MIN_BYTES  # noqa: E402
 from executor.ray_backend import RayBackend  # noqa: E402
-from rlinf.app.jobs import get_job  # noqa: E402
+from rlinf.app.jobs import get_job, load_job_config  # noqa: E402
 from rlinf.core.errors import ConfigError  # noqa: E402
 from rlinf.core.plan import plan_from_yaml  # noqa: E402
 
@@ -81,6 +81,28 @@ def test_embodied_ppo_matches_the_local_backend_exactly(two_nodes: str) -> None:
         remote = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
     assert remote == local
     assert any("policy_loss" in entry[3] for entry in local[1])
+
+
+def test_grpo_matches_the_local_backend_exactly(two_nodes: str, grpo_cache: Path) -> None:
+    """The GRPO job on its hybrid plan (streamed generation, weight syncs from the actor to rollout and inference,
+    the actor's two replicas on the two nodes): rewards, losses and token counts of two iterations equal the local
+    backend's, bit for bit."""
+    pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
+    from hf_grpo_tiny import CONFIG, one_thread, tiny_overrides
+
+    overrides = {**tiny_overrides(grpo_cache), "eval.enabled": "false"}
+    job, config = load_job_config(CONFIG, [f"{key}={value}" for key, value in overrides.items()])
+    plan, logical = job.fixed_plan("hybrid", 2, config)
+    program = job.lower(plan, config, logical)
+    workers = job.worker_specs(config, plan, program)
+    assert {op.name for op in program.ops} >= {"sync_weights"}
+    with one_thread():
+        with executor.LocalBackend(executor.cpu_devices(2)) as backend:
+            local = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+        with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:
+            remote = [outcomes(executor.run(program, workers, backend=backend)) for _ in range(2)]
+    assert remote == local
+    assert any("loss" in entry[3] for entry in local[1]) and any("reward" in entry[3] for entry in local[1])
 
 
 def test_a_pinned_loop_matches_the_local_backend_exactly(two_nodes: str) -> None:

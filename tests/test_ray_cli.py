@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 
-from hf_grpo_tiny import CONFIG as GRPO_CONFIG  # noqa: E402
-from hf_grpo_tiny import tiny_sets  # noqa: E402
 from test_fault_injection import SMALL_TRAIN, computed, descendants, has_checkpoint, kill_when  # noqa: E402
 
 
@@ -31,16 +28,22 @@ def ray_worker_pids(root: int) -> list[int]:
     return pids
 
 
-def test_cli_on_ray_survives_a_killed_actor_and_matches_an_uninterrupted_local_run(tmp_path: Path) -> None:
-    """``rlinf train --backend ray`` (a private Ray on 127.0.0.1, started and stopped by the command) loses an
-    actor to SIGKILL right after its checkpoint of iteration 2. The run names the worker on stderr, restarts the
-    actors from that checkpoint by itself and finishes (exit code 0); all 4 iterations compute bit for bit what an
-    uninterrupted 4-iteration local run computes (only timings differ)."""
+def test_cli_auto_mode_on_ray_survives_a_killed_actor_and_matches_an_uninterrupted_local_run(
+    tmp_path: Path,
+) -> None:
+    """``rlinf train --backend ray --mode auto`` (a private Ray on 127.0.0.1, started and stopped by the command)
+    plans from the shipped trace (profiling skipped), then loses an actor to SIGKILL right after its checkpoint of
+    iteration 2. The run names the worker on stderr, restarts the actors from that checkpoint by itself and finishes
+    (exit code 0); all 4 iterations compute bit for bit what an uninterrupted 4-iteration local run of the same
+    command computes (only timings differ)."""
     straight, survived = tmp_path / "local", tmp_path / "ray"
-    command = [*SMALL_TRAIN, "--set", "num_steps=32", "--mode", "collocated", "--devices", "2"]
-    subprocess.run([*command, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
+    command = [*SMALL_TRAIN, "--set", "num_steps=32", "--devices", "2", "--iterations", "4"]
+    command += ["--mode", "auto", "--trace", "traces/hopper_ppo_cpu2.json"]  # profiled with num_steps=32
+    local = subprocess.run(
+        [*command, "--out", str(straight)], check=True, timeout=300, capture_output=True, text=True
+    )
     run = subprocess.Popen(
-        [*command, "--backend", "ray", "--iterations", "4", "--out", str(survived)],
+        [*command, "--backend", "ray", "--out", str(survived)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -48,34 +51,19 @@ def test_cli_on_ray_survives_a_killed_actor_and_matches_an_uninterrupted_local_r
     out, err = kill_when(run, has_checkpoint(survived), lambda: ray_worker_pids(run.pid))
     assert "ray: started a private Ray on 127.0.0.1 (1 node, 8 CPUs, 0 GPUs)" in out
     assert run.returncode == 0, err[-3000:]
+
+    def chosen(printed: str) -> list[str]:
+        return [
+            line.split(": predicted")[0] for line in printed.splitlines() if line.startswith("auto: chose")
+        ]
+
+    assert len(chosen(out)) == 1 and chosen(out) == chosen(local.stdout), out  # one plan on both backends
+    assert "iteration 4: measured" in out
     assert re.search(
         r"worker \w+\[\d\] failed while running .*actor died.*; restarted the workers at iteration", err
     )
     assert [m["iteration"] for m in computed(survived)] == list(range(1, 5))
     assert computed(survived) == computed(straight)
-
-
-def test_cli_auto_mode_on_ray_plans_and_trains(tmp_path: Path) -> None:
-    """Auto mode on Ray: plan from the shipped trace (profiling skipped), then train on the chosen plan."""
-    done = subprocess.run(
-        [
-            *SMALL_TRAIN[:6],  # the shipped trace was profiled with the config's own sizes
-            "--backend",
-            "ray",
-            "--iterations",
-            "2",
-            "--trace",
-            "traces/hopper_ppo_cpu2.json",
-            "--out",
-            str(tmp_path / "auto"),
-        ],
-        check=True,
-        timeout=300,
-        capture_output=True,
-        text=True,
-    )
-    assert "auto: chose" in done.stdout and "iteration 2: measured" in done.stdout
-    assert len(computed(tmp_path / "auto")) == 2
 
 
 def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> None:
@@ -99,28 +87,3 @@ def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> No
     assert joined.returncode == 0, joined.stderr[-3000:]
     assert f"ray: joined the Ray cluster at {address} (2 nodes, 2 CPUs, 0 GPUs)" in joined.stdout
     assert computed(tmp_path / "ray") == computed(local)
-
-
-def test_cli_grpo_on_ray_computes_what_the_local_backend_computes(tmp_path: Path, grpo_cache: Path) -> None:
-    """The GRPO job (streamed generation, weight syncs to rollout and inference) on Ray, hybrid plan: rewards,
-    losses and token counts equal the local backend's, bit for bit."""
-    pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
-    command = [sys.executable, "-m", "rlinf", "train", GRPO_CONFIG, "--no-progress", "--mode", "hybrid"]
-    command += [
-        "--devices",
-        "2",
-        "--iterations",
-        "2",
-        *tiny_sets(grpo_cache, **{"eval.enabled": "false"}),
-    ]
-    subprocess.run([*command, "--out", str(tmp_path / "local")], check=True, timeout=300)
-    subprocess.run(
-        [*command, "--backend", "ray", "--out", str(tmp_path / "ray")],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
-    local, ray = computed(tmp_path / "local"), computed(tmp_path / "ray")
-    assert [m["iteration"] for m in ray] == [1, 2]
-    assert ray == local
-    assert any(m["mean_reward"] > 0 for m in local)

@@ -136,6 +136,21 @@ def validate(
         progress=progress,
         machine=machine,
     )
+    # The same simulation with each plan's own measured op durations: what the ops explain of its error, the rest
+    # is time between ops (benchmarks/bias_breakdown.py does this for a training run).
+    replayed = [
+        simulate(
+            lower(job.workflow(config), c.plan, machine.cluster(c.num_devices)),
+            quiet_copy(
+                fit(
+                    attrs.evolve(trace, samples=m.samples),
+                    machine.cluster(c.num_devices),
+                    statistic=COST_STATISTIC,
+                )
+            ),
+        ).iteration_s
+        for c, m in zip(chosen, measured, strict=True)
+    ]
     probes = [(plan, num_devices) for plan, _ in by_plan]
     turn_sizes = tuple(split_iterations(iterations, generations))
     rows = [
@@ -152,12 +167,13 @@ def validate(
         for c, p, m in zip(chosen, predicted, measured, strict=False)
     ]
     order = sorted(range(len(rows)), key=lambda i: rows[i].predicted_s)
-    rows, chosen, measured, predicted, sources = (
+    rows, chosen, measured, predicted, sources, replayed = (
         [rows[i] for i in order],
         [chosen[i] for i in order],
         [measured[i] for i in order],
         [predicted[i] for i in order],
         [sources[i] for i in order],
+        [replayed[i] for i in order],
     )
     on_cores = fidelity.report([r for r in rows if not r.oversubscribed])
     every = fidelity.report(rows)
@@ -177,6 +193,17 @@ def validate(
         if by_plan
         else f"from every sample of --trace {trace_path} (it does not record which plans measured them)",
         "predicted_from": {row.name: feeding for row, feeding in zip(rows, sources, strict=True)},
+        "breakdown": {
+            row.name: {
+                "replayed_s": again,
+                "ops_explain": again / row.predicted_s - 1,
+                "between_ops": row.measured_s / again - 1,
+            }
+            for row, again in zip(rows, replayed, strict=True)
+        },
+        "breakdown_note": "replayed_s: the plan simulated with its own measured op durations; ops_explain = "
+        "replayed / predicted - 1 (the ops ran slower or faster than in the profile), between_ops = measured / "
+        "replayed - 1 (time the simulator does not model)",
         "measurement": f"one plan at a time, in {generations} turns per plan, each with fresh worker processes: "
         f"{warmup} warm-up iteration(s), then its share of the measured ones back to back; the turns of all "
         "plans interleaved, in orders that alternate direction",

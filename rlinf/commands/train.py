@@ -442,8 +442,8 @@ def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
         tqdm.write(f"step {metrics['iteration']} ({phase}, {side}): measured {measured:.4f} s; {fields}")
         return
     tqdm.write(
-        f"iteration {metrics['iteration']}: measured {measured:.4f} s, predicted {predicted:.4f} s "
-        f"({100 * (predicted / measured - 1):+.1f}%); {fields}"
+        f"iteration {metrics['iteration']}: measured {measured:.4f} s = predicted {predicted:.4f} s "
+        f"{100 * (measured / predicted - 1):+.1f}%; {fields}"
     )
 
 

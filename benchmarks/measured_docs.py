@@ -28,6 +28,9 @@ MAIN_JOB_RUNS = (
     "docs/data/main_job_hopper_run3.json",
     "docs/data/main_job_hopper_run4.json",
     "docs/data/main_job_hopper_run5.json",
+    "docs/data/main_job_hopper_run6.json",
+    "docs/data/main_job_hopper_run7.json",
+    "docs/data/main_job_hopper_run8.json",
 )
 MACHINE_SPEED_RUNS = ("docs/data/machine_speed.json", "docs/data/machine_speed_run2.json")
 
@@ -463,6 +466,39 @@ def interference() -> str:
         notes.append(f"run {number}: `{path}`, {when}")
     note = (
         "Medians of 7 alternating rounds of 20 calls each (`python benchmarks/interference.py`); "
+        + "; ".join(notes)
+        + "."
+    )
+    return "\n".join([*rows, "", fill(note)])
+
+
+VALIDATE_BREAKDOWN_RUNS = ("docs/data/validate_breakdown_run1.json", "docs/data/validate_breakdown_run2.json")
+"""``rlinf validate examples/hopper_ppo.yaml --iterations 12`` on a quiet machine, each plan's error split into its
+ops and the time between them (``validate.json``'s ``breakdown``), saved by ``benchmarks/validate_artifact.py``."""
+
+
+def validate_breakdown() -> str:
+    """Per validate plan: the error, the part its ops' own durations explain and the time between ops."""
+    rows = [
+        "| run | plan | predicted | measured | error | ops | between ops |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    notes = []
+    for number, path in enumerate(VALIDATE_BREAKDOWN_RUNS, start=1):
+        a = artifact(path)
+        for plan in a["plans"]:
+            if plan["oversubscribed"]:
+                continue
+            split = a["breakdown"][plan["name"]]
+            rows.append(
+                f"| {number} | {plan['name'].replace(' | ', ', ')} | {1e3 * plan['predicted_s']:.1f} ms | "
+                f"{1e3 * plan['measured_s']:.1f} ms | {100 * (plan['measured_s'] / plan['predicted_s'] - 1):+.1f}% | "
+                f"{100 * split['ops_explain']:+.1f}% | {100 * split['between_ops']:+.1f}% |"
+            )
+        notes.append(f"run {number}: `{path}`, bias {100 * a['bias']:+.1f}%, {conditions(a)}")
+    note = (
+        "Error = measured / predicted - 1; ops = the plan simulated with its own measured op durations against "
+        "its prediction; between ops = measured against that replay. Plans on the 2 cores only. "
         + "; ".join(notes)
         + "."
     )

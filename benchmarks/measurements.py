@@ -239,6 +239,7 @@ BLOCKS = (
     Block("docs/planner.md", "staleness-learning", docs.staleness_learning),
     Block("docs/planner.md", "staleness-timing", docs.staleness_timing),
     Block("docs/prediction_bias.md", "interference", docs.interference),
+    Block("docs/prediction_bias.md", "validate-breakdown", docs.validate_breakdown),
     Block("README.md", "planner-optimality-summary", indented(docs.planner_optimality_summary, "  ")),
     Block("docs/ray.md", "ray-vs-local", docs.ray_table),
     Block("docs/ray.md", "kill-detection", docs.kill_detection),

@@ -28,10 +28,10 @@ def pytest_benchmark_update_json(config: Any, benchmarks: Any, output_json: dict
 
 LONGEST_MODULES = (
     "test_ray_backend.py",
-    "test_ray_cli.py",
-    "test_fault_injection.py",
     "test_planner_comparisons.py",
     "test_doc_figures.py",
+    "test_ray_cli.py",
+    "test_fault_injection.py",
     "test_staleness.py",
     "test_cli_simulate.py",
     "test_hf_grpo_train.py",
@@ -46,7 +46,7 @@ LONGEST_MODULES = (
     "test_executor.py",
 )
 """The modules that take longest on 2 cores (`python3 -m pytest -n 2 --durations=0`, summed per module), longest
-first. With ``-n 2`` (the README's test command) each module runs whole on one worker (``--dist loadscope`` in
+first, except that the two Ray modules do not start together (each starts its own Ray). With ``-n 2`` (the README's test command) each module runs whole on one worker (``--dist loadscope`` in
 pyproject.toml: module fixtures are computed once); starting the longest ones first lets the two workers finish
 together instead of one waiting on the other's last long module."""
 

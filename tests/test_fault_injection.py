@@ -258,14 +258,26 @@ def local_workers(pid: int) -> list[int]:
     return workers
 
 
-def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    """Run A trains 4 iterations. Run B (asked for 50, no automatic restarts) loses a worker to SIGKILL right after
-    its checkpoint of iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3
-    and 4 of B compute exactly what A computed (bitwise: CPU, one torch thread per worker, every RNG and MuJoCo
-    state restored; only timings differ)."""
-    straight, broken = tmp_path / "straight", tmp_path / "broken"
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """What 6 undisturbed iterations of ``TRAIN`` with 32 steps per env compute (checkpointing does not change it:
+    the runs below checkpoint every 2 iterations or never)."""
+    out = tmp_path_factory.mktemp("undisturbed") / "run"
+    subprocess.run(
+        [*TRAIN, "--set", "num_steps=32", "--iterations", "6", "--out", str(out)], check=True, timeout=300
+    )
+    return computed(out)
+
+
+def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(
+    tmp_path: Path, undisturbed: list[dict]
+) -> None:
+    """Run B (asked for 50, no automatic restarts) loses a worker to SIGKILL right after its checkpoint of
+    iteration 2 and stops with an error naming the worker; ``--resume`` continues B to iteration 4. Iterations 3
+    and 4 of B compute exactly what an undisturbed run computed (bitwise: CPU, one torch thread per worker, every
+    RNG and MuJoCo state restored; only timings differ)."""
+    broken = tmp_path / "broken"
     command = [*TRAIN, "--set", "num_steps=32"]  # iterations long enough to kill between checkpoints 2 and 4
-    subprocess.run([*command, "--iterations", "4", "--out", str(straight)], check=True, timeout=300)
     run = subprocess.Popen(
         [*command, "--iterations", "50", "--max-restarts", "0", "--out", str(broken)],
         stderr=subprocess.PIPE,
@@ -278,18 +290,19 @@ def test_worker_killed_mid_training_then_resume_matches_an_uninterrupted_run(tmp
         [*command, "--iterations", "4", "--resume", str(broken)], check=True, timeout=300, capture_output=True
     )
     assert [m["iteration"] for m in computed(broken)] == [1, 2, 3, 4]
-    assert computed(broken) == computed(straight)
-    assert computed(straight)[2] != computed(straight)[1]
+    assert computed(broken) == undisturbed[:4]
+    assert undisturbed[2] != undisturbed[1]
 
 
-def test_a_worker_killed_before_the_first_checkpoint_costs_a_restart_not_the_run(tmp_path: Path) -> None:
+def test_a_worker_killed_before_the_first_checkpoint_costs_a_restart_not_the_run(
+    tmp_path: Path, undisturbed: list[dict]
+) -> None:
     """No checkpoint yet (``checkpoint_every`` 100): a worker killed after iteration 1 makes the run restart its
     workers from scratch and go on by itself; it finishes with exit code 0, says what happened on stderr, and
     computes what an undisturbed run computes."""
-    straight, survived = tmp_path / "straight", tmp_path / "survived"
+    survived = tmp_path / "survived"
     command = [*TRAIN, "--set", "execution.checkpoint_every=100", "--set", "num_steps=32"]
     command += ["--iterations", "6"]
-    subprocess.run([*command, "--out", str(straight)], check=True, timeout=300)
     run = subprocess.Popen(
         [*command, "--out", str(survived)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -299,4 +312,4 @@ def test_a_worker_killed_before_the_first_checkpoint_costs_a_restart_not_the_run
         err
     )
     assert [m["iteration"] for m in computed(survived)] == [1, 2, 3, 4, 5, 6]
-    assert computed(survived) == computed(straight)
+    assert computed(survived) == undisturbed

@@ -11,23 +11,31 @@ examples/, traces/, docs/, benchmarks/ or tests/ exists; a ``python`` command na
 Templates (``[optional]`` parts, ``a|b`` choices, ``...``, placeholders in capitals such as ``LOG`` or ``DIR``) and
 commands the docs mark as run at an old commit are skipped, with the reason.
 
-``--run`` also runs every command that is not skipped (nor a ``pip`` install: the environment is the one that runs
-this script), file by file in the order the docs give them, in a clean copy of the committed tree (``git worktree``
-in a temporary folder, removed afterwards: commands that write docs/ artifacts cannot change this checkout). A
-command still running at ``--timeout`` seconds without an error counts as ``running`` (a learning run or a long
-benchmark started as written); one that exits with a non-zero code is ``failed``, with the end of its output.
+``--run`` also runs every command that is not skipped (nor a ``pip`` install: the environment is the one that
+runs this script; nor the test suite, which CI runs), file by file in the order the docs give them, in a clean copy
+of the committed tree (``git worktree`` in a temporary folder, removed afterwards, its packages first on
+``PYTHONPATH``): commands that write docs/ artifacts cannot change this checkout, and uncommitted code changes do
+not count. The checkout's GRPO warm-start cache, ``runs/hf_grpo_cache``, is copied in when it exists. A command
+still running at ``--timeout`` seconds without an error counts as ``running`` (a learning run or a long benchmark
+started as written); one that exits with another code than the doc says (0 unless a ``# -> exit N`` line follows it) is
+``failed``, with the end of its output; a GPU-only one
+that says it found no GPU is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,8 @@ STARTS = ("rlinf", "python", "python3", "pip", "bash")
 REPO_FOLDERS = ("examples/", "traces/", "docs/", "benchmarks/", "tests/")
 FENCE = re.compile(r"^([ \t]*)```[\w-]*\n(.*?)^\1```", re.S | re.M)
 OLD_COMMIT = re.compile(r"\bat (?:commit )?[0-9a-f]{7}\b")
+NO_GPU = "no CUDA GPU is visible"
+"""What a GPU-only benchmark prints (exit code 2) on a machine without one."""
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*(?:\.json|\.yaml|:\d+)?$")
 
 
@@ -60,6 +70,8 @@ class Command:
     line: int
     text: str
     comment: str = ""
+    exit_code: int = 0
+    """The exit code the doc says the command ends with (``# -> exit 2`` on the lines after it), else 0."""
 
     @property
     def words(self) -> list[str]:
@@ -97,9 +109,20 @@ def commands(root: Path = ROOT, texts: dict[str, str] | None = None) -> list[Com
                 if not line.startswith(STARTS) or not re.match(r"^\S+ ", line):
                     continue
                 code, comment = _split_comment(line)
+                said = re.search(r"->\s*exit (\d+)", " ".join(_comments_after(lines, index)))
                 for part in re.split(r"\s&&\s", code):
                     if _is_command(part.strip()):
-                        found.append(Command(path, first_line + start, part.strip(), comment))
+                        exit_code = int(said[1]) if said else 0
+                        found.append(Command(path, first_line + start, part.strip(), comment, exit_code))
+    return found
+
+
+def _comments_after(lines: list[str], index: int) -> list[str]:
+    """The comment lines right after a command (what the doc says it prints)."""
+    found = []
+    while index < len(lines) and lines[index].strip().startswith("#"):
+        found.append(lines[index].strip())
+        index += 1
     return found
 
 
@@ -175,20 +198,27 @@ def check(root: Path = ROOT) -> list[dict[str, Any]]:
     return rows
 
 
-def run_all(timeout_s: float, match: str | None) -> list[dict[str, Any]]:
-    """Run every runnable command in a clean copy of the committed tree (see the module docstring)."""
+GRPO_CACHE = "runs/hf_grpo_cache"
+"""The GRPO examples' ``cache_dir`` (built models and warm starts, keyed by the settings they depend on)."""
+
+
+def run_all(timeout_s: float, match: str | None, files: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Run every runnable command in a clean copy of the committed tree (see the module docstring); ``files``:
+    only the commands of these docs."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="rlinf-doc-commands-") as tmp:
         copy = Path(tmp) / "tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(copy), "HEAD"], cwd=ROOT, check=True)
+        if (
+            ROOT / GRPO_CACHE
+        ).is_dir():  # a newcomer trains each warm start once; this run reuses the checkout's
+            shutil.copytree(ROOT / GRPO_CACHE, copy / GRPO_CACHE)
         try:
             for command in commands(copy):
                 row = {"where": f"{command.path}:{command.line}", "command": command.text}
-                if match and match not in command.text:
+                if (match and match not in command.text) or (files and command.path not in files):
                     continue
-                reason = command.skip_reason() or (
-                    "an install (not run)" if command.words[0] == "pip" else None
-                )
+                reason = command.skip_reason() or _not_run(command)
                 if reason:
                     rows.append({**row, "status": "skipped", "detail": reason})
                     continue
@@ -196,13 +226,27 @@ def run_all(timeout_s: float, match: str | None) -> list[dict[str, Any]]:
                 if words[0] in ("python", "python3"):
                     words[0] = sys.executable
                 started = time.monotonic()
+                process = subprocess.Popen(
+                    words,
+                    cwd=copy,
+                    env={
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join([str(copy), os.environ.get("PYTHONPATH", "")]),
+                    },
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
                 try:
-                    done = subprocess.run(
-                        words, cwd=copy, capture_output=True, text=True, timeout=timeout_s, check=False
-                    )
-                    status = "ok" if done.returncode == 0 else "failed"
-                    detail = "" if status == "ok" else (done.stdout + done.stderr)[-600:]
+                    output, _ = process.communicate(timeout=timeout_s)
+                    status = "ok" if process.returncode == command.exit_code else "failed"
+                    detail = "" if status == "ok" else output[-600:]
+                    if process.returncode == 2 and NO_GPU in output:
+                        status, detail = "skipped", "needs a GPU (it says so and exits 2)"
                 except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)  # the command and every process it started
+                    process.communicate()
                     status, detail = "running", f"no error within {timeout_s:.0f} s"
                 rows.append(
                     {
@@ -218,14 +262,26 @@ def run_all(timeout_s: float, match: str | None) -> list[dict[str, Any]]:
     return rows
 
 
+def _not_run(command: Command) -> str | None:
+    """Why ``--run`` leaves a command that is not a template alone (``None``: it runs it)."""
+    if command.words[0] == "pip":
+        return "an install (not run: the environment is the one running this script)"
+    if command.words[1:3] == ["-m", "pytest"]:
+        return "the test suite (CI runs it: bash .ci/run)"
+    if command.words[1:] == ["benchmarks/doc_commands.py", "--run"]:
+        return "this script"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="store_true", help="also run every runnable command")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per command with --run")
     parser.add_argument("--match", help="with --run: only the commands that contain this text")
+    parser.add_argument("--files", nargs="+", default=(), help="with --run: only the commands of these docs")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
-    rows = run_all(args.timeout, args.match) if args.run else check()
+    rows = run_all(args.timeout, args.match, args.files) if args.run else check()
     if not args.run:
         for row in rows:
             detail = f"  ({row['detail']})" if row["detail"] else ""

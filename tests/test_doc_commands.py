@@ -53,3 +53,12 @@ def test_templates_and_old_commits_are_skipped_with_the_reason() -> None:
     assert reasons[1] is not None and "LOG" in reasons[1]
     assert reasons[2] == "marked as run at an old commit"
     assert reasons[3] is None  # H100 is a device, not a placeholder; the continued line is joined
+
+
+def test_an_exit_code_the_doc_states_is_what_the_command_must_end_with() -> None:
+    doc = (
+        "```bash\nrlinf train examples/grpo_hf.yaml --iterations 1\n# -> exit 2 before any worker starts\n"
+        "rlinf trace show traces/grpo_7b_h100.json\n```\n"
+    )
+    stated, plain = doc_commands.commands(texts={"docs/x.md": doc})
+    assert (stated.exit_code, plain.exit_code) == (2, 0)

@@ -11,6 +11,7 @@ on it while the long tail is still being generated (the stream edges of the macr
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -88,10 +89,21 @@ def _forward(
         input_ids=tokens,
         attention_mask=mask,
         position_ids=positions,
-        past_key_values=cache,
         use_cache=use_cache,
         logits_to_keep=1,
+        **{_cache_keyword(model): cache},
     )
+
+
+def _cache_keyword(model: Any) -> str:
+    """The keyword a model's ``forward`` takes its KV cache by: ``cache`` in recent transformers releases (which warn
+    on the older name), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _returned_cache(output: Any) -> Any:
+    """The KV cache a forward pass returned, under either name (a model output is a mapping of its set fields)."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 @torch.no_grad()
@@ -128,7 +140,7 @@ def stream_groups(
     try:
         cache: Any = _new_cache(model) if use_cache else None
         output = _forward(model, tokens, mask, positions, cache, use_cache)
-        cache = output.past_key_values if use_cache else None
+        cache = _returned_cache(output) if use_cache else None
         logits = output.logits[:, -1]
         next_position = positions[:, -1] + 1
         while True:
@@ -163,7 +175,7 @@ def stream_groups(
                 if len(keep) < len(step_tokens):
                     cache.batch_select_indices(index)
                 output = _forward(model, feed[:, None], mask, step_positions[:, None], cache, True)
-                cache = output.past_key_values
+                cache = _returned_cache(output)
             else:
                 tokens = torch.cat([tokens[index], feed[:, None]], dim=1)
                 positions = torch.cat([positions[index], step_positions[:, None]], dim=1)

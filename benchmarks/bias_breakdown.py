@@ -25,13 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner.judge import quiet_copy
-from rlinf.app.profiling import COST_STATISTIC, evened
-from rlinf.core.costs import fit
+from rlinf.app.profiling import evened
+from rlinf.app.validation import replayed_s
 from rlinf.core.lowering import lower
 from rlinf.core.plan import load_plan
 from rlinf.core.trace import load_trace
-from simulator import simulate
 
 
 def _mean_by_op(samples: Any) -> dict[tuple, float]:
@@ -51,8 +49,7 @@ def breakdown(run_dir: Path) -> dict[str, Any]:
     )
     plan = load_plan(run_dir / "plan.yaml", run.cluster.num_devices)
     program = lower(run.workflow, plan, run.cluster)
-    predicted = simulate(program, quiet_copy(fit(profile, run.cluster, statistic=COST_STATISTIC))).iteration_s
-    replayed = simulate(program, quiet_copy(fit(run, run.cluster, statistic=COST_STATISTIC))).iteration_s
+    predicted, replayed = replayed_s(program, profile, run.cluster), replayed_s(program, run, run.cluster)
     in_profile, in_run = _mean_by_op(profile.samples), _mean_by_op(run.samples)
     ops = [
         {

@@ -51,7 +51,9 @@ def _worker_process(wiring: Wiring, specs: bytes, path: list[str], environ: dict
     sys.path[:] = path
     os.environ.clear()
     os.environ.update(environ)
-    worker_main(wiring, pickle.loads(specs))
+    worker_main(
+        wiring, pickle.loads(specs)
+    )  # bytes this driver pickled for its own child, nothing read from outside
 
 
 FORKSERVER_PRELOAD = ["numpy", "torch"]

@@ -170,6 +170,33 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert plan["measured_s"] == pytest.approx(statistics.median(plan["measured_each_s"]))
     assert (out / "timeline_pair.png").stat().st_size > 0
     assert json.loads((out / "validate.json").read_text())["median_error"] == result["median_error"]
+    # Each plan's error split in two: its ops' own durations, then the time between ops.
+    assert set(result["breakdown"]) == {plan["name"] for plan in result["plans"]}
+    for plan in result["plans"]:
+        split = result["breakdown"][plan["name"]]
+        assert split["replayed_s"] > 0
+        assert (1 + split["ops_explain"]) * (1 + split["between_ops"]) == pytest.approx(
+            plan["measured_s"] / plan["predicted_s"]
+        )
+
+
+def test_a_replay_with_every_op_slower_is_that_much_slower() -> None:
+    """:func:`rlinf.app.validation.replayed_s`, given a run whose op samples all took 1.25x the profile's, returns
+    1.25x the profile's iteration time: the part of an error that the ops' own durations explain."""
+    from rlinf.app.validation import replayed_s
+    from rlinf.core.lowering import lower
+    from rlinf.core.plan import plan_from_yaml
+
+    trace = synthetic_trace()
+    plan = plan_from_yaml("placement: {env: 0, rollout: 1, actor: 0-1}", 2)
+    program = lower(trace.workflow, plan, trace.cluster)
+    slower = attrs.evolve(
+        trace, samples=tuple(attrs.evolve(s, seconds=1.25 * s.seconds) for s in trace.samples)
+    )
+    assert replayed_s(program, slower, trace.cluster) == pytest.approx(
+        1.25 * replayed_s(program, trace, trace.cluster),
+        rel=1e-3,  # fixed link latencies do not scale
+    )
 
 
 def test_validate_rejects_bad_counts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -117,13 +117,14 @@ def validate(
     chosen = choose_plans(auto.candidates, num_plans, num_devices)
     # Predictions come from the profile, taken before any plan's measurement window, without the samples of
     # the plan itself or of a plan with the same compute ops (an offload variant): out of sample, as in real use.
-    predicted, sources = [], []
+    predicted, sources, programs = [], [], []
     for c in chosen:
         plan_trace, feeding = out_of_sample(trace, by_plan, c.plan, even_speeds=True)
         sources.append(feeding if by_plan else [f"--trace {trace_path}"])
         cluster = machine.cluster(c.num_devices)
         costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
-        predicted.append(simulate(lower(job.workflow(config), c.plan, cluster), costs))
+        programs.append(lower(job.workflow(config), c.plan, cluster))
+        predicted.append(simulate(programs[-1], costs))
     generations = min(MEASURE_TURNS, iterations)
     measured = measure_plans(
         job,
@@ -139,17 +140,8 @@ def validate(
     # The same simulation with each plan's own measured op durations: what the ops explain of its error, the rest
     # is time between ops (benchmarks/bias_breakdown.py does this for a training run).
     replayed = [
-        simulate(
-            lower(job.workflow(config), c.plan, machine.cluster(c.num_devices)),
-            quiet_copy(
-                fit(
-                    attrs.evolve(trace, samples=m.samples),
-                    machine.cluster(c.num_devices),
-                    statistic=COST_STATISTIC,
-                )
-            ),
-        ).iteration_s
-        for c, m in zip(chosen, measured, strict=True)
+        replayed_s(program, attrs.evolve(trace, samples=m.samples), machine.cluster(c.num_devices))
+        for c, m, program in zip(chosen, measured, programs, strict=True)
     ]
     probes = [(plan, num_devices) for plan, _ in by_plan]
     turn_sizes = tuple(split_iterations(iterations, generations))
@@ -212,6 +204,18 @@ def validate(
     }
     write_text_atomic(out / "validate.json", json.dumps(result, indent=1, default=json_number) + "\n")
     return Validation(rows=tuple(rows), on_cores=on_cores, every=every, result=result)
+
+
+def replayed_s(program: Any, trace: Any, cluster: Any) -> float:
+    """The simulated iteration time of ``program`` with the cost model fitted to ``trace``'s samples as predictions
+    fit it (:data:`rlinf.app.profiling.COST_STATISTIC`, no noise): given a run's own samples, the time its ops'
+    actual durations explain."""
+    from planner.judge import quiet_copy
+    from rlinf.app.profiling import COST_STATISTIC
+    from rlinf.core.costs import fit
+    from simulator import simulate
+
+    return simulate(program, quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))).iteration_s
 
 
 def same_compute(a: Plan, b: Plan) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.app.profiling import evened
-from rlinf.app.validation import replayed_s
+from rlinf.app.validation import simulated
 from rlinf.core.lowering import lower
 from rlinf.core.plan import load_plan
 from rlinf.core.trace import load_trace
@@ -49,7 +49,8 @@ def breakdown(run_dir: Path) -> dict[str, Any]:
     )
     plan = load_plan(run_dir / "plan.yaml", run.cluster.num_devices)
     program = lower(run.workflow, plan, run.cluster)
-    predicted, replayed = replayed_s(program, profile, run.cluster), replayed_s(program, run, run.cluster)
+    predicted = simulated(program, profile, run.cluster).iteration_s
+    replayed = simulated(program, run, run.cluster).iteration_s
     in_profile, in_run = _mean_by_op(profile.samples), _mean_by_op(run.samples)
     ops = [
         {

@@ -51,9 +51,8 @@ def _worker_process(wiring: Wiring, specs: bytes, path: list[str], environ: dict
     sys.path[:] = path
     os.environ.clear()
     os.environ.update(environ)
-    worker_main(
-        wiring, pickle.loads(specs)
-    )  # bytes this driver pickled for its own child, nothing read from outside
+    # Bytes this driver pickled for its own child process: nothing read from a file or a socket.
+    worker_main(wiring, pickle.loads(specs))
 
 
 FORKSERVER_PRELOAD = ["numpy", "torch"]

@@ -181,9 +181,9 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_a_replay_with_every_op_slower_is_that_much_slower() -> None:
-    """:func:`rlinf.app.validation.replayed_s`, given a run whose op samples all took 1.25x the profile's, returns
+    """:func:`rlinf.app.validation.simulated`, given a run whose op samples all took 1.25x the profile's, returns
     1.25x the profile's iteration time: the part of an error that the ops' own durations explain."""
-    from rlinf.app.validation import replayed_s
+    from rlinf.app.validation import simulated
     from rlinf.core.lowering import lower
     from rlinf.core.plan import plan_from_yaml
 
@@ -193,8 +193,8 @@ def test_a_replay_with_every_op_slower_is_that_much_slower() -> None:
     slower = attrs.evolve(
         trace, samples=tuple(attrs.evolve(s, seconds=1.25 * s.seconds) for s in trace.samples)
     )
-    assert replayed_s(program, slower, trace.cluster) == pytest.approx(
-        1.25 * replayed_s(program, trace, trace.cluster),
+    assert simulated(program, slower, trace.cluster).iteration_s == pytest.approx(
+        1.25 * simulated(program, trace, trace.cluster).iteration_s,
         rel=1e-3,  # fixed link latencies do not scale
     )
 

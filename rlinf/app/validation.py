@@ -75,10 +75,8 @@ def validate(
 ) -> Validation:
     """Profile (or load ``trace_path``), choose ``num_plans`` plans, predict each out of sample, measure them in
     interleaved turns and compare; writes ``OUT/trace.json``, ``OUT/validate.json`` and ``OUT/timeline_pair.png``."""
-    from planner.judge import quiet_copy
     from rlinf.app.auto import plan_from_trace
     from rlinf.app.profiling import (
-        COST_STATISTIC,
         ProfileSettings,
         measure_plans,
         other_processor,
@@ -87,11 +85,9 @@ def validate(
         split_iterations,
     )
     from rlinf.core import fidelity
-    from rlinf.core.costs import fit
     from rlinf.core.export import write_timeline_pair_png
     from rlinf.core.lowering import lower
     from rlinf.core.trace import load_trace
-    from simulator import simulate
 
     out.mkdir(parents=True, exist_ok=True)
     if trace_path:
@@ -122,9 +118,8 @@ def validate(
         plan_trace, feeding = out_of_sample(trace, by_plan, c.plan, even_speeds=True)
         sources.append(feeding if by_plan else [f"--trace {trace_path}"])
         cluster = machine.cluster(c.num_devices)
-        costs = quiet_copy(fit(plan_trace, cluster, statistic=COST_STATISTIC))
         programs.append(lower(job.workflow(config), c.plan, cluster))
-        predicted.append(simulate(programs[-1], costs))
+        predicted.append(simulated(programs[-1], plan_trace, cluster))
     generations = min(MEASURE_TURNS, iterations)
     measured = measure_plans(
         job,
@@ -140,7 +135,7 @@ def validate(
     # The same simulation with each plan's own measured op durations: what the ops explain of its error, the rest
     # is time between ops (benchmarks/bias_breakdown.py does this for a training run).
     replayed = [
-        replayed_s(program, attrs.evolve(trace, samples=m.samples), machine.cluster(c.num_devices))
+        simulated(program, attrs.evolve(trace, samples=m.samples), machine.cluster(c.num_devices)).iteration_s
         for c, m, program in zip(chosen, measured, programs, strict=True)
     ]
     probes = [(plan, num_devices) for plan, _ in by_plan]
@@ -206,16 +201,16 @@ def validate(
     return Validation(rows=tuple(rows), on_cores=on_cores, every=every, result=result)
 
 
-def replayed_s(program: Any, trace: Any, cluster: Any) -> float:
-    """The simulated iteration time of ``program`` with the cost model fitted to ``trace``'s samples as predictions
-    fit it (:data:`rlinf.app.profiling.COST_STATISTIC`, no noise): given a run's own samples, the time its ops'
-    actual durations explain."""
+def simulated(program: Any, trace: Any, cluster: Any) -> Any:
+    """The simulation of ``program`` with the cost model fitted to ``trace``'s samples as predictions fit it
+    (:data:`rlinf.app.profiling.COST_STATISTIC`, no noise): from a profile, the prediction; from a run's own
+    samples, the time its ops' actual durations explain."""
     from planner.judge import quiet_copy
     from rlinf.app.profiling import COST_STATISTIC
     from rlinf.core.costs import fit
     from simulator import simulate
 
-    return simulate(program, quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))).iteration_s
+    return simulate(program, quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC)))
 
 
 def same_compute(a: Plan, b: Plan) -> bool:

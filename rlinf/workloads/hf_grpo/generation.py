@@ -11,8 +11,9 @@ on it while the long tail is still being generated (the stream edges of the macr
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -91,14 +92,16 @@ def _forward(
         position_ids=positions,
         use_cache=use_cache,
         logits_to_keep=1,
-        **{_cache_keyword(model): cache},
+        **{_cache_keyword(model.__class__): cache},
     )
 
 
-def _cache_keyword(model: Any) -> str:
-    """The keyword a model's ``forward`` takes its KV cache by: ``cache`` in recent transformers releases (which warn
-    on the older name), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+@functools.cache
+def _cache_keyword(model_class: Hashable) -> str:
+    """The keyword a model class's ``forward`` takes its KV cache by: ``cache`` in recent transformers releases
+    (which warn on the older name), ``past_key_values`` before. Read once per class, not per decode step."""
+    forward = getattr(model_class, "forward")  # noqa: B009 - any model class, typed Hashable for the cache
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
 def _returned_cache(output: Any) -> Any:

@@ -421,24 +421,34 @@ def hf_streaming(path: str) -> str:
 
 
 STALENESS_HOPPER = "docs/staleness_hopper.json"
+STALENESS_GRPO = "docs/staleness_grpo.json"
 
 
-def staleness_learning() -> str:
-    """What a staleness bound costs in learning (``benchmarks/learn_staleness.py hopper``), per bound: the mean
-    score over seeds, each seed's, and the largest policy lag the runs recorded."""
-    a = artifact(STALENESS_HOPPER)
+def staleness_learning(path: str = STALENESS_HOPPER) -> str:
+    """What a staleness bound costs in learning (``benchmarks/learn_staleness.py hopper|grpo``), per bound: the
+    mean score over seeds, each seed's, and the largest policy lag the runs recorded."""
+    a = artifact(path)
     bounds = a["bounds"]
     seeds = len(next(iter(bounds.values()))["scores"])
+    grpo = path == STALENESS_GRPO
+    shown = "{:.1%}" if grpo else "{:.0f}"
     per_bound = "; ".join(
-        f"k = {k}: {b['mean_score']:.0f} ("
-        + ", ".join(f"{score:.0f}" for score in b["scores"].values())
+        f"k = {k}: {shown.format(b['mean_score'])} ("
+        + ", ".join(shown.format(score) for score in b["scores"].values())
         + f"; lag at most {b['largest_policy_lag']:.0f})"
         for k, b in bounds.items()
     )
+    what = (
+        "GRPO on the addition task at equal samples (`examples/grpo_arith.yaml`: 150 iterations of 32 prompts x 8 "
+        "responses, collocated on 2 cores"
+        if grpo
+        else "Hopper PPO at equal samples (300k env steps, collocated on 2 cores"
+    )
+    name = "grpo" if grpo else "hopper"
     return fill(
-        f"Hopper PPO at equal samples (300k env steps, collocated on 2 cores, {seeds} seeds per bound; "
-        f"`python benchmarks/learn_staleness.py hopper`, `docs/staleness_hopper.png`), {a['score']} by bound, "
-        f"the mean over seeds (each seed): {per_bound}. {conditions(a)}."
+        f"{what}, {seeds} seeds per bound; `python benchmarks/learn_staleness.py {name}`, "
+        f"`docs/staleness_{name}.png`), {a['score']} by bound, the mean over seeds (each seed): {per_bound}. "
+        f"{conditions(a)}."
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_executor import HYBRID, chain_program, specs
+from test_ports import exposed_sockets
 
 import executor
 from executor.handshake import HELLO, BadHello, HelloServer, check_hello, hello
@@ -231,3 +232,17 @@ def test_a_failed_start_names_each_missing_actor_and_why(
     )
     assert re.search(r"reward\[0\]: actor died \(.+\); actor\[1\]: no connection after \d+ s$", message)
     assert "repr=" not in message
+
+
+def test_a_private_ray_run_listens_on_loopback_only(private_ray: None) -> None:
+    """A single-machine run on a private Ray opens no port beyond loopback: the driver and the four actors
+    (the actor component's two replicas with their gloo group) listen on 127.0.0.1 / ::1 only
+    (``tests/test_ports.py`` checks the local backend)."""
+    from executor.ray_backend import RayBackend
+
+    program = chain_program(HYBRID)
+    with RayBackend(executor.cpu_devices(2)) as backend:
+        executor.run(program, specs(), backend=backend)
+        assert len(set(backend.worker_pids().values())) == 4
+        assert exposed_sockets(backend) == {}
+        executor.run(program, specs(), backend=backend)  # the group still works

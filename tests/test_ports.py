@@ -1,13 +1,13 @@
 """A single-machine run opens no port beyond loopback: with a component of two data-parallel replicas (whose
 ``torch.distributed`` group needs a rendezvous and gloo sockets), the driver and every worker process listen on
-127.0.0.1 / ::1 only, on the local backend and on a private Ray."""
+127.0.0.1 / ::1 only, on the local backend and on a private Ray (that check runs in ``test_control_server.py``, on
+the private Ray its module already runs)."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
 import stat
-from pathlib import Path
 
 import psutil
 import pytest
@@ -15,8 +15,6 @@ from test_executor import HYBRID, chain_program, specs
 
 import executor
 from executor import collective, local
-
-TESTS = Path(__file__).resolve().parent
 
 
 def listening_addresses(pid: int) -> list[str]:
@@ -66,16 +64,3 @@ def test_local_backend_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch)
         executor.run(program, specs(), backend=backend)  # the group still works
         assert len(made) == 1 and stat.S_IMODE(os.stat(made[0]).st_mode) == 0o700
     assert not os.path.exists(made[0])  # the rendezvous directory goes with the workers
-
-
-def test_private_ray_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("ray")
-    from executor.ray_backend import RayBackend
-
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    program = chain_program(HYBRID)
-    with RayBackend(executor.cpu_devices(2)) as backend:
-        executor.run(program, specs(), backend=backend)
-        assert len(set(backend.worker_pids().values())) == 4
-        assert exposed_sockets(backend) == {}
-        executor.run(program, specs(), backend=backend)

@@ -1,11 +1,12 @@
 """The Ray backend on a two-node Ray cluster emulated on this machine (two raylets and object stores on
 127.0.0.1): same op order and same results as the local backend, placement on the plan's nodes, errors that
-name the worker and the op."""
+name the worker and the op; ``rlinf train --address`` joins the same running cluster."""
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ pytest.importorskip("ray")
 
 from test_checkpoint import SMALL, embodied_program, outcomes  # noqa: E402
 from test_executor import HYBRID, assert_follows_program, chain_program, device_orders, specs  # noqa: E402
+from test_fault_injection import SMALL_TRAIN, computed  # noqa: E402
 
 import executor  # noqa: E402
 from executor import ray_session  # noqa: E402
@@ -190,3 +192,23 @@ def test_an_actor_ray_cannot_place_is_reported_not_waited_for(two_nodes: str) ->
     assert named["reward[0]"] == named["actor[1]"] == "1"
     with RayBackend(executor.cpu_devices(2), nodes=[0, 1]) as backend:  # the cluster is usable again
         assert len(executor.run(chain_program(HYBRID), specs(), backend=backend).samples) > 0
+
+
+def test_cli_joins_a_running_two_node_cluster_with_address(two_nodes: str, tmp_path: Path) -> None:
+    """``--address`` joins a running cluster (the two emulated nodes, as an operator would start them with ``ray
+    start``); ``--nodes 2`` puts logical device 0 on node 0 and device 1 on node 1, so the hybrid plan's env ->
+    rollout traffic crosses nodes and the actor's two replicas all-reduce across them. The run computes what the
+    same plan computes on the local backend."""
+    hybrid = ["--mode", "hybrid", "--devices", "2", "--iterations", "2"]
+    local = tmp_path / "local"
+    subprocess.run([*SMALL_TRAIN, *hybrid, "--out", str(local)], check=True, timeout=300)
+    joined = subprocess.run(
+        [*SMALL_TRAIN, *hybrid, "--backend", "ray", "--address", two_nodes, "--nodes", "2"]
+        + ["--out", str(tmp_path / "ray")],
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
+    assert joined.returncode == 0, joined.stderr[-3000:]
+    assert f"ray: joined the Ray cluster at {two_nodes} (2 nodes, 2 CPUs, 0 GPUs)" in joined.stdout
+    assert computed(tmp_path / "ray") == computed(local)

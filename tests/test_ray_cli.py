@@ -1,6 +1,7 @@
 """``rlinf train --backend ray`` end to end: the command starts a private Ray on 127.0.0.1 (one session for
 profiling and training), trains, checkpoints and resumes exactly. Kept apart from ``test_ray_backend.py`` so that
-its emulated two-node cluster is gone before these commands start their own Ray."""
+its emulated two-node cluster is gone before this command starts its own Ray (joining a running cluster with
+``--address`` is tested there, on that cluster)."""
 
 from __future__ import annotations
 
@@ -64,26 +65,3 @@ def test_cli_auto_mode_on_ray_survives_a_killed_actor_and_matches_an_uninterrupt
     )
     assert [m["iteration"] for m in computed(survived)] == list(range(1, 5))
     assert computed(survived) == computed(straight)
-
-
-def test_cli_joins_a_running_two_node_cluster_with_address(tmp_path: Path) -> None:
-    """``--address`` joins a running cluster (two Ray nodes emulated on this machine, started by this test as an
-    operator would with ``ray start``); ``--nodes 2`` puts logical device 0 on node 0 and device 1 on node 1, so
-    the hybrid plan's env -> rollout traffic crosses nodes and the actor's two replicas all-reduce across them.
-    The run computes what the same plan computes on the local backend."""
-    from executor import ray_session
-
-    hybrid = ["--mode", "hybrid", "--devices", "2", "--iterations", "2"]
-    local = tmp_path / "local"
-    subprocess.run([*SMALL_TRAIN, *hybrid, "--out", str(local)], check=True, timeout=300)
-    with ray_session.emulated_cluster([1, 1]) as address:
-        joined = subprocess.run(
-            [*SMALL_TRAIN, *hybrid, "--backend", "ray", "--address", address, "--nodes", "2"]
-            + ["--out", str(tmp_path / "ray")],
-            timeout=300,
-            capture_output=True,
-            text=True,
-        )
-    assert joined.returncode == 0, joined.stderr[-3000:]
-    assert f"ray: joined the Ray cluster at {address} (2 nodes, 2 CPUs, 0 GPUs)" in joined.stdout
-    assert computed(tmp_path / "ray") == computed(local)

@@ -355,3 +355,17 @@ def test_the_custom_example_reports_how_far_behind_its_samples_were(tmp_path: Pa
     assert [m.get("policy_lag_max") for m in metrics] == [None, 0.0, 1.0, 1.0]
     assert [m.get("policy_lag_mean") for m in metrics] == [None, 0.0, 1.0, 1.0]
     assert load_latest(out / "checkpoints").state["workers"]["actor"][0]["version"] == 3
+
+
+def test_the_learning_benchmark_builds_each_of_its_settings():
+    """``benchmarks/learn_staleness.py`` (run by hand, 20-60 minutes) builds the job and config of each workload
+    and seed it compares, so that a change to the config API breaks this test instead of the benchmark."""
+    from benchmark_scripts import load
+
+    learn = load("learn_staleness")
+    assert set(learn.SETTINGS) == {"hopper", "grpo"}
+    for setting in learn.SETTINGS.values():
+        job, config = setting.config(1)
+        assert job.settings.seed == 1
+        assert getattr(config, "seed", 1) == 1
+        assert setting.y_key in job.workload.headline  # a metric the workload reports

@@ -178,6 +178,62 @@ def async_table() -> str:
     return "\n".join(lines)
 
 
+def staleness_one_bound(num_devices: int) -> tuple[float, str]:
+    """The fastest a staleness-1 steady state of the 7B trace could be on ``num_devices`` under the cost model's
+    whole-batch prices, and the split that reaches it: with k = 1 the rollout side and the training side each run
+    alone, so an iteration lasts at least the longest of generating one batch on the rollout's devices, scoring it
+    on the inference's (its own devices, or sharing the rollout's or the actor's, then added to theirs) and
+    training on the actor's (a multiple of its model-parallel size), minimized over every split; the reward, the
+    transfers, the weight sync and the pipeline's fill and drain are left out."""
+    from rlinf.core.costs import fit
+
+    trace = load_trace(ROOT / TRACE)
+    cluster = trace.cluster.with_num_devices(num_devices)
+    costs = fit(trace, cluster)
+    batch, mp = trace.workflow.batch_size, trace.workflow.component("actor").model_parallel_size
+
+    @functools.cache
+    def seconds(component: str, op: str, devices: int) -> float:
+        return costs.compute_seconds(component, op, devices, batch)
+
+    splits = []
+    for rollout in range(1, num_devices):
+        gen = seconds("rollout", "generate", rollout)
+        for actor in range(mp, num_devices - rollout + 1, mp):
+            train, inference = seconds("actor", "train", actor), num_devices - rollout - actor
+            if inference:
+                score = seconds("inference", "infer", inference)
+                splits.append(
+                    (max(gen, score, train), f"rollout {rollout}, inference {inference}, actor {actor}")
+                )
+            else:
+                splits.append((max(gen + seconds("inference", "infer", rollout), train),
+                               f"rollout and inference {rollout}, actor {actor}"))  # fmt: skip
+                splits.append((max(gen, seconds("inference", "infer", actor) + train),
+                               f"rollout {rollout}, inference and actor {actor}"))  # fmt: skip
+    return min(splits)
+
+
+def async_bound_table() -> str:
+    """The best synchronous and staleness-1 plans of the 7B trace against :func:`staleness_one_bound`."""
+    lines = [
+        "| devices | best synchronous | best staleness-1 plan | staleness-1 bound (its split) | bound's speedup |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for n in ASYNC_SIZES:
+        one = async_search(n, 1)
+        synchronous = one.best_synchronous
+        assert synchronous is not None
+        best_one = min(e.iteration_s for e in one.ranking if e.fits and e.plan.max_staleness == 1)
+        bound, split = staleness_one_bound(n)
+        assert best_one >= bound, f"a staleness-1 plan at {n} devices beats the bound: {best_one} < {bound}"
+        lines.append(
+            f"| {n} | {synchronous.iteration_s:.1f} s | {best_one:.1f} s | {bound:.1f} s ({split}) | "
+            f"{synchronous.iteration_s / bound:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def write_async_gantt() -> None:
     """The Gantt chart of the staleness-1 plan at the trace's own size, as ``rlinf simulate --out`` draws it."""
     trace = load_trace(ROOT / TRACE)
@@ -247,6 +303,7 @@ FIGURES = (
     Block("docs/planner.md", "plan-by-size-7b", size_table),
     Block("docs/planner.md", "planner-vs-brute-force", lambda: gap_summary(brute_force_cases())),
     Block("docs/planner.md", "async-7b", async_table),
+    Block("docs/planner.md", "async-7b-bound", async_bound_table),
     Block("docs/planner_table.md", "planner-table", lambda: comparison_table(cases())),
     Block("docs/planner_table.md", "planner-vs-baselines", lambda: speedup_summary(cases())),
     Block("docs/planner_bruteforce.md", "brute-force-table", lambda: brute_force_table(brute_force_cases())),

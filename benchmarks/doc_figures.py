@@ -207,10 +207,10 @@ def staleness_one_bound(num_devices: int) -> tuple[float, str]:
                     (max(gen, score, train), f"rollout {rollout}, inference {inference}, actor {actor}")
                 )
             else:
-                splits.append((max(gen + seconds("inference", "infer", rollout), train),
-                               f"rollout and inference {rollout}, actor {actor}"))  # fmt: skip
-                splits.append((max(gen, seconds("inference", "infer", actor) + train),
-                               f"rollout {rollout}, inference and actor {actor}"))  # fmt: skip
+                shared_rollout = max(gen + seconds("inference", "infer", rollout), train)
+                shared_actor = max(gen, seconds("inference", "infer", actor) + train)
+                splits.append((shared_rollout, f"rollout and inference {rollout}, actor {actor}"))
+                splits.append((shared_actor, f"rollout {rollout}, inference and actor {actor}"))
     return min(splits)
 
 

@@ -420,17 +420,14 @@ def hf_streaming(path: str) -> str:
     )
 
 
-STALENESS_HOPPER = "docs/staleness_hopper.json"
-STALENESS_GRPO = "docs/staleness_grpo.json"
-
-
-def staleness_learning(path: str = STALENESS_HOPPER) -> str:
-    """What a staleness bound costs in learning (``benchmarks/learn_staleness.py hopper|grpo``), per bound: the
-    mean score over seeds, each seed's, and the largest policy lag the runs recorded."""
-    a = artifact(path)
+def staleness_learning(name: str = "hopper") -> str:
+    """What a staleness bound costs in learning (``benchmarks/learn_staleness.py hopper|grpo``, its artifact
+    ``docs/staleness_<name>.json``), per bound: the mean score over seeds, each seed's, and the largest policy lag
+    the runs recorded."""
+    a = artifact(f"docs/staleness_{name}.json")
     bounds = a["bounds"]
     seeds = len(next(iter(bounds.values()))["scores"])
-    grpo = path == STALENESS_GRPO
+    grpo = name == "grpo"
     shown = "{:.1%}" if grpo else "{:.0f}"
     per_bound = "; ".join(
         f"k = {k}: {shown.format(b['mean_score'])} ("
@@ -444,7 +441,6 @@ def staleness_learning(path: str = STALENESS_HOPPER) -> str:
         if grpo
         else "Hopper PPO at equal samples (300k env steps, collocated on 2 cores"
     )
-    name = "grpo" if grpo else "hopper"
     return fill(
         f"{what}, {seeds} seeds per bound; `python benchmarks/learn_staleness.py {name}`, "
         f"`docs/staleness_{name}.png`), {a['score']} by bound, the mean over seeds (each seed): {per_bound}. "

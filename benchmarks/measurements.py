@@ -237,7 +237,7 @@ BLOCKS = (
     Block("docs/planner_bruteforce.md", "planner-optimality", docs.planner_optimality),
     Block("docs/planner.md", "planner-optimality-summary", docs.planner_optimality_summary),
     Block("docs/planner.md", "staleness-learning", docs.staleness_learning),
-    Block("docs/planner.md", "staleness-learning-grpo", lambda: docs.staleness_learning(docs.STALENESS_GRPO)),
+    Block("docs/planner.md", "staleness-learning-grpo", lambda: docs.staleness_learning("grpo")),
     Block("docs/planner.md", "staleness-timing", docs.staleness_timing),
     Block("docs/prediction_bias.md", "interference", docs.interference),
     Block("docs/prediction_bias.md", "validate-breakdown", docs.validate_breakdown),

@@ -25,6 +25,7 @@ import json
 import re
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -231,7 +232,46 @@ def async_bound_table() -> str:
             f"| {n} | {synchronous.iteration_s:.1f} s | {best_one:.1f} s | {bound:.1f} s ({split}) | "
             f"{synchronous.iteration_s / bound:.2f}x |"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", textwrap.fill(BOUND_SPLIT_PLAN_NOTE.format(**bound_split_plan()), 115)])
+
+
+BOUND_SPLIT_PLAN = """placement: {rollout: 0-13, reward: 0-13, inference: 14-19, actor: 20-31}
+granularity: {rollout->reward: 64, reward->inference: 64, inference->actor: 64}
+max_staleness: 1
+"""
+"""The staleness-1 plan at the 32-GPU bound's split (the reward beside the rollout, 64 micro-batches)."""
+BOUND_SPLIT_PLAN_NOTE = (
+    "At 32 GPUs the plan at the bound's split (`rollout 0-13` with the reward, `inference 14-19`, `actor 20-31`, "
+    "64 micro-batches, k = 1) simulates {iteration:.1f} s: generation busy {generate:.1f} s, inference from "
+    "{inference_start:.1f} s to {inference_end:.1f} s, training busy {train:.1f} s."
+)
+
+
+def bound_split_plan() -> dict[str, float]:
+    """The simulated iteration of :data:`BOUND_SPLIT_PLAN` on the 7B trace's 32 GPUs, with when each side works."""
+    from planner.judge import quiet_copy
+    from rlinf.core.costs import fit
+    from rlinf.core.lowering import lower
+    from rlinf.core.plan import plan_from_yaml
+    from simulator import simulate
+
+    trace = load_trace(ROOT / TRACE)
+    program = lower(trace.workflow, plan_from_yaml(BOUND_SPLIT_PLAN, 32), trace.cluster)
+    timeline = simulate(program, quiet_copy(fit(trace, trace.cluster)))
+
+    def ops(component: str) -> list[int]:
+        return [op.index for op in program.ops if op.component == component and op.kind == "compute"]
+
+    def busy(component: str) -> float:
+        return sum(timeline.end_s[i] - timeline.start_s[i] for i in ops(component))
+
+    return {
+        "iteration": timeline.iteration_s,
+        "generate": busy("rollout"),
+        "inference_start": min(timeline.start_s[i] for i in ops("inference")),
+        "inference_end": max(timeline.end_s[i] for i in ops("inference")),
+        "train": busy("actor"),
+    }
 
 
 def write_async_gantt() -> None:

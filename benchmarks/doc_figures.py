@@ -144,14 +144,22 @@ ASYNC_GANTT = "docs/async_7b_gantt.png"
 
 
 @functools.cache
-def async_search(num_devices: int, max_staleness: int) -> Any:
-    """:func:`planner.search` on the 7B trace at ``num_devices`` with the bound ``max_staleness``."""
-    from planner import search
+def fitted_7b(num_devices: int) -> tuple[Any, Any, Any]:
+    """The 7B trace, its cluster at ``num_devices`` and the cost model fitted for it (once per size)."""
     from rlinf.core.costs import fit
 
     trace = load_trace(ROOT / TRACE)
     cluster = trace.cluster.with_num_devices(num_devices)
-    return search(trace.workflow, cluster, fit(trace, cluster), max_staleness=max_staleness)
+    return trace, cluster, fit(trace, cluster)
+
+
+@functools.cache
+def async_search(num_devices: int, max_staleness: int) -> Any:
+    """:func:`planner.search` on the 7B trace at ``num_devices`` with the bound ``max_staleness``."""
+    from planner import search
+
+    trace, cluster, costs = fitted_7b(num_devices)
+    return search(trace.workflow, cluster, costs, max_staleness=max_staleness)
 
 
 def async_table() -> str:
@@ -186,11 +194,7 @@ def staleness_one_bound(num_devices: int) -> tuple[float, str]:
     on the inference's (its own devices, or sharing the rollout's or the actor's, then added to theirs) and
     training on the actor's (a multiple of its model-parallel size), minimized over every split; the reward, the
     transfers, the weight sync and the pipeline's fill and drain are left out."""
-    from rlinf.core.costs import fit
-
-    trace = load_trace(ROOT / TRACE)
-    cluster = trace.cluster.with_num_devices(num_devices)
-    costs = fit(trace, cluster)
+    trace, _, costs = fitted_7b(num_devices)
     batch, mp = trace.workflow.batch_size, trace.workflow.component("actor").model_parallel_size
 
     @functools.cache
@@ -250,14 +254,13 @@ BOUND_SPLIT_PLAN_NOTE = (
 def bound_split_plan() -> dict[str, float]:
     """The simulated iteration of :data:`BOUND_SPLIT_PLAN` on the 7B trace's 32 GPUs, with when each side works."""
     from planner.judge import quiet_copy
-    from rlinf.core.costs import fit
     from rlinf.core.lowering import lower
     from rlinf.core.plan import plan_from_yaml
     from simulator import simulate
 
-    trace = load_trace(ROOT / TRACE)
-    program = lower(trace.workflow, plan_from_yaml(BOUND_SPLIT_PLAN, 32), trace.cluster)
-    timeline = simulate(program, quiet_copy(fit(trace, trace.cluster)))
+    trace, cluster, costs = fitted_7b(32)
+    program = lower(trace.workflow, plan_from_yaml(BOUND_SPLIT_PLAN, 32), cluster)
+    timeline = simulate(program, quiet_copy(costs))
 
     def ops(component: str) -> list[int]:
         return [op.index for op in program.ops if op.component == component and op.kind == "compute"]

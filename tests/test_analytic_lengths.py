@@ -163,3 +163,54 @@ def test_bad_long_cot_flags_are_one_line_and_exit_2(tmp_path, capsys, flags, mes
     )
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_synth_defaults_to_the_validated_model_and_none_gives_the_earlier_one_back(tmp_path):
+    """Without the flags a user gets every term and the least published engine cost (what docs/analytic_validation.md
+    checks), not the whole-batch model; ``--terms none --engine none`` is the earlier model, sample for sample."""
+    base = shlex.split(
+        "trace synth --model 1.5b --num-devices 8 --prompts 32 --group-size 16 --response-max 16384"
+    )
+    runs = {
+        "default": [],
+        "explicit": ["--terms", "all", "--engine", "sglang-0.4"],
+        "earlier": ["--terms", "none", "--engine", "none"],
+        "overhead 0": ["--terms", "none", "--decode-step-overhead-s", "0"],
+    }
+    traces = {}
+    for name, flags in runs.items():
+        out = tmp_path / f"{name}.json"
+        assert main([*base, *flags, "--date", "x", "--out", str(out)]) == 0
+        traces[name] = load_trace(out)
+    default = traces["default"]
+    workload = default.provenance["workload"]
+    assert min(ENGINE_STEP_COSTS, key=lambda k: ENGINE_STEP_COSTS[k].fixed_step_s) == "sglang-0.4"
+    assert workload["decode_step_overhead_s"] == engine_step_cost("sglang-0.4").fixed_step_s > 0
+    assert (
+        workload["kv_preemption"]
+        and workload["count_attention_flops"]
+        and workload["free_kv_cache_on_offload"]
+    )
+    assert default.provenance["engine"]["key"] == "sglang-0.4"
+    assert "--engine sglang-0.4" in default.provenance["command"]
+    assert "--terms attention,tp-comm,free-kv,kv-preemption" in default.provenance["command"]
+    assert traces["explicit"].samples == default.samples
+    earlier = traces["earlier"]
+    assert earlier.samples == traces["overhead 0"].samples != default.samples
+    assert "engine" not in earlier.provenance and not earlier.provenance["workload"]["kv_preemption"]
+    assert "--engine none --terms none" in earlier.provenance["command"]
+
+    def generate_s(trace):
+        return max(s.seconds for s in trace.samples if s.op == "generate" and s.devices == 8)
+
+    assert generate_s(default) > generate_s(earlier)  # every decode step pays the engine; none is free
+
+
+def test_synth_on_the_cpu_preset_takes_no_gpu_engine_by_default(tmp_path):
+    out = tmp_path / "cpu.json"
+    flags = "trace synth --params 2e6 --layers 2 --hidden-size 64 --device CPU --num-devices 2 --prompts 8"
+    assert main([*shlex.split(flags), "--date", "x", "--out", str(out)]) == 0
+    provenance = load_trace(out).provenance
+    assert provenance["workload"]["decode_step_overhead_s"] == 0.0 and "engine" not in provenance
+    assert main([*shlex.split(flags), "--engine", "vllm-0.6", "--date", "x", "--out", str(out)]) == 0
+    assert load_trace(out).provenance["engine"]["key"] == "vllm-0.6"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rlinf.analytic.engine_costs import engine_step_cost
 from rlinf.cli import main
 from rlinf.core.costs import fit
 from rlinf.core.trace import load_trace
@@ -157,3 +158,13 @@ def test_the_ppo_table_in_the_calibration_docs_is_what_calibration_computes(impo
             f"{costs.compute_seconds(c, 'train', devices, batch):.2f} s" for c in ("actor", "critic")
         )
         assert f"| {logged} |" in doc and f"| {now} |" in doc, (name, logged, now)
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_each_log_names_its_rollout_engine_and_its_decode_steps_pay_that_engines_cost(imported, name):
+    provenance = load_trace(imported[name]["trace"]).provenance
+    engine = provenance["imported_from"]["engine"]
+    # Every one of these runs generated with vLLM (their printed config or launch command says so).
+    assert "rollout vllm, priced as vllm-0.6" in engine["source"], engine
+    fixed = engine_step_cost("vllm-0.6").fixed_step_s
+    assert engine["decode_step_overhead_s"] == provenance["workload"]["decode_step_overhead_s"] == fixed

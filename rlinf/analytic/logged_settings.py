@@ -24,6 +24,11 @@ FSDP shards weights, gradients and optimizer state over the data-parallel ranks 
 workers use Megatron's distributed optimizer, which shards the optimizer state only (``optimizer``: always until
 2025-03-23, the default since), unless the config turns it off (``none``).
 
+Each decode step pays the rollout engine's fixed cost, which differs by engine, so :func:`rollout_engine` reads the
+engine veRL ran (``actor_rollout_ref.rollout.name``) from the launch command (the last one wins) or else the printed
+config (the first ``'name': 'vllm' | 'sglang'``: no other section of veRL's config names one of these), and names
+the entry of :data:`rlinf.analytic.engine_costs.ENGINE_STEP_COSTS` that prices it.
+
 Pure: text and step log in, a value and a sentence out.
 """
 
@@ -45,6 +50,10 @@ _COMMAND_MEGATRON_CONFIG = re.compile(r"--config-name[= ]['\"]?ppo_megatron_trai
 _COMMAND_DISTRIBUTED_OPTIMIZER = re.compile(
     r"(?:^|[\s'\"])\+{0,2}actor_rollout_ref\.actor\.megatron\.use_distributed_optimizer=(\w+)"
 )
+_COMMAND_ENGINE = re.compile(r"(?:^|[\s'\"])\+{0,2}actor_rollout_ref\.rollout\.name=(vllm|sglang)\b")
+_PRINTED_ENGINE = re.compile(r"'name': '(vllm|sglang)'")
+ENGINE_COST_OF_ROLLOUT = {"vllm": "vllm-0.6", "sglang": "sglang-0.4"}
+"""veRL rollout name -> the published per-step cost that prices it (the nearest version the table holds)."""
 SHARDING_OF_STRATEGY = {"fsdp": "fsdp", "fsdp2": "fsdp", "megatron": "optimizer"}
 """veRL actor strategy -> how its training state is sharded over the data-parallel ranks."""
 
@@ -131,3 +140,30 @@ def _sharding(strategy: str, distributed_optimizer: bool, where: str) -> LoggedS
     if strategy == "megatron":
         detail = ", distributed optimizer " + ("on" if distributed_optimizer else "off")
     return LoggedSharding(mode=mode, source=f"from {where}: actor strategy {strategy}{detail}")
+
+
+@attrs.frozen(kw_only=True)
+class LoggedEngine:
+    """The rollout engine a log names, the per-step cost entry that prices it, and where the log says so."""
+
+    name: str
+    """``vllm`` or ``sglang``, as the run's config spells it."""
+    cost_key: str
+    """A key of :data:`rlinf.analytic.engine_costs.ENGINE_STEP_COSTS`."""
+    source: str
+    """One sentence: where in the log the engine comes from."""
+
+
+def rollout_engine(text: str) -> LoggedEngine | None:
+    """The rollout engine the log's launch command or printed config names (see the module docstring); ``None``
+    when it names none."""
+    commanded = [m for line in text.splitlines() for m in _COMMAND_ENGINE.findall(line)]
+    if commanded:
+        name, where = commanded[-1], "the launch command (actor_rollout_ref.rollout.name=...)"
+    else:
+        printed = _PRINTED_ENGINE.search(text)
+        if printed is None:
+            return None
+        name, where = printed.group(1), "the run's printed config ('name')"
+    key = ENGINE_COST_OF_ROLLOUT[name]
+    return LoggedEngine(name=name, cost_key=key, source=f"from {where}: rollout {name}, priced as {key}")

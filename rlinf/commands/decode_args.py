@@ -4,8 +4,13 @@ They describe what decides a long chain-of-thought generation (docs/analytic_val
 engine's fixed per-step cost (``--engine``, from :mod:`rlinf.analytic.engine_costs`), its cap on sequences in flight
 (``--max-num-seqs``), the model's opt-in terms (``--terms``: attention FLOPs, tensor-parallel all-reduces, a KV
 cache freed on offload, KV-pool admission and preemption), and the response lengths from the statistics a run
-logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``). Every one defaults to the
-model's earlier behaviour, so a command without them synthesizes what it did before.
+logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``).
+
+By default every term is on and each decode step pays :data:`DEFAULT_ENGINE`'s published fixed cost: the model
+that docs/analytic_validation.md checks against published runs, not the earlier whole-batch one, which predicts
+about half the step of a long chain-of-thought run. ``--terms none --engine none`` give the earlier model back. A
+provenance command always spells out the terms and the per-step seconds, so it re-synthesizes the same trace
+whatever the defaults.
 """
 
 from __future__ import annotations
@@ -28,7 +33,15 @@ TERMS = {
     "free-kv": "free_kv_cache_on_offload",
     "kv-preemption": "kv_preemption",
 }
-"""``--terms`` names -> the :class:`LLMWorkload` switch each turns on (``all``: every one)."""
+"""``--terms`` names -> the :class:`LLMWorkload` switch each turns on (``all``: every one, the default; ``none``: no
+one)."""
+
+NO_ENGINE = "none"
+"""``--engine none``: no per-step engine cost (the roofline alone)."""
+DEFAULT_ENGINE = min(ENGINE_STEP_COSTS, key=lambda key: ENGINE_STEP_COSTS[key].fixed_step_s)
+"""The engine a command without ``--engine`` (or ``--decode-step-overhead-s``) is priced with: the one whose
+published fixed per-step cost is least, so that the default is a lower bound of any engine's, never 0 (no engine
+decodes a step for free)."""
 
 FLAG_OF_FIELD = {
     "response mean": "--response-mean",
@@ -60,7 +73,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         default=None,
         help=f"inference engine whose published per-step cost to add to every decode step: "
-        f"{', '.join(ENGINE_STEP_COSTS)} (instead of --decode-step-overhead-s)",
+        f"{', '.join(ENGINE_STEP_COSTS)}, or {NO_ENGINE} (default {DEFAULT_ENGINE}, the least published cost, "
+        f"unless --decode-step-overhead-s is given)",
     )
     parser.add_argument(
         "--max-num-seqs",
@@ -71,7 +85,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--terms",
         default=None,
-        help=f"comma-separated model terms to turn on: {', '.join(TERMS)}, or all (default none)",
+        help=f"comma-separated model terms to turn on: {', '.join(TERMS)}, all (the default) or none",
     )
     parser.add_argument(
         "--activation-recompute",
@@ -121,13 +135,8 @@ def apply_decode_arguments(args: argparse.Namespace, workload: LLMWorkload) -> L
     """``workload`` with the engine's per-step cost, the cap on sequences, the terms and the switches the flags
     give (unchanged without them)."""
     changes: dict[str, Any] = {}
-    engine = getattr(args, "engine", None)
-    if engine is not None:
-        if args.decode_step_overhead_s is not None or args.decode_step_overhead_per_sequence_s is not None:
-            raise ConfigError(
-                "--engine", engine, "and --decode-step-overhead-s (or -per-sequence-s) both set the per-step cost",
-                "give one of them",
-            )  # fmt: skip
+    engine = engine_of(args)
+    if engine not in (None, NO_ENGINE):
         cost = engine_step_cost(engine)
         changes["decode_step_overhead_s"] = cost.fixed_step_s
         changes["decode_step_overhead_per_sequence_s"] = cost.per_sequence_s
@@ -142,33 +151,54 @@ def apply_decode_arguments(args: argparse.Namespace, workload: LLMWorkload) -> L
     return attrs.evolve(workload, **changes) if changes else workload
 
 
+def engine_of(args: argparse.Namespace) -> str | None:
+    """The engine whose cost the flags ask for: ``--engine``, else :data:`DEFAULT_ENGINE` unless a per-step
+    overhead is given or the device is the CPU preset (then ``None``: those seconds, or none, price the step; the
+    table holds GPU engines only); raises when both are given."""
+    engine = getattr(args, "engine", None)
+    overhead = any(
+        getattr(args, dest, None) is not None
+        for dest in ("decode_step_overhead_s", "decode_step_overhead_per_sequence_s")
+    )
+    if engine is None:
+        on_cpu = str(getattr(args, "device", None)).upper() == "CPU"
+        return None if overhead or on_cpu else DEFAULT_ENGINE
+    if overhead and engine != NO_ENGINE:
+        raise ConfigError(
+            "--engine", engine, "and --decode-step-overhead-s (or -per-sequence-s) both set the per-step cost",
+            "give one of them",
+        )  # fmt: skip
+    return engine
+
+
 def terms_of(text: str | None) -> list[str]:
-    """The term names of a ``--terms`` value (``all``: every one); raises naming the unknown ones."""
-    if text is None:
+    """The term names of a ``--terms`` value (``all``, the default when ``None``: every one; ``none``: no one);
+    raises naming the unknown ones."""
+    if text is None or text.strip() == "all":
+        return list(TERMS)
+    if text.strip() == "none":
         return []
     names = [name.strip() for name in text.split(",") if name.strip()]
-    if names == ["all"]:
-        return list(TERMS)
     unknown = [name for name in names if name not in TERMS]
     if unknown or not names:
-        raise ConfigError("--terms", text, f"names no model term {unknown}", f"use {', '.join(TERMS)} or all")
+        raise ConfigError(
+            "--terms", text, f"names no model term {unknown}", f"use {', '.join(TERMS)}, all or none"
+        )
     return names
 
 
 def decode_flags(args: argparse.Namespace, workload: LLMWorkload) -> list[str]:
-    """The flags of this module that the command line gave, resolved (for ``provenance.command``): the engine as
-    the per-step seconds it set, so that the command re-synthesizes the same trace."""
+    """The flags of this module, resolved (for ``provenance.command``): the engine (given or the default) and the
+    terms spelled out, so that the command re-synthesizes the same trace whatever the defaults become (the seconds
+    the engine set are in the provenance's workload, which re-synthesizes it whatever the table becomes)."""
     parts: list[str] = []
-    if getattr(args, "engine", None) is not None:
-        parts += ["--decode-step-overhead-s", repr(workload.decode_step_overhead_s)]
-        if workload.decode_step_overhead_per_sequence_s:
-            per_sequence = repr(workload.decode_step_overhead_per_sequence_s)
-            parts += ["--decode-step-overhead-per-sequence-s", per_sequence]
+    engine = engine_of(args)
+    if engine is not None:
+        parts += ["--engine", engine]
     if getattr(args, "max_num_seqs", None) is not None:
         parts += ["--max-num-seqs", str(workload.max_concurrent_sequences)]
     terms = terms_of(getattr(args, "terms", None))
-    if terms:
-        parts += ["--terms", ",".join(terms)]
+    parts += ["--terms", ",".join(terms) if terms else "none"]
     if getattr(args, "activation_recompute", False):
         parts.append("--activation-recompute")
     if getattr(args, "no_reference_model", False):
@@ -186,8 +216,9 @@ def response_provenance(args: argparse.Namespace, workload: LLMWorkload) -> dict
             "sigma": None if args.response_clip_ratio is not None else workload.response.sigma,
             "fitted": {"median_tokens": workload.response.median_tokens, "sigma": workload.response.sigma},
         }
-    if getattr(args, "engine", None) is not None:
-        cost = engine_step_cost(args.engine)
+    engine = engine_of(args)
+    if engine not in (None, NO_ENGINE):
+        cost = engine_step_cost(engine)
         out["engine"] = {
             "key": cost.key,
             "engine": cost.engine,

@@ -29,12 +29,13 @@ from typing import Any
 import attrs
 
 from rlinf.analytic.llm_workload import LLMWorkload
-from rlinf.analytic.logged_settings import LoggedLimit, actor_sharding, response_limit
+from rlinf.analytic.logged_settings import LoggedLimit, actor_sharding, response_limit, rollout_engine
 from rlinf.analytic.step_log import FORMATS, StepLog, format_of, read_step_log
 from rlinf.analytic.synthesis import synthesize
 from rlinf.analytic.trace_import import imported_samples, mean_lengths, switch_samples
 from rlinf.analytic.trace_import_names import SYSTEMS, MetricNames, metric_names
 from rlinf.commands import values
+from rlinf.commands.decode_args import DEFAULT_ENGINE
 from rlinf.commands.llm_args import (
     MAX_TOKENS,
     add_workload_arguments,
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     _check_lengths(log, names, path)
     prompt_mean, response_mean = mean_lengths(log, names)
     limit = None if args.response_max is not None else response_limit(text, log, names)
+    engine_source = _engine(args, text)
     workload, cluster, median_source = _workload(args, prompt_mean, response_mean, limit)
     devices = _component_devices(args.component_devices, _parallel_sizes(workload), cluster.num_devices)
     workload = _sharded(workload, sharding, devices)
@@ -150,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             response_median={"tokens": workload.response.median_tokens, "source": median_source},
             old_prefixes=old_prefixes,
             actor_sharding=_sharding_record(sharding, sharding_source, workload, devices),
+            engine={"decode_step_overhead_s": workload.decode_step_overhead_s, "source": engine_source},
             plan=plan,
         ),
         "date": args.date or today(),
@@ -213,6 +216,19 @@ def _check_lengths(log: StepLog, names: MetricNames, path: Path) -> None:
                 f"must be a token count in 0-{MAX_TOKENS:,}",
                 "export the run's lengths in tokens",
             )
+
+
+def _engine(args: argparse.Namespace, text: str) -> str:
+    """Where the decode steps' engine cost comes from; sets ``args.engine`` to the one a veRL log names when no
+    flag prices the step (``--engine``, ``--decode-step-overhead-s``)."""
+    flags = ("engine", "decode_step_overhead_s", "decode_step_overhead_per_sequence_s")
+    if any(getattr(args, flag, None) is not None for flag in flags):
+        return "from the flags"
+    logged = rollout_engine(text) if args.format == "verl" else None
+    if logged is None:
+        return f"assumed: the least published engine cost ({DEFAULT_ENGINE}); the log names no engine, pass --engine"
+    args.engine = logged.cost_key
+    return logged.source
 
 
 def _check_sharding_flag(sharding: str | None) -> None:

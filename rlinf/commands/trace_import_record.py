@@ -51,6 +51,7 @@ def imported_from(
     response_median: Mapping[str, Any],
     old_prefixes: list[str],
     actor_sharding: Mapping[str, Any],
+    engine: Mapping[str, Any],
     plan: Plan,
 ) -> dict[str, Any]:
     """``provenance.imported_from`` of an imported trace."""
@@ -73,6 +74,7 @@ def imported_from(
         "response_limit": dict(response_limit),
         "response_median": dict(response_median),
         "actor_sharding": dict(actor_sharding),
+        "engine": dict(engine),
         "switches_inside_phases": names.switches_inside_phases,
         "replay_plan": plan.to_dict(),
     }
@@ -110,5 +112,9 @@ def report(trace: Trace, summary: ImportSummary, path: Path, response_limit: Map
         f"  actor sharding: {sharding['mode']} over {sharding['shards']} data-parallel ranks, "
         f"{sharding['train_state_bytes_per_device'] / 2**30:.1f} GiB of training state per device "
         f"({sharding['source']})"
+    )
+    engine = trace.provenance["imported_from"]["engine"]
+    lines.append(
+        f"  decode step's engine cost: {engine['decode_step_overhead_s'] * 1e3:.2f} ms ({engine['source']})"
     )
     return "\n".join(lines)

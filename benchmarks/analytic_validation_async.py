@@ -82,7 +82,8 @@ def pair_rows(runs: Sequence[PublishedRun], now: Sequence[Prediction]) -> list[d
 
 def literal_placement(runs: Sequence[PublishedRun]) -> list[dict[str, Any]]:
     """Each disaggregated row simulated with its log-prob forwards left in rlinf's inference component on the
-    training GPUs (the placement read literally), at its staleness bound and without one."""
+    training GPUs (the placement read literally), at its staleness bound with the buffer before the actor and
+    before the inference (``buffer_before``), and without a bound."""
     out = []
     for run in runs:
         if run.mode not in DISAGGREGATED:
@@ -92,6 +93,7 @@ def literal_placement(runs: Sequence[PublishedRun]) -> list[dict[str, Any]]:
             {
                 "key": run.key,
                 "staleness_s": round(setup.timeline(staleness_of(run)).iteration_s, 1),
+                "behind_buffer_s": round(setup.timeline(staleness_of(run), ("inference",)).iteration_s, 1),
                 "synchronous_s": round(setup.timeline(0).iteration_s, 1),
             }
         )
@@ -267,11 +269,16 @@ def block(result: dict[str, Any]) -> str:
         "The same disaggregated rows with the log-prob forwards left in rlinf's inference component on the training "
         "GPUs, as NeMo RL's placement reads literally (seconds per step):",
         "",
-        "| key | max_staleness 1 | synchronous |",
-        "| --- | ---: | ---: |",
+        "| key | max_staleness 1, buffer before the actor | max_staleness 1, buffer before the inference | "
+        "synchronous | the row's prediction (forwards folded into the actor) |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
+    folded = {row["keys"][1]: row["predicted_s"][1] for row in result["pairs"]}
     for row in result["literal_placement"]:
-        lines.append(f"| {row['key']} | {row['staleness_s']:.1f} | {row['synchronous_s']:.1f} |")
+        lines.append(
+            f"| {row['key']} | {row['staleness_s']:.1f} | {row['behind_buffer_s']:.1f} | {row['synchronous_s']:.1f} "
+            f"| {folded[row['key']]:.1f} |"
+        )
     verl = result["verl_fully_async"]
     lines += [
         "",

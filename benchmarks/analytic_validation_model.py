@@ -5,9 +5,10 @@ A run becomes an :class:`rlinf.analytic.llm_workload.LLMWorkload` (its facts, th
 its own GPUs) and one simulated iteration. A collocated run's plan is synchronous. A one-step-off-policy run,
 whose generation of step k+1 overlaps the training of step k, is simulated with its disaggregated plan at
 ``max_staleness: 1``: the lowering cuts the buffered edge into the trainer, so one simulated iteration is the
-steady-state step of the pipeline (:func:`staleness_of`). rlinf's buffer sits before the actor; a run whose trainer
-computes the log-prob forwards from the buffered batch has them folded into the actor, and one whose rollout engine
-returns them has none (:func:`as_the_trainer_reads`).
+steady-state step of the pipeline (:func:`staleness_of`). A run whose trainer computes the log-prob forwards from
+the buffered batch has them folded into the actor (the same step as rlinf's inference component behind the buffer,
+``Plan.buffer_before``, on the training GPUs), and one whose rollout engine returns them has none
+(:func:`as_the_trainer_reads`).
 
 Inputs a user would not know can be moved (:class:`Inputs`): the spread of the response lengths, the engine's
 per-step cost, the MFU and the decode bandwidth utilization; :func:`predict` takes them, and the sensitivity table
@@ -270,9 +271,10 @@ class Setup:
     costs: CostModel = attrs.field(eq=False)
     plan: Plan
 
-    def timeline(self, max_staleness: int) -> Timeline:
-        """One simulated iteration of the plan with ``max_staleness`` (:attr:`rlinf.core.plan.Plan.max_staleness`)."""
-        plan = attrs.evolve(self.plan, max_staleness=max_staleness)
+    def timeline(self, max_staleness: int, buffer_before: tuple[str, ...] = ()) -> Timeline:
+        """One simulated iteration of the plan with ``max_staleness`` and ``buffer_before``
+        (:attr:`rlinf.core.plan.Plan.max_staleness`, :attr:`rlinf.core.plan.Plan.buffer_before`)."""
+        plan = attrs.evolve(self.plan, max_staleness=max_staleness, buffer_before=buffer_before)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RlinfWarning)
             return simulate(lower(self.trace.workflow, plan, self.cluster), self.costs)

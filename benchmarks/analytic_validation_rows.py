@@ -60,9 +60,10 @@ _ONE_OFF = (
     "one-step-off-policy: the trainer takes the batch generated a step earlier from the replay buffer and computes "
     "its log-prob forwards, then the update, on the training GPUs while the generation GPUs generate the next batch "
     "(async_grpo_train in nemo_rl/algorithms/grpo.py at cff17f83b and fab623423: replay_buffer.sample, then "
-    "policy.get_logprobs and get_reference_policy_logprobs, then policy.train); rlinf's buffer sits before the actor, "
-    "so the row's workflow folds the log-prob forwards into the actor (their seconds added to its update, their "
-    "weights to its memory) and its disaggregated plan is simulated with max_staleness 1"
+    "policy.get_logprobs and get_reference_policy_logprobs, then policy.train); the row's workflow folds the log-prob "
+    "forwards into the actor (their seconds added to its update, their weights to its memory) and its disaggregated "
+    "plan is simulated with max_staleness 1 (the forwards in rlinf's inference component behind the buffer, "
+    "buffer_before [inference], simulate the same step: 'Asynchronous against synchronous')"
 )
 # What the previous page used where this one reads the recipes more closely: a model-parallel size raised so that
 # unsharded Adam state fits (the model had no optimizer sharding), and vLLM's max_num_seqs taken as 256.

@@ -76,6 +76,7 @@ class _Block:
     offload: frozenset[str]
     pools: tuple[str, ...] = ()
     staleness: int = 0
+    buffer_before: tuple[str, ...] = ()
     spread: tuple | None = None
     """The placements with the loop spread over every device (:func:`spread_placements`), for a spread-loop
     block; ``None`` for a point of the space."""
@@ -110,6 +111,7 @@ class Programs:
             offload=block.offload,
             pools=block.pools,
             staleness=block.staleness,
+            buffer_before=block.buffer_before,
         )
 
     def plan(self, index: int) -> Plan:
@@ -202,9 +204,14 @@ def distinct_programs(tables: CostTables, *, below_s: float = math.inf) -> Progr
         movable = tuple(n for g in groups for n in space.offloadable(g))
         for offload in subsets(movable):
             for sizes in space.fitting_sizes(groups, pools):
-                for staleness in space.staleness_ladder:  # each device runs the same ops either way
+                for staleness, cut in space.staleness_modes:  # each device runs the same ops either way
                     block = _Block(
-                        groups=groups, sizes=sizes, offload=offload, pools=pools, staleness=staleness
+                        groups=groups,
+                        sizes=sizes,
+                        offload=offload,
+                        pools=pools,
+                        staleness=staleness,
+                        buffer_before=cut,
                     )
                     add(block, block_seconds(block))
     num_regular = len(blocks)
@@ -218,14 +225,15 @@ def distinct_programs(tables: CostTables, *, below_s: float = math.inf) -> Progr
             granularity=(),
             offload=block.offload,
             staleness=block.staleness,
+            buffer_before=block.buffer_before,
         ).to_plan()
         spread = spread_placements(workflow, plan)
         devices = sum(block.sizes)
         if spread is None or all(len(p.devices) == devices for p in spread):
             continue  # no loop to spread, or a collocated point already in the space
-        if (spread, block.offload, block.staleness) in seen:
+        if (spread, block.offload, block.staleness, block.buffer_before) in seen:
             continue
-        seen.add((spread, block.offload, block.staleness))
+        seen.add((spread, block.offload, block.staleness, block.buffer_before))
         # Every group's first device runs its other members' ops and, the loop being on every device, its
         # share of the loop's steps (a switch of a loop member is left out: the bound stays a bound).
         others = [tuple(n for n in g if n not in pair) for g in block.groups]

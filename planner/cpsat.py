@@ -39,10 +39,13 @@ class _Model:
     the objective (a sum of maxima of linear terms, as in :func:`planner.surrogate.estimate`) has a tight linear
     relaxation."""
 
-    def __init__(self, tables: CostTables, partition: int, staleness: int = 0) -> None:
+    def __init__(
+        self, tables: CostTables, partition: int, staleness: int = 0, behind_buffer: tuple[str, ...] = ()
+    ) -> None:
         self.tables = tables
         self.partition = partition
         self.staleness = staleness
+        self.behind_buffer = behind_buffer
         self.space: PlanSpace = tables.space
         self.groups = self.space.partitions[partition]
         self.pools = self.space.pools[partition]
@@ -226,12 +229,12 @@ class _Model:
 
     def _objective(self) -> None:
         if self.staleness:
-            producer, trainer = staleness_sides(self.tables, self.groups)
+            producer, trainer = staleness_sides(self.tables, self.groups, self.behind_buffer)
             sides = [
                 sum(self._phase(i + offset, phase) for i, phase in enumerate(side))
                 for offset, side in ((0, producer), (len(producer), trainer))
             ]
-            if sides_share_devices(self.workflow, self.groups):
+            if sides_share_devices(self.workflow, self.groups, self.behind_buffer):
                 terms = [sides[0] + sides[1]]
             else:
                 both = self.model.new_int_var(0, _HIGH, "sides")
@@ -273,6 +276,7 @@ class _Model:
             offload=offload,
             pools=self.pools,
             staleness=self.staleness,
+            buffer_before=self.behind_buffer,
         )
         return point, literals
 
@@ -311,9 +315,9 @@ def solve(
     # is proven optimal either way) in about 25% less time.
     solver.parameters.search_branching = cp_model.FIXED_SEARCH
     models = [
-        _Model(tables, p, staleness)
+        _Model(tables, p, staleness, cut)
         for p in range(len(tables.space.partitions))
-        for staleness in tables.space.staleness_ladder
+        for staleness, cut in tables.space.staleness_modes
     ]
     models = [model for model in models if model.feasible]
     queue: list[tuple[int, int, PlanPoint, list]] = []

@@ -113,9 +113,9 @@ def _moves(tables: CostTables, point: PlanPoint) -> Iterator[PlanPoint]:
     for group in point.groups:
         for name in space.offloadable(group):
             yield _point(point, offload=point.offload ^ {name})
-    for staleness in space.staleness_ladder:
-        if staleness != point.staleness:
-            yield _point(point, staleness=staleness)
+    for staleness, cut in space.staleness_modes:
+        if (staleness, cut) != (point.staleness, point.buffer_before):
+            yield _point(point, staleness=staleness, buffer_before=cut)
 
 
 def _point(point: PlanPoint, **changes: object) -> PlanPoint:
@@ -127,6 +127,7 @@ def _point(point: PlanPoint, **changes: object) -> PlanPoint:
         "offload": point.offload,
         "pools": point.pools,
         "staleness": point.staleness,
+        "buffer_before": point.buffer_before,
     }
     return PlanPoint(**{**fields, **changes})  # type: ignore[arg-type]
 

@@ -61,6 +61,8 @@ class PlanPoint:
     """Pool of each group: ``device`` or ``cpu`` (the cores beside GPUs); empty means every group on devices."""
     staleness: int = 0
     """The plan's ``max_staleness``: 0 (synchronous), 1 or 2 (the rollout side that many iterations ahead)."""
+    buffer_before: tuple[str, ...] = ()
+    """The plan's ``buffer_before`` (with a staleness): components besides the trainers behind the buffer."""
 
     def __attrs_post_init__(self) -> None:
         assert len(self.groups) == len(self.sizes), (self.groups, self.sizes)
@@ -82,6 +84,7 @@ class PlanPoint:
             granularity=dict(self.granularity),
             offload=self.offload,
             max_staleness=self.staleness,
+            buffer_before=self.buffer_before,
         )
 
 
@@ -109,6 +112,18 @@ class PlanSpace:
     staleness_ladder: tuple[int, ...] = (0,)
     """The staleness values the space holds: 0 to ``min(K, 2)`` under a bound ``K`` when the workflow has an edge
     into its training side, else 0."""
+    buffer_cuts: tuple[tuple[str, ...], ...] = ((),)
+    """Where the buffer of a staleness above 0 may sit (``Workflow.buffer_cuts``)."""
+
+    @property
+    def staleness_modes(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """Every (staleness, buffer_before) the space holds: ``(0, ())``, then each staleness above 0 with each
+        buffer cut."""
+        return tuple(
+            (staleness, cut)
+            for staleness in self.staleness_ladder
+            for cut in (self.buffer_cuts if staleness else ((),))
+        )
 
     def __attrs_post_init__(self) -> None:
         if not self.pools:
@@ -219,7 +234,7 @@ class PlanSpace:
                     continue
                 for granularity in granularities:
                     for offload in offload_sets:
-                        for staleness in self.staleness_ladder:
+                        for staleness, cut in self.staleness_modes:
                             yield PlanPoint(
                                 groups=groups,
                                 sizes=sizes,
@@ -227,6 +242,7 @@ class PlanSpace:
                                 offload=offload,
                                 pools=pools,
                                 staleness=staleness,
+                                buffer_before=cut,
                             )
 
     def sample(self, rng: random.Random) -> PlanPoint | None:
@@ -254,13 +270,15 @@ class PlanSpace:
         )
         movable = [n for g in groups for n in self.offloadable(g)]
         offload = frozenset(n for n in movable if rng.random() < 0.5)
+        staleness, cut = rng.choice(self.staleness_modes)
         return PlanPoint(
             groups=groups,
             sizes=tuple(sizes),
             granularity=granularity,
             offload=offload,
             pools=pools,
-            staleness=rng.choice(self.staleness_ladder),
+            staleness=staleness,
+            buffer_before=cut,
         )
 
     def count(self) -> int:
@@ -275,7 +293,7 @@ class PlanSpace:
                 if mine:
                     choices *= _num_size_choices(mine, self.budget(pool))
             total += choices * num_offload
-        return total * num_granularities * len(self.staleness_ladder)
+        return total * num_granularities * len(self.staleness_modes)
 
 
 def is_light(workflow: Workflow, name: str) -> bool:
@@ -361,6 +379,7 @@ def build_space(
         pools=tuple(pools),
         num_cores=num_cores,
         staleness_ladder=tuple(range(min(max_staleness, 2) + 1)) if workflow.buffered_edges else (0,),
+        buffer_cuts=workflow.buffer_cuts or ((),),
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,

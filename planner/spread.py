@@ -32,6 +32,7 @@ def spread_loop_plans(workflow: Workflow, plan: Plan, loop_ladder: tuple[int, ..
             granularity={**plan.granularity, "loop": stages},
             offload=plan.offload,
             max_staleness=plan.max_staleness,
+            buffer_before=plan.buffer_before,
         )
         for stages in loop_ladder
         if loop_pinned(devices, devices, stages)

@@ -179,12 +179,11 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
     group_of = {n: i for i, group in enumerate(point.groups) for n in group}
     pool_of = {n: point.pools[i] for n, i in group_of.items()}
     if point.staleness:
-        producer, trainer = staleness_sides(tables, point.groups)
+        producer, trainer = staleness_sides(tables, point.groups, point.buffer_before)
         produce_s = _phases_seconds(tables, point, producer, counts, group_of, pool_of)
         train_s = _phases_seconds(tables, point, trainer, counts, group_of, pool_of)
-        total_s = (
-            produce_s + train_s if sides_share_devices(workflow, point.groups) else max(produce_s, train_s)
-        )
+        shared = sides_share_devices(workflow, point.groups, point.buffer_before)
+        total_s = produce_s + train_s if shared else max(produce_s, train_s)
     else:
         total_s = _phases_seconds(tables, point, phases(tables, point.groups), counts, group_of, pool_of)
     for sync_s in sync_terms(tables, group_of, pool_of):
@@ -198,14 +197,15 @@ def estimate(tables: CostTables, point: PlanPoint) -> Estimate:
 
 
 def staleness_sides(
-    tables: CostTables, groups: tuple[Group, ...]
+    tables: CostTables, groups: tuple[Group, ...], behind_buffer: tuple[str, ...] = ()
 ) -> tuple[tuple[Phase, ...], tuple[Phase, ...]]:
     """The phases of the rollout side and of the training side of a partition, each as if alone (memoized): with
-    a staleness bound they run at the same time, the training side on buffered samples."""
-    key = ("sides", groups)
+    a staleness bound they run at the same time, the training side (the trainers and ``behind_buffer``) on
+    buffered samples."""
+    key = ("sides", groups, behind_buffer)
     if key not in tables._memo:
         workflow = tables.space.workflow
-        trainers = set(workflow.trainer_side)
+        trainers = set(workflow.training_side(behind_buffer))
         out = []
         for keep in (lambda n: n not in trainers, lambda n: n in trainers):
             order = tuple(n for n in tables.space.order if keep(n))
@@ -215,9 +215,11 @@ def staleness_sides(
     return tables._memo[key]
 
 
-def sides_share_devices(workflow: Workflow, groups: tuple[Group, ...]) -> bool:
+def sides_share_devices(
+    workflow: Workflow, groups: tuple[Group, ...], behind_buffer: tuple[str, ...] = ()
+) -> bool:
     """Whether a group holds components of both sides (they then time-share its devices)."""
-    trainers = set(workflow.trainer_side)
+    trainers = set(workflow.training_side(behind_buffer))
     return any(not trainers.isdisjoint(g) and not trainers.issuperset(g) for g in groups)
 
 

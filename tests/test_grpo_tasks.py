@@ -236,6 +236,22 @@ def test_sequences_longer_than_the_models_positions_are_refused_in_one_line(
     assert "\n" not in line and not (tmp_path / "run").exists()
 
 
+def test_default_lengths_too_long_for_the_chosen_model_name_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the fuzz suite: a config that sets no lengths gets the defaults (160 + 160 tokens), which the
+    tiny model's 64 positions cannot hold; the error names what the config wrote, ``model.config``."""
+    config = tmp_path / "short.yaml"
+    config.write_text("workload: grpo_hf\nmodel:\n  config: tiny-addition\ntask:\n  kind: addition\n")
+    assert main(["train", str(config), "--mode", "collocated", "--out", str(tmp_path / "run")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(
+        "rlinf: error: model.config='tiny-addition': is too short for the default response"
+    )
+    assert "grpo.max_new_tokens=160 with grpo.max_prompt_tokens=160 makes sequences of 320 tokens" in line
+    assert "\n" not in line and not (tmp_path / "run").exists()
+
+
 def test_the_retired_arithmetic_workload_name_says_what_replaced_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

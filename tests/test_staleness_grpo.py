@@ -42,10 +42,21 @@ def computed(run: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
 
 
-def train(cache: Path, out: Path, *args: str) -> int:
-    """``rlinf train`` of the tiny addition setup, collocated on one device, under ``--max-staleness 1``."""
-    command = ["train", CONFIG, *tiny_sets(cache), "--mode", "collocated", "--devices", "1"]
-    command += ["--iterations", str(ITERATIONS), "--max-staleness", "1", "--no-progress", "--out", str(out)]
+BEHIND_BUFFER = """placement: {rollout: 0, reward: 0, inference: 0, actor: 0}
+granularity: {rollout->reward: 2, reward->inference: 2, inference->actor: 2}
+max_staleness: 1
+buffer_before: [inference]
+"""
+"""The collocated plan with the inference behind the buffer: it scores batch ``i`` while the rollout generates
+batch ``i + 1``, with the weights that sampled batch ``i``, one version behind the actor's."""
+
+
+def train(cache: Path, out: Path, *args: str, plan: Path | None = None) -> int:
+    """``rlinf train`` of the tiny addition setup, collocated on one device, under ``--max-staleness 1`` (or
+    ``plan``)."""
+    command = ["train", CONFIG, *tiny_sets(cache), "--devices", "1"]
+    command += ["--mode", "collocated", "--max-staleness", "1"] if plan is None else ["--plan", str(plan)]
+    command += ["--iterations", str(ITERATIONS), "--no-progress", "--out", str(out)]
     return main([*command, *args])
 
 
@@ -55,6 +66,35 @@ def straight(grpo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     out = tmp_path_factory.mktemp("staleness_grpo") / "straight"
     assert train(grpo_cache, out) == 0
     return out
+
+
+@pytest.fixture(scope="module")
+def behind(grpo_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same run with the inference behind the buffer (:data:`BEHIND_BUFFER`), and its plan file."""
+    folder = tmp_path_factory.mktemp("staleness_grpo_behind")
+    plan = folder / "plan.yaml"
+    plan.write_text(BEHIND_BUFFER)
+    assert train(grpo_cache, folder / "run", plan=plan) == 0
+    return folder / "run", plan
+
+
+def test_behind_the_buffer_the_inference_scores_with_the_sampling_weights(
+    straight: Path, behind: tuple[Path, Path]
+) -> None:
+    """The same samples, lags and behaviour log-probabilities as the buffer before the actor (the same plan
+    otherwise, whose granularity ``--mode collocated`` chose): the inference
+    scored every batch with the version that sampled it though the actor had moved on (else its own assertion
+    stops the run, and the behaviour KL would be 0 where the samples are stale)."""
+    run, _ = behind
+    metrics = computed(run)
+    assert [m["phase"] for m in metrics] == ["fill"] + ["steady"] * (ITERATIONS - 1) + ["drain"]
+    lags = [m["policy_lag_max"] for m in metrics[1:]]
+    assert lags == [float(min(j - 1, 1)) for j in range(1, ITERATIONS + 1)]
+    assert [m["behaviour_kl"] != 0.0 for m in metrics[1:]] == [lag > 0 for lag in lags]
+    assert metrics == computed(
+        straight
+    )  # where the buffer sits changes when the scoring runs, not what it computes
+    assert "buffer_before:\n- inference" in (run / "plan.yaml").read_text()
 
 
 # ---------------------------------------------------------------------------------------------- real runs
@@ -95,6 +135,22 @@ def test_a_run_under_a_bound_resumes_exactly(grpo_cache: Path, straight: Path, t
     assert train(grpo_cache, resumed, "--resume", str(resumed)) == 0
     assert [m["iteration"] for m in computed(resumed)] == list(range(1, ITERATIONS + 2))
     assert computed(resumed) == computed(straight)
+
+
+def test_behind_the_buffer_a_run_resumes_exactly(grpo_cache: Path, behind: tuple[Path, Path], tmp_path: Path):
+    """The inference's checkpoint holds the versions synced and not yet scored with: resumed after step 2, the
+    run computes steps 3 and 4 as the uninterrupted one did."""
+    run, plan = behind
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run, resumed)
+    checkpoints = resumed / "checkpoints"
+    manifest = json.loads((checkpoints / "manifest.json").read_text())
+    for entry in [entry for entry in manifest["checkpoints"] if entry["iteration"] > 2]:
+        (checkpoints / entry["file"]).unlink()
+    manifest["checkpoints"] = [entry for entry in manifest["checkpoints"] if entry["iteration"] <= 2]
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    assert train(grpo_cache, resumed, "--resume", str(resumed), plan=plan) == 0
+    assert computed(resumed) == computed(run)
 
 
 # ---------------------------------------------------------------------------------------------- the workers
@@ -198,3 +254,42 @@ def test_the_actor_refuses_a_group_of_mixed_versions(grpo_cache: Path, scored: d
     actor.setup(config, context("actor", micro_batches=1))
     with pytest.raises(AssertionError, match="a group mixes responses of several policy versions"):
         actor.compute("train", 0, 0, [payload])
+
+
+def test_inference_keeps_synced_versions_until_a_batch_of_theirs_comes(
+    grpo_cache: Path, scored: dict[str, np.ndarray]
+) -> None:
+    """Behind the buffer the weights of version ``v + 1`` arrive before the batch that version ``v`` sampled: the
+    inference scores each batch with its own version (the same log-probabilities as an inference that held only
+    that one), then forgets the older ones; a checkpoint carries the versions not yet used."""
+    config = tiny_config(grpo_cache)
+    rollout = _rollout(config)
+    weights = [_versioned(rollout, v) for v in (1, 2)]
+    weights[1] = {**weights[1], "lm_head.weight": weights[1]["lm_head.weight"] * 2.0}  # a different policy
+    batch = {k: v for k, v in scored.items() if k not in ("old_logprobs", "ref_logprobs")}
+
+    def of(version: int) -> dict[str, np.ndarray]:
+        return {**batch, "policy_version": np.full_like(batch["policy_version"], version)}
+
+    alone = []
+    for w in weights:  # an inference that holds only the version that sampled
+        single = InferenceWorker()
+        single.setup(config, context("inference"))
+        single.load_weights(w)
+        alone.append(single.compute("infer", 0, 0, [of(int(w["policy_version"][0]))])[0]["old_logprobs"])
+    assert not np.array_equal(alone[0], alone[1])
+    both = InferenceWorker()
+    both.setup(config, context("inference"))
+    for w in weights:
+        both.load_weights(w)
+    np.testing.assert_array_equal(both.compute("infer", 0, 0, [of(1)])[0]["old_logprobs"], alone[0])
+    saved = both.checkpoint()
+    assert saved["policy_version"] == 1 and list(saved["synced"]) == [2]
+    restored = InferenceWorker()
+    restored.setup(config, context("inference"))
+    restored.restore(saved)
+    for worker in (both, restored):
+        np.testing.assert_array_equal(worker.compute("infer", 0, 0, [of(2)])[0]["old_logprobs"], alone[1])
+        assert worker.policy_version == 2 and not worker.synced
+        with pytest.raises(AssertionError, match=r"holds policy version 2 but scores .* sampled by \[1\]"):
+            worker.compute("infer", 0, 0, [of(1)])  # an older version is gone: it never comes back

@@ -140,6 +140,7 @@ def _workflow(workload: LLMWorkload, physics: Physics) -> Workflow:
             role="inference",
             state_bytes=physics.state_bytes("inference"),
             model_parallel_size=workload.inference_model_parallel,
+            keeps_versions=True,  # a what-if: the system may score a buffered batch with the version that sampled
         ),
         Component(
             name="actor",

@@ -125,9 +125,10 @@ def plan_from_trace(
         planned
         + proposals
         + [  # the job's own plans at each staleness bound too
-            (attrs.evolve(plan, max_staleness=k), logical, source)
+            (attrs.evolve(plan, max_staleness=k, buffer_before=cut), logical, source)
             for plan, logical, source in proposals
             for k in bounds
+            for cut in workflow.buffer_cuts
         ]
     )
     costs_by_devices = {}

@@ -141,7 +141,9 @@ class _Builder:
         self.cluster = cluster
         self.placed = global_devices(plan, cluster)
         """Each component's devices as global ids."""
-        self.buffered = frozenset(workflow.buffered_edges) if plan.max_staleness else frozenset()
+        self.buffered = (
+            frozenset(workflow.buffered_edges_for(plan.buffer_before)) if plan.max_staleness else frozenset()
+        )
         """Edges whose consumer reads what the producer made ``max_staleness`` iterations before."""
         self.order = workflow.topological_order()
         self.rank = {name: i for i, name in enumerate(self.order)}
@@ -502,16 +504,25 @@ class _Builder:
             tokens_per_iteration=tokens,
             samples_per_iteration=self.workflow.batch_size,
             max_staleness=self.plan.max_staleness,
-            trainer_side=self.workflow.trainer_side if self.plan.max_staleness else (),
+            trainer_side=self.workflow.training_side(self.plan.buffer_before)
+            if self.plan.max_staleness
+            else (),
             buffered_bytes_per_device=self._buffered_bytes(),
         )
 
     def _buffered_bytes(self) -> tuple[tuple[str, int], ...]:
-        """Per training component fed by a buffered edge: ``max_staleness`` iterations of its input per device."""
+        """Per training-side component fed by a buffered edge: ``max_staleness`` iterations of its input per
+        device; per component behind the buffer that receives weights (``Plan.buffer_before``): the
+        ``max_staleness`` older versions it keeps to score the buffered batches with the weights that sampled
+        them."""
         out: dict[str, int] = {}
         for edge in sorted(self.buffered, key=lambda e: e.key):
             whole = self.plan.max_staleness * self.workflow.batch_size * edge.bytes_per_sample
             out[edge.dst] = out.get(edge.dst, 0) + -(-whole // len(self.placed[edge.dst]))
+        for sync in self.workflow.weight_sync if self.plan.max_staleness else ():
+            if sync.dst in self.plan.buffer_before:
+                mp = self.workflow.component(sync.dst).model_parallel_size
+                out[sync.dst] = out.get(sync.dst, 0) + self.plan.max_staleness * -(-sync.num_bytes // mp)
         return tuple(sorted(out.items()))
 
     def _lanes(self, ops: tuple[Op, ...]) -> tuple[Lane, ...]:

@@ -132,6 +132,11 @@ class Plan:
     training: 0 is synchronous (an iteration's rollout starts after the previous iteration's training); with
     ``k >= 1`` iteration ``i + k``'s rollout runs while iteration ``i`` trains, on weights at most ``k`` versions
     old (an iteration of the program is then one step of that pipeline)."""
+    buffer_before: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v)))
+    """With ``max_staleness >= 1``, the components besides the trainers that read the buffered batch and so run on
+    the training side (one of ``Workflow.buffer_cuts``; empty: the buffer feeds the trainers). An inference
+    component behind the buffer scores batch ``i`` while the rollout generates batch ``i + k``, with the weights
+    that sampled batch ``i``: it keeps the last ``k + 1`` synced versions."""
 
     def __attrs_post_init__(self) -> None:
         names = [p.component for p in self.placements]
@@ -171,9 +176,32 @@ class Plan:
             maximum=MAX_STALENESS,
             fix="give how many iterations the rollout may run ahead of training (0: synchronous)",
         )
+        for name in self.buffer_before:
+            require(
+                isinstance(name, str),
+                "buffer_before",
+                name,
+                "must be a component name",
+                "write buffer_before: [name, ...]",
+            )
+        require(
+            not self.buffer_before or self.max_staleness >= 1,
+            "buffer_before",
+            list(self.buffer_before),
+            "needs a staleness bound (there is no buffer at max_staleness 0)",
+            "set max_staleness: 1 or more, or drop buffer_before",
+        )
 
     def __hash__(self) -> int:
-        return hash((self.placements, tuple(self.granularity.items()), self.offload, self.max_staleness))
+        return hash(
+            (
+                self.placements,
+                tuple(self.granularity.items()),
+                self.offload,
+                self.max_staleness,
+                self.buffer_before,
+            )
+        )
 
     def pool_of(self, component: str) -> str:
         """The pool ``component`` is placed in."""
@@ -321,6 +349,16 @@ class Plan:
                 f"{workflow.name} has none",
                 "use max_staleness: 0",
             )
+        if self.buffer_before:
+            cuts = [list(c) for c in workflow.buffer_cuts if c]
+            require(
+                list(self.buffer_before) in cuts,
+                "buffer_before",
+                list(self.buffer_before),
+                "is not a set of components that can run behind the buffer (reward or inference components "
+                "whose outputs all go to the training side)",
+                f"use one of {cuts}" if cuts else "drop buffer_before: this workflow has no such components",
+            )
         for name in sorted(self.offload):
             require(
                 name in placed, f"offload.{name}", name, "unknown component", f"use one of {sorted(placed)}"
@@ -351,6 +389,8 @@ class Plan:
             out["offload"] = sorted(self.offload)
         if self.max_staleness:
             out["max_staleness"] = self.max_staleness
+        if self.buffer_before:
+            out["buffer_before"] = list(self.buffer_before)
         return out
 
     def to_yaml(self) -> str:
@@ -367,6 +407,8 @@ class Plan:
             text += " | offload " + ",".join(sorted(self.offload))
         if self.max_staleness:
             text += f" | staleness {self.max_staleness}"
+        if self.buffer_before:
+            text += f" (buffer before {','.join(self.buffer_before)})"
         return text
 
 
@@ -436,7 +478,7 @@ def format_devices(devices: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
-PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload", "max_staleness")
+PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload", "max_staleness", "buffer_before")
 
 
 def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:
@@ -495,11 +537,23 @@ def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores:
             "must be a component name",
             "write offload: [name, ...]",
         )
+    buffer_before = _optional(
+        data, "buffer_before", list, [], source, "a list", "write buffer_before: [component, ...]"
+    )
+    for i, name in enumerate(buffer_before):
+        require(
+            isinstance(name, str),
+            f"{source}.buffer_before[{i}]",
+            name,
+            "must be a component name",
+            "write buffer_before: [name, ...]",
+        )
     plan = Plan(
         placements=placements,
         granularity=granularity,
         offload=offload,
         max_staleness=data.get("max_staleness") or 0,
+        buffer_before=buffer_before,
     )
     bound = limits.current().max_micro_batches
     for key, value in plan.granularity.items():

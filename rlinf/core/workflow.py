@@ -8,7 +8,8 @@ trajectory flows on. Weight sync (``actor -> rollout``) closes the iteration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -21,6 +22,9 @@ ROLES = ("env", "rollout", "reward", "inference", "actor", "critic")
 TRAINER_ROLES = ("actor", "critic")
 """Roles of the training side: with a staleness bound (``Plan.max_staleness`` >= 1) they train on what the rollout
 side produced up to that many iterations before, while the rollout side runs ahead."""
+BEHIND_BUFFER_ROLES = ("reward", "inference")
+"""Roles a plan may move behind a staleness bound's buffer, to the training side (``Plan.buffer_before``): they
+then score the batch the rollout side buffered, while the rollout generates the next one."""
 EDGE_KINDS = ("stream", "barrier")
 UNITS = ("samples", "env_steps")
 
@@ -41,16 +45,25 @@ class Component:
     cpu_ok: bool = False
     """Whether the component needs no GPU (an environment simulator, a rule-based reward): the planner may then
     place it on the CPU cores beside the GPUs (:mod:`rlinf.core.cluster`'s core pool)."""
+    keeps_versions: bool = False
+    """Whether the component's worker scores each batch with the weights version that sampled it, keeping the
+    versions synced to it until a batch of theirs comes. Only then may a component that receives weights run
+    behind a staleness bound's buffer (``Plan.buffer_before``), where the next version arrives before the batch
+    the previous one sampled."""
 
     def __attrs_post_init__(self) -> None:
         _name("component.name", self.name)
-        require(
-            isinstance(self.cpu_ok, bool),
-            f"components.{self.name}.cpu_ok",
-            self.cpu_ok,
-            "must be true or false",
-            "write true for a component that needs no GPU",
-        )
+        for flag, meaning in (
+            ("cpu_ok", "that needs no GPU"),
+            ("keeps_versions", "whose worker keeps versions"),
+        ):
+            require(
+                isinstance(getattr(self, flag), bool),
+                f"components.{self.name}.{flag}",
+                getattr(self, flag),
+                "must be true or false",
+                f"write true for a component {meaning}",
+            )
         require(
             self.role in ROLES,
             f"components.{self.name}.role",
@@ -310,11 +323,14 @@ class Workflow:
         return tuple(keys)
 
     def same_flow(self, other: Workflow) -> bool:
-        """Whether ``other`` is this workflow up to where its components may run (``cpu_ok``): what a trace
-        profiled before the flag existed, or on a machine without GPUs, still measures."""
+        """Whether ``other`` is this workflow up to where its components may run (``cpu_ok``) and whether they keep
+        weight versions (``keeps_versions``): what a trace profiled before the flags existed, or on a machine
+        without GPUs, still measures."""
 
         def plain(workflow: Workflow) -> Workflow:
-            components = tuple(attrs.evolve(c, cpu_ok=False) for c in workflow.components)
+            components = tuple(
+                attrs.evolve(c, cpu_ok=False, keeps_versions=False) for c in workflow.components
+            )
             return attrs.evolve(workflow, components=components)
 
         return plain(self) == plain(other)
@@ -328,8 +344,47 @@ class Workflow:
     def buffered_edges(self) -> tuple[Edge, ...]:
         """The edges from the rollout side into the training side: what a staleness bound buffers (the trainer
         reads what the producer made ``max_staleness`` iterations before)."""
+        return self.buffered_edges_for(())
+
+    def training_side(self, behind_buffer: Iterable[str] = ()) -> tuple[str, ...]:
+        """The components on the training side of a staleness bound's buffer: the trainers and ``behind_buffer``
+        (``Plan.buffer_before``), in declaration order."""
+        behind = set(behind_buffer)
+        return tuple(c.name for c in self.components if c.role in TRAINER_ROLES or c.name in behind)
+
+    def buffered_edges_for(self, behind_buffer: Iterable[str] = ()) -> tuple[Edge, ...]:
+        """The edges into the training side from the rest when ``behind_buffer`` joins the trainers."""
+        side = set(self.training_side(behind_buffer))
+        return tuple(e for e in self.edges if e.dst in side and e.src not in side)
+
+    @property
+    def buffer_cuts(self) -> tuple[tuple[str, ...], ...]:
+        """Where a staleness bound's buffer may sit, as the components besides the trainers that run behind it
+        (sorted names): ``()`` (the buffer feeds the trainers), then every set of :data:`BEHIND_BUFFER_ROLES`
+        components, outside the loop, sending no weights and receiving none unless they keep versions
+        (``Component.keeps_versions``), whose outputs all stay on the training side, so that the rollout side only
+        feeds it through the buffer."""
+        if not self.buffered_edges:
+            return ()
         trainers = set(self.trainer_side)
-        return tuple(e for e in self.edges if e.dst in trainers and e.src not in trainers)
+        loop = {self.loop.env, self.loop.policy} if self.loop is not None else set()
+        senders = {w.src for w in self.weight_sync}
+        receivers = {w.dst for w in self.weight_sync}
+        movable = [
+            c.name
+            for c in self.components
+            if c.role in BEHIND_BUFFER_ROLES
+            and c.name not in loop
+            and c.name not in senders
+            and (c.name not in receivers or c.keeps_versions)
+        ]
+        cuts: list[tuple[str, ...]] = [()]
+        for size in range(1, len(movable) + 1):
+            for chosen in itertools.combinations(movable, size):
+                side = trainers | set(chosen)
+                if all(e.dst in side for name in chosen for e in self.outgoing(name)):
+                    cuts.append(tuple(sorted(chosen)))
+        return tuple(cuts)
 
     @property
     def units_per_iteration(self) -> int:
@@ -354,10 +409,12 @@ class Workflow:
 
 
 def _component_dict(component: Component) -> dict[str, Any]:
-    """A component's JSON form (``cpu_ok`` only when true, so traces written before it existed read the same)."""
+    """A component's JSON form (``cpu_ok`` and ``keeps_versions`` only when true, so traces written before they
+    existed read the same)."""
     out = attrs.asdict(component)
-    if not component.cpu_ok:
-        del out["cpu_ok"]
+    for flag in ("cpu_ok", "keeps_versions"):
+        if not out[flag]:
+            del out[flag]
     return out
 
 

@@ -145,6 +145,10 @@ class InferenceWorker:
         self.policy_version: int | None = 0
         """Training steps behind :attr:`policy` (0: the warm start); the rollout sampled with the same version.
         None: unknown until the next sync (restored from a checkpoint written before versions were recorded)."""
+        self.synced: dict[int, dict[str, Any]] = {}
+        """Versions synced and not loaded yet, by version (host arrays). A batch is scored with the version that
+        sampled it, loaded when its first micro-batch comes: right after the sync in a synchronous run; a
+        staleness bound later behind the buffer (``Plan.buffer_before``), when the actor has moved on by then."""
         self.reference = frozen() if config.grpo.kl_coef > 0 else None
         self.chunk_size = config.grpo.micro_batch_size
         self.temperature = config.grpo.temperature
@@ -156,6 +160,8 @@ class InferenceWorker:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
         payload = concat_payloads(inputs)
         sampled_by = np.unique(payload[VERSION_KEY])
+        if len(sampled_by) == 1:
+            self._take(int(sampled_by[0]))
         assert self.policy_version is None or (sampled_by == self.policy_version).all(), (
             f"inference holds policy version {self.policy_version} but scores responses sampled by "
             f"{sampled_by.tolist()}: its old log-probabilities would not be the behaviour policy's"
@@ -178,16 +184,32 @@ class InferenceWorker:
         return [t for m in models for t in m.state_tensors()]
 
     def load_weights(self, payload: Payload) -> None:
-        """The actor's weights and their version: the old policy of the next iteration."""
-        self.policy_version, weights = split_version(payload)
-        self.policy.load_weights(payload_tensors(weights))
+        """The actor's weights and their version: the old policy of the batch that version samples, kept until
+        that batch comes (:attr:`synced`)."""
+        version, weights = split_version(payload)
+        self.synced[version] = {name: np.array(array, copy=True) for name, array in weights.items()}
+
+    def _take(self, version: int) -> None:
+        """Score with ``version`` from here on: load it if it was synced since, and forget the synced versions up to
+        it (a later batch never comes from an older policy)."""
+        if version in self.synced:  # a later sync of the version held replaces it too
+            self.policy.load_weights(payload_tensors(self.synced[version]))
+            self.policy_version = version
+        self.synced = {v: w for v, w in self.synced.items() if v > version}
 
     def checkpoint(self) -> dict[str, Any]:
-        """The synced old policy and its version (the reference is the warm start, rebuilt by ``setup``)."""
-        return {"policy": host_copy(self.policy.weights()), "policy_version": self.policy_version}
+        """The loaded old policy and its version, and the versions synced since (the reference is the warm
+        start, rebuilt by ``setup``)."""
+        return {
+            "policy": host_copy(self.policy.weights()),
+            "policy_version": self.policy_version,
+            "synced": {version: dict(weights) for version, weights in self.synced.items()},
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.policy.load_weights(state["policy"])
         version = state.get("policy_version")  # absent from checkpoints written before versions were recorded
         self.policy_version = None if version is None else int(version)
+        synced = state.get("synced") or {}  # absent from checkpoints written before versions were kept
+        self.synced = {int(v): {n: np.asarray(a) for n, a in w.items()} for v, w in synced.items()}

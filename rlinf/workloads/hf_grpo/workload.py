@@ -65,7 +65,12 @@ def grpo_workflow(config: HfGrpoConfig) -> Workflow:
         components=[
             Component(name="rollout", role="rollout", state_bytes=weights),
             Component(name="reward", role="reward", cpu_ok=True),
-            Component(name="inference", role="inference", state_bytes=weights * (2 if rl.kl_coef > 0 else 1)),
+            Component(
+                name="inference",
+                role="inference",
+                state_bytes=weights * (2 if rl.kl_coef > 0 else 1),
+                keeps_versions=True,  # InferenceWorker scores with the version that sampled
+            ),
             Component(name="actor", role="actor", state_bytes=4 * weights),
         ],
         edges=[
@@ -80,6 +85,29 @@ def grpo_workflow(config: HfGrpoConfig) -> Workflow:
         batch_size=rl.prompts_per_iteration * rl.group_size,
         group_size=rl.group_size,
         tokens_per_sample=mean_response_tokens(config.task, rl.max_new_tokens),
+    )
+
+
+def _named_as_written(error: ConfigError, data: Mapping[str, Any]) -> ConfigError:
+    """``error`` about the sequence length, renamed to ``model.config`` when the config sets neither length (their
+    defaults do not fit the model the config chose): an error names what the user wrote."""
+    grpo = data.get("grpo")
+    lengths = ("max_new_tokens", "max_prompt_tokens")
+    written = isinstance(grpo, Mapping) and any(key in grpo for key in lengths)
+    model = data.get("model")
+    if (
+        error.field != "grpo.max_new_tokens"
+        or written
+        or not isinstance(model, Mapping)
+        or "config" not in model
+    ):
+        return error
+    return ConfigError(
+        "model.config",
+        model["config"],
+        f"is too short for the default response and prompt lengths: grpo.max_new_tokens={error.value} "
+        + error.problem,
+        "set grpo.max_new_tokens and grpo.max_prompt_tokens to fit the model, or give a model with more positions",
     )
 
 
@@ -120,7 +148,10 @@ class GrpoHfWorkload:
                 "grpo.num_iterations", grpo["num_iterations"], "is a run setting, which moved to the execution section",
                 "write it as execution: {iterations: ...}",
             )  # fmt: skip
-        config = structure_config(HfGrpoConfig, data, source)
+        try:
+            config = structure_config(HfGrpoConfig, data, source)
+        except ConfigError as error:
+            raise _named_as_written(error, data) from None
         config = attrs.evolve(
             config, seed=settings.seed, grpo=attrs.evolve(config.grpo, num_iterations=settings.iterations)
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 import bench_auto_mode
 import certify_planner
+import yaml
 from measured_validate import artifact, load
 
 PLANNER_TRACES = {
@@ -512,6 +513,38 @@ def validate_breakdown() -> str:
 
 
 STALENESS_K1_RUN = "docs/data/staleness_k1_hopper.json"
+
+
+STALENESS_GRPO_TIMING = "docs/data/staleness_timing_grpo.json"
+
+
+def staleness_timing_grpo() -> str:
+    """The GRPO example measured against predicted at k = 0 and 1, and planned from the shipped profile."""
+    a = artifact(STALENESS_GRPO_TIMING)
+    runs = a["runs"]
+
+    def pair(name: str) -> str:
+        run = runs[name]
+        return (
+            f"{run['measured_median_s']:.4f} s measured against {run['predicted_iteration_s']:.4f} s predicted "
+            f"(bias {run['bias']:+.1%}, median error {run['median_error']:.1%})"
+        )
+
+    plan = yaml.safe_load(runs["k1"]["plan_yaml"])
+    cores: dict[str, list[str]] = {}
+    for name, devices in plan["placement"].items():
+        cores.setdefault(str(devices), []).append(name)
+    where = "; ".join(f"{', '.join(names)} on core {devices}" for devices, names in sorted(cores.items()))
+    behind = plan.get("buffer_before")
+    k1_plan = f"{where}; the buffer before {'the ' + ', '.join(behind) if behind else 'the actor'}"
+    return fill(
+        f"The GRPO example on this project's 2 cores (`python benchmarks/staleness_timing_grpo.py`: each run "
+        f"{a['iterations']} iterations, the median over the counted ones; {conditions(a)}): `--mode auto` chose the "
+        f"collocated plan, {pair('k0')}; `--mode auto --max-staleness 1` chose a staleness-1 plan ({k1_plan}), "
+        f"{pair('k1')}, "
+        f"{runs['k0']['measured_median_s'] / runs['k1']['measured_median_s']:.2f}x the synchronous run's speed as "
+        f"measured; planned from the shipped profile (`--trace traces/grpo_arith_cpu2.json`), {pair('shipped_profile')}."
+    )
 
 
 def staleness_timing() -> str:

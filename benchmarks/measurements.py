@@ -239,6 +239,8 @@ BLOCKS = (
     Block("docs/planner.md", "staleness-learning", docs.staleness_learning),
     Block("docs/planner.md", "staleness-learning-grpo", lambda: docs.staleness_learning("grpo")),
     Block("docs/planner.md", "staleness-timing", docs.staleness_timing),
+    Block("docs/planner.md", "staleness-timing-grpo", docs.staleness_timing_grpo),
+    Block("docs/grpo.md", "staleness-timing-grpo", docs.staleness_timing_grpo),
     Block("docs/prediction_bias.md", "interference", docs.interference),
     Block("docs/prediction_bias.md", "validate-breakdown", docs.validate_breakdown),
     Block("README.md", "planner-optimality-summary", indented(docs.planner_optimality_summary, "  ")),

@@ -209,6 +209,21 @@ def test_the_auto_mode_artifacts_agree_with_themselves() -> None:
         assert a["best_fixed_plan"] == a["plans"][best[a["best_fixed_mode"]]]["plan"]
 
 
+def test_the_grpo_staleness_timing_artifact_agrees_with_itself() -> None:
+    a = provenance_of("docs/data/staleness_timing_grpo.json")
+    assert a["provenance"]["command"].startswith("python benchmarks/staleness_timing_grpo.py")
+    assert not a["provenance"]["uncommitted_code_changes"]
+    assert set(a["runs"]) == {"k0", "k1", "shipped_profile"}
+    for name, run in a["runs"].items():
+        assert run["command"].startswith(f"rlinf train {a['config']} --mode auto")
+        assert 0 < run["iterations"] < a["iterations"] and run["iterations"] % 2 == 1
+        # With an odd count the median ratio is the ratio of the medians.
+        assert run["bias"] == pytest.approx(run["measured_median_s"] / run["predicted_iteration_s"] - 1)
+        assert ("max_staleness: 1" in run["plan_yaml"]) == (name == "k1")
+    assert "--max-staleness 1" in a["runs"]["k1"]["command"]
+    assert "--trace traces/grpo_arith_cpu2.json" in a["runs"]["shipped_profile"]["command"]
+
+
 def test_the_main_job_and_ray_artifacts_agree_with_themselves() -> None:
     for name in measurements.MAIN_JOB_RUNS:
         j = provenance_of(name)

@@ -4,7 +4,9 @@
   off or on for every component with state; the best of these by simulation.
 * **fixed disaggregated**: every component on its own block of a power-of-two multiple of its model-parallel
   size (the sizes fixed-mode plans are written with); the best split and uniform granularity (the 16 best by
-  the surrogate are simulated).
+  the surrogate are simulated). Under a staleness bound (a space built with ``max_staleness`` >= 1) each split
+  is also tried at each staleness and buffer position: the one-step-off layout other systems run (generation on
+  its own GPUs one step ahead of training).
 * **closed form**: the recursive search described for RLinf's auto-placement: a run of components costs the sum
   of its parts when collocated, and warm-up + max stage x (micro-batches - 1) when cut in two (each side placed
   recursively on its share of the devices); the minimum over cuts, device splits (power-of-two multiples of
@@ -70,7 +72,7 @@ def disaggregated_points(
     tables: CostTables, limit: int = NUM_SIMULATED_SPLITS
 ) -> list[tuple[PlanPoint, float]]:
     """The ``limit`` best fixed-disaggregated plans by the surrogate (every component on its own block, using
-    every device it can: see :func:`_maximal`)."""
+    every device it can: see :func:`_maximal`), at every staleness and buffer position of the space."""
     space = tables.space
     groups = tuple((name,) for name in space.order)
     options = [coarse_sizes(space, group) for group in groups]
@@ -80,13 +82,17 @@ def disaggregated_points(
     for sizes in itertools.product(*options):
         if not _maximal(sizes, options, space.num_devices):
             continue
-        for granularity in _uniform_granularities(space):
-            point = PlanPoint(groups=groups, sizes=sizes, granularity=granularity)
+        for granularity, (staleness, cut) in itertools.product(
+            _uniform_granularities(space), space.staleness_modes
+        ):
+            point = PlanPoint(
+                groups=groups, sizes=sizes, granularity=granularity, staleness=staleness, buffer_before=cut
+            )
             result = estimate(tables, point)
             if result.fits():
-                scored.append((result.iteration_s, sizes, granularity, point))
-    scored.sort(key=lambda item: item[:3])
-    return [(point, seconds) for seconds, _, _, point in scored[:limit]]
+                scored.append((result.iteration_s, sizes, granularity, staleness, cut, point))
+    scored.sort(key=lambda item: item[:5])
+    return [(point, seconds) for seconds, *_, point in scored[:limit]]
 
 
 def _maximal(sizes: tuple[int, ...], options: list[tuple[int, ...]], num_devices: int) -> bool:

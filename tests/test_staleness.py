@@ -27,6 +27,7 @@ from planner.space import build_space
 from rlinf.api import WorkerContext
 from rlinf.app.checkpoint import load_latest
 from rlinf.app.jobs import load_job_config
+from rlinf.capacity.planning import propose
 from rlinf.cli import main
 from rlinf.core.costs import fit
 from rlinf.core.errors import ConfigError
@@ -262,6 +263,27 @@ def test_on_the_7b_trace_a_staleness_1_plan_is_15_percent_faster_with_the_infere
     moved = attrs.evolve(result.plan, buffer_before=())  # the same plan, the buffer before the actor
     slower = simulate(lower(trace.workflow, moved, trace.cluster), costs).iteration_s
     assert slower > 1.04 * result.best.iteration_s
+
+
+def test_the_disaggregated_baseline_tries_the_bound_as_the_one_step_off_layout() -> None:
+    """``rlinf capacity --max-staleness 1``: the disaggregated strategy runs its splits one step ahead too (the
+    layout other systems run asynchronously), the collocated one stays synchronous (a bound gains it nothing)."""
+    trace = load_trace(ROOT / "traces/grpo_7b_h100.json")
+    costs = fit(trace)
+    plans = {
+        (strategy, k): propose(
+            trace.workflow, trace.cluster, costs, strategy, time_limit_s=5.0, seed=0, max_staleness=k
+        ).plan
+        for strategy in ("disaggregated", "collocated")
+        for k in (0, 1)
+    }
+    assert plans[("disaggregated", 0)].max_staleness == 0 and plans[("disaggregated", 1)].max_staleness == 1
+    assert plans[("collocated", 1)] == plans[("collocated", 0)]
+
+    def seconds(plan) -> float:
+        return simulate(lower(trace.workflow, plan, trace.cluster), costs).iteration_s
+
+    assert seconds(plans[("disaggregated", 1)]) < seconds(plans[("disaggregated", 0)])
 
 
 # ---------------------------------------------------------------------------------------------- real runs

@@ -65,7 +65,8 @@ def propose(
     max_staleness: int = 0,
 ) -> Proposal:
     """The plan ``strategy`` picks on ``cluster``, or the reason it has none (nothing fits in memory);
-    ``max_staleness`` bounds the ``best`` search's asynchronous plans."""
+    ``max_staleness`` bounds the asynchronous plans of the ``best`` search and of the disaggregated baseline (the
+    collocated one gains nothing from a bound, the closed form is synchronous by construction)."""
     if strategy == "best":
         try:
             found = search(
@@ -82,6 +83,7 @@ def propose(
             costs,
             max_granularity=DEFAULT_MAX_GRANULARITY,
             max_loop_stages=DEFAULT_MAX_LOOP_STAGES,
+            max_staleness=max_staleness if strategy == "disaggregated" else 0,
         )
         evaluation = BASELINES[strategy](workflow, cluster, costs, tables)
     if evaluation is None:

@@ -9,8 +9,8 @@ logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``
 By default every term is on and each decode step pays :data:`DEFAULT_ENGINE`'s published fixed cost: the model
 that docs/analytic_validation.md checks against published runs, not the earlier whole-batch one, which predicts
 about half the step of a long chain-of-thought run. ``--terms none --engine none`` give the earlier model back. A
-provenance command always spells out the terms and the per-step seconds, so it re-synthesizes the same trace
-whatever the defaults.
+provenance command always spells out the engine and the terms, so it re-synthesizes the same trace whatever the
+defaults.
 """
 
 from __future__ import annotations

@@ -338,7 +338,7 @@ class Workflow:
     @property
     def trainer_side(self) -> tuple[str, ...]:
         """The components that train (:data:`TRAINER_ROLES`), in declaration order."""
-        return tuple(c.name for c in self.components if c.role in TRAINER_ROLES)
+        return self.training_side(())
 
     @property
     def buffered_edges(self) -> tuple[Edge, ...]:

@@ -50,6 +50,7 @@ from analytic_validation_model import (  # noqa: E402
 )
 from analytic_validation_rows import RUNS  # noqa: E402
 from analytic_validation_runs import PublishedRun  # noqa: E402
+from analytic_validation_steps import step_checks  # noqa: E402
 from analytic_validation_tables import (  # noqa: E402
     ablation_table,
     engine_cost_table,
@@ -58,6 +59,7 @@ from analytic_validation_tables import (  # noqa: E402
     results_table,
     sensitivity_table,
     sources,
+    step_check_table,
     straggler_table,
     summarize,
     summary_line,
@@ -170,6 +172,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
         **summaries,
         "ablation": {v.key: summarize(runs, ratios[v.key]) for v in ABLATION},
         "held_out": held_out,
+        "step_checks": [attrs.asdict(check) for check in step_checks()],
         "straggler_demo": demo,
         "asynchronous": {key: value for key, value in asynchronous.items() if key != "block"},
         "runs": rows,
@@ -197,7 +200,7 @@ def summary_block(result: dict[str, Any]) -> str:
             f"{cot['num_runs']} long chain-of-thought runs (10-14k-token responses), worst {now['worst_ratio']:.2f} "
             f"({now['worst_run']}, eager vLLM on ROCm): it is optimistic.",
             f"Generation is simulated decode step by decode step (the batch shrinks as responses end; each step pays "
-            f"its weights, KV cache and the engine's published fixed cost), so `rlinf simulate` shows the straggler "
+            f"its weights, KV cache and the engine's published fixed and per-sequence costs), so `rlinf simulate` shows the straggler "
             f"tail: {demo['straggler_fraction']:.0%} of a long chain-of-thought step in the demo.",
             f"One constant fitted to NeMo RL's runs (+{1000 * result['held_out']['extra_step_s']:.1f} ms per decode "
             f"step) brings the other {held['num_runs']} to a median {held['median_ratio']:.2f}, worst "
@@ -258,6 +261,13 @@ def tables_block(runs: tuple[PublishedRun, ...], predictions: dict[str, Any], he
     lines += engine_cost_table()
     lines += ["", "Which one prices each run's engine:", ""]
     lines += engine_map_table()
+    lines += [
+        "",
+        "The model's decode step against the long-context rows of the table that gives `vllm-v1` (not read to "
+        "derive its costs; `benchmarks/analytic_validation_steps.py`):",
+        "",
+    ]
+    lines += step_check_table(step_checks())
     lines += ["", "Sensitivity: each run's ratio with one input moved, the others as now:", ""]
     lines += sensitivity_table(runs, now, moved)
     lines += ["", "Per phase, where the source breaks the step down (seconds):", ""]

@@ -83,7 +83,7 @@ ABLATION: tuple[Variant, ...] = (
             attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True),
     Variant(key="decode", label="+ decode as it happens: KV-pool admission and preemption", as_previously=False,
             attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True, kv_preemption=True),
-    Variant(key="engine", label="+ the engine's per-step cost, published", as_previously=False,
+    Variant(key="engine", label="+ the engine's per-step costs (fixed and per sequence in flight), published", as_previously=False,
             attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True, kv_preemption=True,
             engine_cost=True),
     Variant(key="now", label="+ the spread of response lengths from published statistics (= now)",
@@ -101,6 +101,9 @@ class Inputs:
     sigma_scale: float = 1.0
     """Scales the log-spread of the response lengths (the median follows, so the mean stays the reported one)."""
     engine_cost_scale: float = 1.0
+    """Scales the engine's published costs, fixed and per sequence in flight."""
+    per_sequence_scale: float = 1.0
+    """Scales the cost per sequence in flight alone (0: a batch-1 table's engine without the borrowed one)."""
     extra_step_s: float = 0.0
     """Seconds added to every decode step beyond the engine's published cost (the held-out fit's constant)."""
     mfu_scale: float = 1.0
@@ -140,6 +143,7 @@ def workload_of(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFA
     defaults = attrs.fields_dict(LLMWorkload)
     sigma = sigma_of(row, variant) * inputs.sigma_scale
     fixed, per_sequence = step_cost_of(row.engine) if variant.engine_cost else (0.0, 0.0)
+    per_sequence_scale = inputs.engine_cost_scale * inputs.per_sequence_scale
     return LLMWorkload(
         model=row.model,
         num_prompts=row.num_prompts,
@@ -166,7 +170,7 @@ def workload_of(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFA
         free_kv_cache_on_offload=variant.free_kv_cache,
         kv_preemption=variant.kv_preemption,
         decode_step_overhead_s=fixed * inputs.engine_cost_scale + inputs.extra_step_s,
-        decode_step_overhead_per_sequence_s=per_sequence * inputs.engine_cost_scale,
+        decode_step_overhead_per_sequence_s=per_sequence * per_sequence_scale,
         prefill_mfu=min(1.0, defaults["prefill_mfu"].default * inputs.mfu_scale),
         train_mfu=min(1.0, defaults["train_mfu"].default * inputs.mfu_scale),
         decode_mbu=min(1.0, defaults["decode_mbu"].default * inputs.mbu_scale),
@@ -390,6 +394,7 @@ SENSITIVITY: tuple[tuple[str, str, Inputs], ...] = (
     ("sigma", "x1.5", Inputs(sigma_scale=1.5)),
     ("engine per-step cost", "0", Inputs(engine_cost_scale=0.0)),
     ("engine per-step cost", "x2", Inputs(engine_cost_scale=2.0)),
+    ("cost per sequence in flight", "0", Inputs(per_sequence_scale=0.0)),
     ("MFU (prefill, training)", "x0.75", Inputs(mfu_scale=0.75)),
     ("MFU (prefill, training)", "x1.25", Inputs(mfu_scale=1.25)),
     ("decode MBU", "x0.75", Inputs(mbu_scale=0.75)),

@@ -31,19 +31,19 @@ ENGINES: dict[str, Engine] = {
         description="vLLM 0.11 (0.11.0 in NeMo RL 0.4, 0.11.2 in 0.5: the pins of NeMo RL's pyproject.toml) with "
         "CUDA graphs (enforce_eager false); the synchronous LLM engine in the collocated recipes, the async "
         "engine in the one-step-off ones",
-        step_cost="vllm-0.6",
-        match="the nearest published: vLLM 0.6.3 with CUDA graphs on an A100 (no batch-1 series of vLLM 0.11 was "
-        "found); 0.11 runs the V1 engine, whose rewritten scheduler and input preparation aim at this very cost, "
-        "so the figure is more likely high than low",
+        step_cost="vllm-v1",
+        match="the same engine (V1) with CUDA graphs, on an H100 PCIe: a later vLLM (2026) than 0.11, with a slower "
+        "host CPU than a DGX's, so the fixed cost may err either way; the nearest published (the earlier page "
+        "priced it with vLLM 0.6.3's on an A100)",
     ),
     "vllm-v1-eager": Engine(
         description="vLLM's V1 engine (VLLM_USE_V1=1 in veRL's fully asynchronous recipe scripts; the asynchronous "
         "run serves it through veRL's AgentLoop) with enforce_eager true (veRL's rollout default at the scripts' "
         "commits 7f837ac3a and 34cf9e7b9, which leave it unset): no graphs; the scripts do not state the vLLM "
         "version",
-        step_cost="vllm-0.6",
-        match="the nearest published: vLLM 0.6.3 with CUDA graphs on an A100: eager mode launches every kernel from "
-        "Python, so the figure is a lower bound here",
+        step_cost="vllm-v1",
+        match="the same engine (V1), measured with CUDA graphs on an H100 PCIe: eager mode launches every kernel "
+        "from Python, so the figure is a lower bound here",
     ),
     "vllm-0.6.3-eager-rocm": Engine(
         description="vLLM 0.6.3 on ROCm (veRL's docker/Dockerfile.rocm at 44a65f956d72) with enforce_eager true: "

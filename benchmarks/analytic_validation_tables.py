@@ -9,6 +9,7 @@ from typing import Any
 
 from analytic_validation_model import ABLATION, NOW, PREVIOUS, SENSITIVITY, Prediction, sigma_of
 from analytic_validation_runs import ENGINES, PHASES, PublishedRun, step_cost_of
+from analytic_validation_steps import StepCheck
 
 from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
 
@@ -82,27 +83,51 @@ def ablation_table(runs: Sequence[PublishedRun], ratios: dict[str, list[float]])
 
 
 def engine_cost_table() -> list[str]:
-    """Every published per-step cost: its measurements, the lower bound used, the line fit's check."""
+    """Every published per-step cost: its measurements, the lower bound used, the line fit's check, the cost per
+    sequence in flight and where it comes from."""
     lines = [
-        "| key | engine | GPU | published step (ms, batch 1) | fixed per step used (ms) | line intercept (ms) "
-        "| line's bandwidth (TB/s) |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+        "| key | engine | GPU | published step (ms; batch 1 unless noted) | fixed per step used (ms) "
+        "| line intercept (ms) | line's bandwidth (TB/s) | per sequence in flight (us) | per sequence from |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for cost in ENGINE_STEP_COSTS.values():
-        steps = ", ".join(f"{m.model} {1000 * m.step_s:.2f}" for m in cost.measurements)
+        steps = ", ".join(
+            f"{m.model}{'' if m.batch == 1 else f' x{m.batch}'} {1000 * m.step_s:.2f}"
+            for m in cost.measurements
+        )
         lines.append(
             f"| {cost.key} | {cost.engine} | {cost.device} | {steps} | {1000 * cost.fixed_step_s:.2f} "
-            f"| {1000 * cost.line_intercept_s:.2f} | {cost.effective_bandwidth_bytes_per_s / 1e12:.2f} |"
+            f"| {1000 * cost.line_intercept_s:.2f} | {cost.effective_bandwidth_bytes_per_s / 1e12:.2f} "
+            f"| {1e6 * cost.per_sequence_s:.1f} | {cost.per_sequence_source} |"
         )
     return lines
 
 
 def engine_map_table() -> list[str]:
     """Each run engine, the published cost that prices it, and how close that measurement is."""
-    lines = ["| engine of the runs | priced by | ms per step | how close |", "| --- | --- | ---: | --- |"]
+    lines = [
+        "| engine of the runs | priced by | ms per step | us per sequence in flight | how close |",
+        "| --- | --- | ---: | ---: | --- |",
+    ]
     for key, engine in ENGINES.items():
+        fixed, per_sequence = step_cost_of(key)
         lines.append(
-            f"| `{key}` | `{engine.step_cost}` | {1000 * step_cost_of(key)[0]:.2f} | {engine.match} |"
+            f"| `{key}` | `{engine.step_cost}` | {1000 * fixed:.2f} | {1e6 * per_sequence:.1f} | {engine.match} |"
+        )
+    return lines
+
+
+def step_check_table(checks: Sequence[StepCheck]) -> list[str]:
+    """The model's decode step against published steps it was not read from (longer contexts)."""
+    lines = [
+        "| model | batch | cached tokens per sequence | published (ms) | model (ms) | ratio | model at the datasheet "
+        "bandwidth (ms) | ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in checks:
+        lines.append(
+            f"| {c.model} | {c.batch} | {c.cache_len:,} | {1000 * c.published_s:.3f} | {1000 * c.model_s:.3f} "
+            f"| {c.model_s / c.published_s:.2f} | {1000 * c.datasheet_s:.3f} | {c.datasheet_s / c.published_s:.2f} |"
         )
     return lines
 

@@ -75,14 +75,32 @@ def test_statistics_that_fit_no_lognormal_are_refused(kwargs, match):
 
 def test_the_fixed_cost_is_a_lower_bound_computed_from_the_published_latencies():
     for cost in ENGINE_STEP_COSTS.values():
-        unexplained = [m.step_s - m.bytes_read / cost.device_bandwidth_bytes_per_s for m in cost.measurements]
+        unexplained = [
+            m.step_s - m.bytes_read / cost.device_bandwidth_bytes_per_s - cost.per_sequence_s * m.batch
+            for m in cost.measurements
+        ]
         assert cost.fixed_step_s == pytest.approx(min(unexplained))
         assert 0 < cost.fixed_step_s < min(m.step_s for m in cost.measurements)
-        assert cost.per_sequence_s == 0.0  # batch-1 tables only
-    # Qwen3-0.6B on SGLang: (1 + 2048) tokens / 414.17 tokens/s over 2048 steps, less 1.2 GB at 4.0 TB/s.
-    assert ENGINE_STEP_COSTS["sglang-0.4"].fixed_step_s == pytest.approx(
-        2049 / 414.17 / 2048 - 1.2e9 / 4.0e12
+    # Qwen3-0.6B on SGLang: (1 + 2048) tokens / 414.17 tokens/s over 2048 steps, less 1.2 GB at 4.0 TB/s and one
+    # sequence's cost in flight (borrowed from vLLM V1's batch series: SGLang publishes none).
+    sglang, vllm_v1 = ENGINE_STEP_COSTS["sglang-0.4"], ENGINE_STEP_COSTS["vllm-v1"]
+    assert sglang.measured_per_sequence_s == 0.0 and sglang.per_sequence_s == vllm_v1.per_sequence_s
+    assert sglang.fixed_step_s == pytest.approx(
+        2049 / 414.17 / 2048 - 1.2e9 / 4.0e12 - vllm_v1.per_sequence_s
     )
+    assert "from vllm-v1" in sglang.per_sequence_source and vllm_v1.per_sequence_source == "measured here"
+
+
+def test_vllm_v1s_cost_per_sequence_is_the_slope_of_its_short_context_batch_series():
+    """vLLM PR #53060, Qwen2.5-0.5B at 128 cached tokens: 1.677, 1.725 and 2.148 ms at batch 1, 8 and 32; less the
+    weights and the KV cache (192 tokens of 12,288 bytes per sequence) at 2 TB/s, the slope is about 15 us."""
+    cost = ENGINE_STEP_COSTS["vllm-v1"]
+    batches = np.array([1, 8, 32])
+    bytes_read = 0.98e9 + batches * 192 * 12288
+    slope = np.polyfit(batches, np.array([1.677e-3, 1.725e-3, 2.148e-3]) - bytes_read / 2.0e12, 1)[0]
+    assert cost.per_sequence_s == pytest.approx(slope) and 13e-6 < slope < 16e-6
+    # The line through the batch-1 steps of the two models checks the fixed cost from the other side.
+    assert cost.line_intercept_s == pytest.approx(cost.fixed_step_s, rel=0.1)
 
 
 def test_a_measurement_at_several_batch_sizes_gives_a_cost_per_sequence():
@@ -173,7 +191,7 @@ def test_synth_defaults_to_the_validated_model_and_none_gives_the_earlier_one_ba
     )
     runs = {
         "default": [],
-        "explicit": ["--terms", "all", "--engine", "sglang-0.4"],
+        "explicit": ["--terms", "all", "--engine", "vllm-v1"],
         "earlier": ["--terms", "none", "--engine", "none"],
         "overhead 0": ["--terms", "none", "--decode-step-overhead-s", "0"],
     }
@@ -184,15 +202,16 @@ def test_synth_defaults_to_the_validated_model_and_none_gives_the_earlier_one_ba
         traces[name] = load_trace(out)
     default = traces["default"]
     workload = default.provenance["workload"]
-    assert min(ENGINE_STEP_COSTS, key=lambda k: ENGINE_STEP_COSTS[k].fixed_step_s) == "sglang-0.4"
-    assert workload["decode_step_overhead_s"] == engine_step_cost("sglang-0.4").fixed_step_s > 0
+    assert min(ENGINE_STEP_COSTS, key=lambda k: ENGINE_STEP_COSTS[k].fixed_step_s) == "vllm-v1"
+    assert workload["decode_step_overhead_s"] == engine_step_cost("vllm-v1").fixed_step_s > 0
+    assert workload["decode_step_overhead_per_sequence_s"] == engine_step_cost("vllm-v1").per_sequence_s > 0
     assert (
         workload["kv_preemption"]
         and workload["count_attention_flops"]
         and workload["free_kv_cache_on_offload"]
     )
-    assert default.provenance["engine"]["key"] == "sglang-0.4"
-    assert "--engine sglang-0.4" in default.provenance["command"]
+    assert default.provenance["engine"]["key"] == "vllm-v1"
+    assert "--engine vllm-v1" in default.provenance["command"]
     assert "--terms attention,tp-comm,free-kv,kv-preemption" in default.provenance["command"]
     assert traces["explicit"].samples == default.samples
     earlier = traces["earlier"]

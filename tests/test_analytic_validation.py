@@ -205,6 +205,27 @@ def test_every_engine_is_priced_by_a_published_table(runs):
         )
 
 
+def test_the_decode_step_check_prices_rows_the_engine_cost_was_not_read_from(validation):
+    """The long-context rows of vLLM's pure-decode table, priced as the model prices a step: weights and KV cache at
+    70% of the datasheet bandwidth, plus vLLM V1's fixed and per-sequence costs (read from the 128-token rows)."""
+    from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
+
+    cost = ENGINE_STEP_COSTS["vllm-v1"]
+    read = {(m.model, m.batch, m.kv_bytes) for m in cost.measurements}
+    checks = sys.modules["analytic_validation_steps"].step_checks()
+    assert len(checks) == 12 and all(check.cache_len >= 4096 for check in checks)
+    assert all(
+        m.kv_bytes == m.batch * 192 * (12288 if "0.5B" in m.model else 114688) for m in cost.measurements
+    )
+    assert len(read) == len(cost.measurements)
+    (longest,) = [c for c in checks if c.model == "Qwen2.5-0.5B" and c.batch == 32 and c.cache_len == 32640]
+    step_bytes = 2 * 0.49e9 + 32 * (32640 + 64) * 12288
+    engine_s = cost.fixed_step_s + 32 * cost.per_sequence_s
+    assert longest.published_s == pytest.approx(10.399e-3)
+    assert longest.model_s == pytest.approx(step_bytes / (0.7 * 2.0e12) + engine_s)
+    assert longest.datasheet_s == pytest.approx(step_bytes / 2.0e12 + engine_s)
+
+
 def test_one_step_off_rows_are_their_plans_simulated_at_staleness_one(model, rows, computed):
     by_key = {row["key"]: row for row in computed["runs"]}
     disaggregated = [run for run in rows if run.mode == "one-step-off"]

@@ -438,7 +438,7 @@ def test_missing_file_is_one_line(tmp_path, capsys):
     [
         ("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang x=1\n", [], "sglang-0.4", "launch"),
         ("(TaskRunner pid=7)                          'name': 'vllm',\n", [], "vllm-0.6", "printed config"),
-        ("", [], "sglang-0.4", "assumed: the least published engine cost"),
+        ("", [], "vllm-v1", "assumed: the least published engine cost"),
         ("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n", ["--engine", "vllm-0.6"],
          "vllm-0.6", "from the flags"),
         ("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.name=sglang\n", ["--engine", "none"],
@@ -454,6 +454,9 @@ def test_the_decode_steps_engine_comes_from_the_logs_command_or_config(tmp_path,
     engine = provenance["imported_from"]["engine"]
     fixed = 0.0 if key is None else engine_step_cost(key).fixed_step_s
     assert engine["decode_step_overhead_s"] == provenance["workload"]["decode_step_overhead_s"] == fixed
+    per_sequence = 0.0 if key is None else engine_step_cost(key).per_sequence_s
+    assert engine["decode_step_overhead_per_sequence_s"] == per_sequence
+    assert provenance["workload"]["decode_step_overhead_per_sequence_s"] == per_sequence
     assert source in engine["source"], engine
     # The provenance command names the engine, so that it imports the same trace again.
     assert f"--engine {key or 'none'}" in provenance["command"]

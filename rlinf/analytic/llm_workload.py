@@ -224,8 +224,8 @@ class LLMWorkload:
     No datasheet gives it: 0 (the default) prices the roofline alone; a profile or a calibration can set it."""
     decode_step_overhead_per_sequence_s: float = 0.0
     """Seconds the engine adds to a decode step for each sequence in flight (scheduling, sampling and output
-    processing that grow with the batch), on top of ``decode_step_overhead_s``. 0: no published measurement
-    separates it (:mod:`rlinf.analytic.engine_costs` reads it from latencies measured at several batch sizes)."""
+    processing that grow with the batch), on top of ``decode_step_overhead_s``. 0 (the default) prices the fixed
+    cost alone; :mod:`rlinf.analytic.engine_costs` reads it from latencies measured at several batch sizes."""
     reward_seconds_per_sample: float = 0.002
     """CPU time of the rule-based reward (answer extraction and comparison) per response."""
     op_overhead_s: float = 0.02

@@ -1,12 +1,12 @@
 """The flags of the analytic model's long-response terms: the engine, the decode schedule, response statistics.
 
 They describe what decides a long chain-of-thought generation (docs/analytic_validation.md): the inference
-engine's fixed per-step cost (``--engine``, from :mod:`rlinf.analytic.engine_costs`), its cap on sequences in flight
+engine's fixed and per-sequence costs of a step (``--engine``, from :mod:`rlinf.analytic.engine_costs`), its cap on sequences in flight
 (``--max-num-seqs``), the model's opt-in terms (``--terms``: attention FLOPs, tensor-parallel all-reduces, a KV
 cache freed on offload, KV-pool admission and preemption), and the response lengths from the statistics a run
 logs (``--response-mean`` with ``--response-clip-ratio`` or ``--response-sigma``).
 
-By default every term is on and each decode step pays :data:`DEFAULT_ENGINE`'s published fixed cost: the model
+By default every term is on and each decode step pays :data:`DEFAULT_ENGINE`'s published costs: the model
 that docs/analytic_validation.md checks against published runs, not the earlier whole-batch one, which predicts
 about half the step of a long chain-of-thought run. ``--terms none --engine none`` give the earlier model back. A
 provenance command always spells out the engine and the terms, so it re-synthesizes the same trace whatever the
@@ -225,6 +225,7 @@ def response_provenance(args: argparse.Namespace, workload: LLMWorkload) -> dict
             "device": cost.device,
             "fixed_step_s": cost.fixed_step_s,
             "per_sequence_s": cost.per_sequence_s,
+            "per_sequence_from": cost.per_sequence_source,
             "source": cost.source,
         }
     return out

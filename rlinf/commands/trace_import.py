@@ -152,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
             response_median={"tokens": workload.response.median_tokens, "source": median_source},
             old_prefixes=old_prefixes,
             actor_sharding=_sharding_record(sharding, sharding_source, workload, devices),
-            engine={"decode_step_overhead_s": workload.decode_step_overhead_s, "source": engine_source},
+            engine={
+                "decode_step_overhead_s": workload.decode_step_overhead_s,
+                "decode_step_overhead_per_sequence_s": workload.decode_step_overhead_per_sequence_s,
+                "source": engine_source,
+            },
             plan=plan,
         ),
         "date": args.date or today(),

@@ -115,6 +115,8 @@ def report(trace: Trace, summary: ImportSummary, path: Path, response_limit: Map
     )
     engine = trace.provenance["imported_from"]["engine"]
     lines.append(
-        f"  decode step's engine cost: {engine['decode_step_overhead_s'] * 1e3:.2f} ms ({engine['source']})"
+        f"  decode step's engine cost: {engine['decode_step_overhead_s'] * 1e3:.2f} ms and "
+        f"{engine.get('decode_step_overhead_per_sequence_s', 0.0) * 1e6:.1f} us per sequence in flight "
+        f"({engine['source']})"
     )
     return "\n".join(lines)

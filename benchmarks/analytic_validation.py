@@ -200,8 +200,8 @@ def summary_block(result: dict[str, Any]) -> str:
             f"{cot['num_runs']} long chain-of-thought runs (10-14k-token responses), worst {now['worst_ratio']:.2f} "
             f"({now['worst_run']}, eager vLLM on ROCm): it is optimistic.",
             f"Generation is simulated decode step by decode step (the batch shrinks as responses end; each step pays "
-            f"its weights, KV cache and the engine's published fixed and per-sequence costs), so `rlinf simulate` shows the straggler "
-            f"tail: {demo['straggler_fraction']:.0%} of a long chain-of-thought step in the demo.",
+            f"its weights, KV cache and the engine's published fixed and per-sequence costs), so `rlinf simulate` "
+            f"shows the straggler tail: {demo['straggler_fraction']:.0%} of a long chain-of-thought step in the demo.",
             f"One constant fitted to NeMo RL's runs (+{1000 * result['held_out']['extra_step_s']:.1f} ms per decode "
             f"step) brings the other {held['num_runs']} to a median {held['median_ratio']:.2f}, worst "
             f"{held['worst_ratio']:.2f}. Sources, misses and their causes: docs/analytic_validation.md.",

@@ -46,6 +46,8 @@ class PublishedStep:
 
 @attrs.frozen(kw_only=True)
 class StepCheck:
+    """One published step beside the model's price of it."""
+
     model: str
     batch: int
     cache_len: int

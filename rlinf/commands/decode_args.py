@@ -72,7 +72,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default=None,
-        help=f"inference engine whose published per-step cost to add to every decode step: "
+        help=f"inference engine whose published costs (fixed, and per sequence in flight) to add to every decode "
+        f"step: "
         f"{', '.join(ENGINE_STEP_COSTS)}, or {NO_ENGINE} (default {DEFAULT_ENGINE}, the least published cost, "
         f"unless --decode-step-overhead-s is given)",
     )

@@ -43,6 +43,9 @@ DEATH_REPORT_WAIT_S = 1.0
 """After an actor's connection closed, how long to wait for Ray's account of its death (for the message)."""
 START_TIMEOUT_S = 120.0
 """How long Ray may take to place and start an actor, and the actors to connect back to the driver."""
+LIVE_CONNECT_GRACE_S = 5.0
+"""Once an actor has stopped during the start, how long the live ones still get to connect, so that the error
+names only the actors that failed (a loaded machine connects them a moment after the death is seen)."""
 
 
 class RayBackend(ControlDriver):
@@ -176,11 +179,18 @@ class RayBackend(ControlDriver):
             address = listener.getsockname()[:2]
             self._serving = [actor.serve.remote(address) for actor in self._actors]
             started = time.monotonic()
+            first_stop: float | None = None
             while server.missing:
                 stopped = self._stopped()
-                waited_s = time.monotonic() - started
-                if stopped or waited_s > self._start_timeout_s:
-                    self._fail_to_connect(server, stopped, f"{address[0]}:{address[1]}", waited_s)
+                now = time.monotonic()
+                if stopped and first_stop is None:
+                    first_stop = now
+                live_missing = set(server.missing) - set(stopped)
+                grace_over = first_stop is not None and (
+                    not live_missing or now - first_stop > LIVE_CONNECT_GRACE_S
+                )
+                if grace_over or now - started > self._start_timeout_s:
+                    self._fail_to_connect(server, stopped, f"{address[0]}:{address[1]}", now - started)
                 server.poll(CHECK_EVERY_S)
         self._connections = [socket_connection(server.sockets[w]) for w in workers]
 

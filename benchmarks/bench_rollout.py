@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rlinf.core.cluster import DEVICE_PRESETS  # noqa: E402
+from rlinf.core.files import write_text_atomic  # noqa: E402
+from rlinf.core.phases import mark  # noqa: E402
 from rlinf.workloads.hf_grpo.checkpoints import hf_config  # noqa: E402
 from rlinf.workloads.hf_grpo.config import MODEL_PRESETS  # noqa: E402
 from rlinf.workloads.hf_grpo.generation import SamplingParams, generate_all, stream_groups  # noqa: E402
@@ -114,6 +116,34 @@ def run_generate(model: Any, prompts: list[list[int]], group: int, tokens: int) 
     return time.perf_counter() - start
 
 
+def busy_fraction(model: Any, prompts: list[list[int]], group: int, tokens: int) -> dict[str, Any]:
+    """One run of rlinf's engine under torch's profiler: the GPU's kernel time over the run's wall time. Near 1
+    the kernels bound the step (the GPU is busy); far below, the host does (Python, launches, synchronisation)
+    and the GPU waits. The profiler's own cost makes the wall time a little longer, so the fraction is a lower
+    bound."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall_s = run_rlinf(model, prompts, group, tokens)
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if getattr(e, "device_type", None) == DeviceType.CUDA
+        and "annotation" not in str(getattr(e, "activity_type", ""))
+    )
+    kernel_us, reach = 0.0, float("-inf")  # the union of the GPU's busy intervals (streams may overlap)
+    for begin, end in spans:
+        kernel_us += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    return {
+        "tokens": tokens,
+        "wall_s": wall_s,
+        "kernel_s": kernel_us / 1e6,
+        "gpu_busy_fraction": kernel_us / 1e6 / wall_s,
+    }
+
+
 def kv_bytes_per_token(preset: str) -> int:
     """Bytes of bf16 keys and values one token keeps in the cache over all layers."""
     sizes = MODEL_PRESETS[preset]
@@ -131,11 +161,26 @@ def roofline_step_s(preset: str, params: int, batch: int, context: float, device
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """The rows (and, with ``args.busy_fraction``, the GPU's busy fraction at the largest batch); with
+    ``args.json`` the result so far is written after every row, so a run cut short keeps its rows."""
     model = build(args.preset, args.device)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     device = next((d for d in ("H200", "H100", "A100") if d in name.upper()), "H100")
     params = parameter_count(args.preset)
-    rows = []
+    result: dict[str, Any] = {
+        "device": name,
+        "roofline_device": device,
+        "preset": args.preset,
+        "parameters": params,
+        "prompt_tokens": args.prompt_tokens,
+        "kv_bytes_per_token": kv_bytes_per_token(args.preset),
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "rows": [],
+    }
+    rows = result["rows"]
     for batch in args.batches:
         prompts, group = prompts_for(batch, args.prompt_tokens, model.config.vocab_size)
         for engine, run in (("rlinf", run_rlinf), ("generate-static", run_generate)):
@@ -162,18 +207,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 }
             )
             print(json.dumps(rows[-1]), file=sys.stderr)
-    return {
-        "device": name,
-        "preset": args.preset,
-        "parameters": params,
-        "prompt_tokens": args.prompt_tokens,
-        "kv_bytes_per_token": kv_bytes_per_token(args.preset),
-        "new_tokens": args.new_tokens,
-        "repeats": args.repeats,
-        "torch": torch.__version__,
-        "transformers": __import__("transformers").__version__,
-        "rows": rows,
-    }
+            mark("rollout_row", component=engine, iteration=batch)
+            if args.json:
+                write_text_atomic(args.json, json.dumps(result, indent=1) + "\n")
+    if args.busy_fraction:
+        batch = max(args.batches)
+        prompts, group = prompts_for(batch, args.prompt_tokens, model.config.vocab_size)
+        try:
+            busy = busy_fraction(model, prompts, group, 2 * SHORT)
+        except Exception as error:  # noqa: BLE001 - the profiler's failure is a finding, not the benchmark's end
+            busy = {"error": f"{type(error).__name__}: {error}"}
+        result["busy"] = {"engine": "rlinf", "batch": batch, **busy}
+        print(json.dumps(result["busy"]), file=sys.stderr)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engines", nargs="+", choices=("rlinf", "generate-static"), default=["rlinf", "generate-static"]
     )
-    parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--json", help="also write the result here (after every row)")
+    parser.add_argument(
+        "--busy-fraction",
+        action="store_true",
+        help="also profile rlinf's engine at the largest batch: the GPU's kernel time over wall time",
+    )
     parser.add_argument(
         "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: check the script only"
     )
@@ -201,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:
-        Path(args.json).write_text(text + "\n")
+        write_text_atomic(args.json, text + "\n")
     return 0
 
 

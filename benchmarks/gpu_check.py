@@ -21,10 +21,13 @@ checks of two partial runs on the same device (the later run wins) into ``--out`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import shlex
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rlinf.core.phases import PHASES_ENV, durations, read_marks  # noqa: E402
+
 PY = sys.executable
 RLINF = [PY, "-m", "rlinf"]
 WORK = ROOT / "runs" / "gpu_check"
@@ -50,20 +57,33 @@ GRPO = [
 ]
 """The example's tiny model with a shorter warm start (200 of its 600 supervised steps: a check, not a study)."""
 GRPO_05B = [
-    *GRPO,
+    "examples/grpo_hf.yaml",
+    *("--accelerator", "cuda", "--no-progress"),
     *("--set", "model.config=qwen2.5-0.5b", "--set", "warm_start.num_steps=0"),
-    *("--set", "grpo.prompts_per_iteration=16"),
+    *("--set", "grpo.prompts_per_iteration=16", "--set", "eval.enabled=false"),
 ]
-"""GRPO on the Qwen2.5-0.5B shape, random weights (throughput and memory, not learning): no warm start."""
+"""GRPO on the Qwen2.5-0.5B shape, random weights (throughput, memory and context switching, not learning): no
+warm start, no held-out evaluation; 16 prompts x 8 responses of up to 160 tokens per iteration."""
+GRPO_05B_CPU = ["--devices", "1", "--set", "grpo.prompts_per_iteration=4", "--set", "grpo.group_size=2",
+                "--set", "grpo.max_new_tokens=8", "--set", "grpo.micro_batch_size=4"]  # fmt: skip
+"""The dry run's scaling of :data:`GRPO_05B` (with the tiny model): one core, 8 responses of 8 tokens. (The 0.5B
+model itself on 2 CPU cores takes about 2 minutes an iteration at this size: the dry run would not fit the
+suite.)"""
 
 
 class CheckFailed(Exception):
-    """A check ran and did not pass."""
+    """A check ran and did not pass; ``partial`` holds what it measured before it failed (a run cut at its limit
+    keeps its finished iterations)."""
+
+    def __init__(self, message: str, partial: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial or {}
 
 
 DRY_RUN: list[bool] = [False]
-"""``--dry-run-cpu``: every command on the CPU (no core pool, the tiny model for the presets): a check of this
-script's plumbing on a machine without a GPU, never a figure."""
+"""``--dry-run-cpu``: every command on the CPU (no core pool; the tiny model for the presets, the 0.5B GRPO runs
+scaled by :data:`GRPO_05B_CPU`): a rehearsal of this script's commands and plumbing on a machine
+without a GPU, never a figure."""
 
 
 def on_cpu(command: list[str]) -> list[str]:
@@ -77,33 +97,94 @@ def on_cpu(command: list[str]) -> list[str]:
         if item == "--cpu-devices":
             skip = 1
             continue
-        out.append({"cuda": "cpu", "model.config=qwen2.5-0.5b": "model.config=tiny",
-                    "qwen2.5-0.5b": "tiny", "qwen2.5-1.5b": "tiny"}.get(item, item))  # fmt: skip
+        out.append({"cuda": "cpu", "qwen2.5-0.5b": "tiny", "qwen2.5-1.5b": "tiny",
+                    "model.config=qwen2.5-0.5b": "model.config=tiny"}.get(item, item))  # fmt: skip
+    if "model.config=qwen2.5-0.5b" in command:
+        out += GRPO_05B_CPU
     if any(part.endswith("bench_rollout.py") for part in out):
         out += ["--device", "cpu"]
     return out
 
 
+def stop(process: subprocess.Popen[Any]) -> None:
+    """End ``process`` and everything it started (its own session: the driver, the fork server, the workers):
+    SIGTERM, then SIGKILL after 5 s."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # the workers may outlive the driver
+
+
 def run(command: list[str], limit_s: float, name: str) -> str:
-    """Run ``command`` in the repository root within ``limit_s`` seconds; its output (also kept in the work
-    folder). Raises :class:`CheckFailed` on a non-zero exit or a timeout."""
+    """Run ``command`` in the repository root within ``limit_s`` seconds, its output written to the work folder
+    as it comes (a check cut at its limit keeps it); returns the output. Raises :class:`CheckFailed` on a non-zero
+    exit or a timeout, after ending every process the command started."""
     if DRY_RUN[0]:
         command = on_cpu(command)
     log = WORK / f"{name}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, timeout=limit_s, env=env, check=False
+    with log.open("w") as stream:
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=stream, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-    except subprocess.TimeoutExpired as error:
-        parts = [error.stdout or "", error.stderr or ""]
-        log.write_text("".join(p.decode() if isinstance(p, bytes) else p for p in parts))
-        raise CheckFailed(f"timed out after {limit_s:.0f} s: {shlex.join(command)}") from None
-    log.write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
-        raise CheckFailed(f"exit {done.returncode}: {tail[:400]}")
-    return done.stdout + done.stderr
+        try:
+            code = process.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise CheckFailed(f"timed out after {limit_s:.0f} s: {shlex.join(command)}") from None
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # nothing of a finished command lingers either
+    text = log.read_text(errors="replace")
+    if code != 0:
+        lines = [line for line in text.strip().splitlines() if line.strip()] or [""]
+        raise CheckFailed(f"exit {code}: {lines[-1][:400]}")
+    return text
+
+
+class MemoryWatch:
+    """The GPU's used memory (every process on it) sampled by ``nvidia-smi`` every 200 ms while a check runs:
+    its peak against the GPU's capacity. Nothing without ``nvidia-smi`` (the dry run)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.process: subprocess.Popen[Any] | None = None
+
+    def __enter__(self) -> MemoryWatch:
+        if shutil.which("nvidia-smi") and not DRY_RUN[0]:
+            query = ["--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits", "-lms", "200"]
+            with self.path.open("w") as stream:
+                self.process = subprocess.Popen(
+                    ["nvidia-smi", *query], stdout=stream, stderr=subprocess.DEVNULL
+                )
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+
+    def figures(self) -> dict[str, Any]:
+        """``peak_gpu_memory_bytes`` and ``gpu_memory_bytes`` (MiB as nvidia-smi reports them, in bytes)."""
+        rows = []
+        for line in self.path.read_text().splitlines() if self.path.is_file() else []:
+            with contextlib.suppress(ValueError):
+                used, total = (int(part) for part in line.split(","))
+                rows.append((used, total))
+        if not rows:
+            return {}
+        return {
+            "peak_gpu_memory_bytes": max(u for u, _ in rows) * 2**20,
+            "gpu_memory_bytes": rows[0][1] * 2**20,
+            "gpu_memory_samples": len(rows),
+        }
 
 
 def metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -111,10 +192,12 @@ def metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def timing(rows: list[dict[str, Any]], rate: str) -> dict[str, Any]:
-    """Median measured (and predicted, in auto mode) iteration time and rate over the iterations after the first."""
+    """Median measured (and predicted, in auto mode) iteration time and rate over the iterations after the first,
+    and the first's (worker warm-up: allocator, kernels) on its own."""
     kept = rows[1:] or rows
     out: dict[str, Any] = {
         "iterations": len(rows),
+        "first_iteration_s": rows[0]["iteration_s"],
         "median_iteration_s": statistics.median(r["iteration_s"] for r in kept),
         f"median_{rate}": statistics.median(r[rate] for r in kept if rate in r),
     }
@@ -126,16 +209,24 @@ def timing(rows: list[dict[str, Any]], rate: str) -> dict[str, Any]:
 
 def train(name: str, args: list[str], limit_s: float, rate: str) -> dict[str, Any]:
     out = WORK / name
-    text = run([*RLINF, "train", *args, "--out", str(out)], limit_s, name)
+    with MemoryWatch(WORK / f"{name}.memory.csv") as memory:
+        try:
+            text = run([*RLINF, "train", *args, "--out", str(out)], limit_s, name)
+        except CheckFailed as error:
+            done = metrics(out) if (out / "metrics.jsonl").is_file() else []
+            partial = {**timing(done, rate), **memory.figures()} if done else memory.figures()
+            raise CheckFailed(str(error), partial) from None
     figures = timing(metrics(out), rate)
     chose = [line for line in text.splitlines() if line.startswith("auto: chose")]
     if chose:
         figures["chosen"] = chose[0].removeprefix("auto: chose ")
     figures["plan"] = (out / "plan.yaml").read_text()
     last = metrics(out)[-1]
-    for key in ("heldout_accuracy", "mean_reward", "episodic_return", "tokens"):
+    for key in ("heldout_accuracy", "mean_reward", "episodic_return", "tokens", "rollout_busy_s", "actor_busy_s",
+                "inference_busy_s", "reward_busy_s", "executor_overhead_s"):  # fmt: skip
         if key in last:
             figures[key] = last[key]
+    figures.update(memory.figures())
     return figures
 
 
@@ -151,26 +242,28 @@ def gpu_tests(limit_s: float) -> dict[str, Any]:
 
 
 def offload_bench(limit_s: float) -> dict[str, Any]:
+    if DRY_RUN[0]:
+        return {"dry_run": "skipped: bench_offload measures pinned host <-> GPU copies, which need a GPU"}
     text = run([PY, "benchmarks/bench_offload.py", "--mib", "1024"], limit_s, "offload_bench")
     return json.loads(text.strip().splitlines()[-1])
 
 
+ROLLOUT_BATCHES = ["1", "8", "32", "64", "128", "256"]
+
+
 def rollout_throughput(limit_s: float) -> dict[str, Any]:
+    """The 0.5B preset's rollout at batch 1-256 (both engines; the rlinf rows are also its decode-step costs),
+    the GPU's busy fraction at the largest batch (kernel time over wall time, torch's profiler): what separates
+    a host-bound engine from slow kernels. Rows are kept as they come: a run cut at its limit keeps its rows."""
     out = WORK / "rollout.json"
-    command = [
-        PY,
-        "benchmarks/bench_rollout.py",
-        "--preset",
-        "qwen2.5-0.5b",
-        "--batches",
-        "1",
-        "16",
-        "64",
-        "256",
-    ]
-    run(
-        [*command, "--new-tokens", "128", "--repeats", "2", "--json", str(out)], limit_s, "rollout_throughput"
-    )
+    command = [PY, "benchmarks/bench_rollout.py", "--preset", "qwen2.5-0.5b", "--batches", *ROLLOUT_BATCHES]
+    command += ["--new-tokens", "128", "--repeats", "1", "--busy-fraction", "--json", str(out)]
+    try:
+        run(command, limit_s, "rollout_throughput")
+    except CheckFailed:
+        if out.is_file():  # what it measured before the cut, for the record
+            (WORK / "rollout_partial.json").write_text(out.read_text())
+        raise
     return json.loads(out.read_text())
 
 
@@ -182,36 +275,32 @@ def decode_steps(limit_s: float) -> dict[str, Any]:
         "0.5b-long": ("qwen2.5-0.5b", "8000", ["1", "8", "32"]),
         "1.5b-long": ("qwen2.5-1.5b", "8000", ["1", "8"]),
     }
+    if DRY_RUN[0]:
+        runs = {label: (preset, "64", batches[:2]) for label, (preset, _, batches) in runs.items()}
     started, out = time.monotonic(), {}
     for label, (preset, prompt, batches) in runs.items():
         path = WORK / f"decode_{label}.json"
-        command = [
-            PY,
-            "benchmarks/bench_rollout.py",
-            "--preset",
-            preset,
-            "--prompt-tokens",
-            prompt,
-            "--engines",
-        ]
-        command += [
-            "rlinf",
-            "--batches",
-            *batches,
-            "--new-tokens",
-            "64",
-            "--repeats",
-            "1",
-            "--json",
-            str(path),
-        ]
-        run(command, max(5.0, limit_s - (time.monotonic() - started)), f"decode_{label}")
+        command = [PY, "benchmarks/bench_rollout.py", "--preset", preset, "--prompt-tokens", prompt]
+        command += ["--engines", "rlinf", "--batches", *batches, "--new-tokens", "64", "--repeats", "1"]
+        run(
+            [*command, "--json", str(path)],
+            max(5.0, limit_s - (time.monotonic() - started)),
+            f"decode_{label}",
+        )
         out[label] = json.loads(path.read_text())
     return out
 
 
 def hopper_collocated_offload(limit_s: float) -> dict[str, Any]:
-    args = [*HOPPER, "--cpu-devices", "0", "--mode", "collocated", "--set", "offload=[rollout, actor]"]
+    args = [
+        *HOPPER,
+        "--cpu-devices",
+        "0",
+        "--mode",
+        "collocated",
+        "--set",
+        "execution.offload=[rollout, actor]",
+    ]
     return train("hopper_collocated_offload", [*args, "--iterations", "5"], limit_s, "env_steps_per_s")
 
 
@@ -242,16 +331,21 @@ def grpo_tiny_collocated_offload(limit_s: float) -> dict[str, Any]:
 
 def grpo_05b_collocated_offload(limit_s: float) -> dict[str, Any]:
     args = [*GRPO_05B, "--mode", "collocated", "--set", "execution.offload=[rollout, actor]"]
-    return train("grpo_05b_collocated_offload", [*args, "--iterations", "2"], limit_s, "tokens_per_s")
-
-
-def grpo_tiny_auto(limit_s: float) -> dict[str, Any]:
-    args = [*GRPO, "--mode", "auto", "--profile-budget", "30", "--iterations", "3"]
-    return train("grpo_tiny_auto", args, limit_s, "tokens_per_s")
+    return train("grpo_05b_collocated_offload", [*args, "--iterations", "4"], limit_s, "tokens_per_s")
 
 
 def grpo_05b_auto(limit_s: float) -> dict[str, Any]:
-    args = [*GRPO_05B, "--mode", "auto", "--profile-budget", "30", "--iterations", "2"]
+    args = [
+        *GRPO_05B,
+        "--mode",
+        "auto",
+        "--profile-budget",
+        "75",
+        "--profile-iterations",
+        "1",
+        "--iterations",
+        "3",
+    ]
     return train("grpo_05b_auto", args, limit_s, "tokens_per_s")
 
 
@@ -268,35 +362,59 @@ def validate(name: str, config: list[str], limit_s: float, extra: list[str]) -> 
     ]
     # The signed error: measured / predicted - 1 at the median over plans (> 0: predictions are fast).
     figures["bias"] = statistics.median(p["measured_s"] / p["predicted_s"] - 1 for p in report["plans"])
+    figures["breakdown"] = report.get("breakdown")
     return figures
 
 
 def validate_hopper(limit_s: float) -> dict[str, Any]:
-    extra = ["--plans", "3", "--iterations", "4", "--warmup", "1", "--profile-budget", "25"]
+    extra = ["--plans", "4", "--iterations", "4", "--warmup", "1", "--profile-budget", "25"]
     return validate("validate_hopper", HOPPER_WIDE, limit_s, extra)
 
 
 def validate_grpo(limit_s: float) -> dict[str, Any]:
-    extra = ["--plans", "2", "--iterations", "2", "--warmup", "1", "--profile-budget", "20"]
-    return validate("validate_grpo", GRPO, limit_s, extra)
+    """``rlinf validate`` of the 0.5B GRPO (the config of :func:`grpo_05b_collocated_offload`): 4 plans, each
+    predicted from a profile without its own samples, then measured."""
+    extra = ["--plans", "4", "--iterations", "1", "--warmup", "1", "--profile-budget", "75"]
+    extra += [
+        "--profile-iterations",
+        "1",
+    ]  # more probe plans in the budget: each plan's prediction needs others
+    return validate("validate_grpo", GRPO_05B, limit_s, extra)
+
+
+def grpo_05b_predicted(limit_s: float) -> dict[str, Any]:
+    """The collocated-with-offload run's plan predicted from validate's profile (another run: out of sample),
+    against what the run measured."""
+    trace, ran = WORK / "validate_grpo" / "trace.json", WORK / "grpo_05b_collocated_offload"
+    if not trace.is_file() or not (ran / "metrics.jsonl").is_file():
+        raise CheckFailed("needs validate_grpo's trace and grpo_05b_collocated_offload's run")
+    command = [*RLINF, "simulate", "--trace", str(trace), "--plan", str(ran / "plan.yaml"), "--json"]
+    text = run(command, limit_s, "grpo_05b_predicted")
+    predicted = json.loads(text[text.index("{") :])["iteration_s"]
+    measured = timing(metrics(ran), "tokens_per_s")["median_iteration_s"]
+    return {"predicted_iteration_s": predicted, "median_iteration_s": measured,
+            "measured_over_predicted": measured / predicted, "predicted_from": str(trace.relative_to(ROOT))}  # fmt: skip
 
 
 CHECKS: tuple[tuple[str, float, Callable[[float], dict[str, Any]]], ...] = (
-    ("gpu_tests", 150, gpu_tests),
-    ("offload_bench", 60, offload_bench),
-    ("hopper_collocated_offload", 60, hopper_collocated_offload),
-    ("hopper_auto_gpu_only", 90, hopper_auto_gpu_only),
-    ("hopper_auto_cpu_cores", 90, hopper_auto_cpu_cores),
-    ("grpo_tiny_collocated_offload", 150, grpo_tiny_collocated_offload),
-    ("grpo_05b_collocated_offload", 180, grpo_05b_collocated_offload),
+    ("grpo_05b_collocated_offload", 150, grpo_05b_collocated_offload),
     ("rollout_throughput", 120, rollout_throughput),
-    ("grpo_tiny_auto", 120, grpo_tiny_auto),
+    ("validate_grpo", 200, validate_grpo),
+    ("grpo_05b_predicted", 30, grpo_05b_predicted),
+    ("hopper_auto_cpu_cores", 75, hopper_auto_cpu_cores),
+    ("decode_steps", 120, decode_steps),
+    ("hopper_auto_gpu_only", 75, hopper_auto_gpu_only),
+    ("gpu_tests", 120, gpu_tests),
+    ("offload_bench", 40, offload_bench),
+    ("grpo_tiny_collocated_offload", 120, grpo_tiny_collocated_offload),
+    ("hopper_collocated_offload", 60, hopper_collocated_offload),
     ("validate_hopper", 120, validate_hopper),
     ("grpo_05b_auto", 150, grpo_05b_auto),
-    ("validate_grpo", 150, validate_grpo),
-    ("decode_steps", 180, decode_steps),
 )
-"""(name, time limit in seconds, check), most needed first: a check that no longer fits the deadline is skipped."""
+"""(name, time limit in seconds, check), in the order of what they prove (issue 46): GRPO on the 0.5B preset,
+its rollout against ``generate`` and the roofline, validate, Hopper with CPU cores (and on the GPU alone, for the
+ratio), decode-step costs; then the checks that passed in an earlier window. A check that no longer fits the
+deadline is skipped."""
 MIN_START_S = 30.0
 """A check is started only with at least this much of the deadline left."""
 
@@ -352,17 +470,30 @@ def check_all(
             results.append(entry)
             print(f"gpu_check: {name}: skipped ({entry['skipped']})", flush=True)
             continue
-        begin = time.monotonic()
+        phases = WORK / f"{name}.phases.jsonl"
+        phases.unlink(missing_ok=True)
+        os.environ[PHASES_ENV] = str(phases)  # the check's commands and their workers mark their phases there
+        save([*results, {**entry, "ok": False, "running": True}])  # if this script is cut, it says where
+        begin, begin_wall = time.monotonic(), time.time()
         try:
             entry["figures"] = check(min(limit_s, left))
             entry["ok"] = True
         except (CheckFailed, KeyError, ValueError, IndexError, OSError) as error:
             entry.update(ok=False, error=f"{type(error).__name__}: {error}")
+            if isinstance(error, CheckFailed) and error.partial:
+                entry["partial_figures"] = error.partial
+        finally:
+            os.environ.pop(PHASES_ENV, None)
         entry["seconds"] = round(time.monotonic() - begin, 1)
+        entry["phases"] = durations(read_marks(phases), begin_wall, time.time())
         results.append(entry)
         save(results)
         print(f"gpu_check: {name}: {'ok' if entry['ok'] else 'FAILED ' + entry['error']} ({entry['seconds']} s)",
               flush=True)  # fmt: skip
+        print(
+            "gpu_check:   phases: " + ", ".join(f"{p['phase']} +{p['took_s']}" for p in entry["phases"]),
+            flush=True,
+        )
     return results
 
 

@@ -59,6 +59,7 @@ from executor.protocol import Worker, share_slice, state_tensors
 from executor.routing import Layout, Replica
 from rlinf.api.worker_context import ComponentFacts, context_for
 from rlinf.core.payloads import num_rows, slice_rows
+from rlinf.core.phases import mark as mark_phase
 
 
 @attrs.frozen(kw_only=True)
@@ -122,12 +123,15 @@ def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
     runners: list[CommandRunner] = []
     current = wiring.replicas[0]
     try:
+        mark_phase("worker_process", device=wiring.device.torch_device)
         wiring.device.bind()
+        mark_phase("device_bound", device=wiring.device.torch_device)
         for replica in wiring.replicas:
             current = replica
             if wiring.rendezvous is not None and replica.worker == wiring.grouped:
                 join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
             worker = build_worker(specs[replica.worker], replica, wiring.device)
+            mark_phase("worker_ready", component=replica.component)
             runners.append(
                 CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks, progress=wiring.progress)
             )

@@ -35,6 +35,7 @@ from executor.devices import physical_units, processor_name, run_devices
 from rlinf.app.jobs import C, Job
 from rlinf.core.cluster import CPU_MACHINE, Machine
 from rlinf.core.errors import ConfigError, require
+from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan, plan_from_dict
 from rlinf.core.program import Program
 from rlinf.core.timeline import Timeline
@@ -292,6 +293,7 @@ def profile(
         if used and expected + per_op_s * program.num_ops > left:
             continue
         bar.set_description(f"profile {plan.describe()}")
+        mark_phase("probe_started", probe=plan.describe())
         count, first_sample = 0, len(samples)
         with (backends or local_backends(num_cores))(logical) as backend:
             for index in range(settings.warmup_iterations + settings.iterations_per_plan):
@@ -303,6 +305,7 @@ def profile(
                     first_s = max(first_s, took)
                 else:
                     per_op_s = max(per_op_s, took / program.num_ops)
+                mark_phase("probe_iteration_done", iteration=index + 1)
                 if index >= settings.warmup_iterations:
                     samples.extend(dispatch_inclusive_samples(result.timeline))
                     lengths.extend(job.response_lengths(result, config))
@@ -319,6 +322,7 @@ def profile(
             )
             iterations += count
     bar.close()
+    mark_phase("profiling_done", iterations=iterations)
     require(
         iterations > 0,
         "--profile-budget",
@@ -521,9 +525,11 @@ def measure_plans(
             for position in order:
                 plan, logical, program, specs = prepared[position]
                 bar.set_description(f"measure {plan.describe()}")
+                mark_phase("measure_started", probe=plan.describe())
                 with open_backend(logical) as backend:
                     for run in range(warmup_iterations + share):
                         result = executor.run(program, specs, backend=backend)
+                        mark_phase("measure_iteration_done", iteration=run + 1)
                         if run >= warmup_iterations:
                             times[position].append(result.timeline.iteration_s)
                             samples[position].extend(dispatch_inclusive_samples(result.timeline))

@@ -39,6 +39,7 @@ from rlinf.app.run_dir import append_metrics, metrics_until, remove_temporaries,
 from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
+from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan
 from rlinf.core.program import Program
 from rlinf.core.timeline import Timeline
@@ -163,8 +164,10 @@ def _train_loop(
     initial_rng = driver_rng_state()
     restarts_left = max_restarts
     try:
+        mark_phase("workers_starting")
         with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
+            mark_phase("workers_started")
             bar = tqdm(
                 total=steps,
                 initial=first - 1,
@@ -220,6 +223,7 @@ def _train_loop(
                 )
                 history.append(metrics)
                 append_metrics(metrics_path, metrics)
+                mark_phase("iteration_done", iteration=iteration)
                 for key, value in metrics.items():
                     if isinstance(value, (int, float)) and key != "iteration":
                         writer.add_scalar(key, value, iteration)

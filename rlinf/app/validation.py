@@ -70,6 +70,7 @@ def validate(
     warmup: int,
     trace_path: str | None = None,
     profile_budget_s: float = 120.0,
+    profile_iterations: int = 6,
     progress: bool = True,
     command: str = "rlinf validate",
 ) -> Validation:
@@ -96,7 +97,8 @@ def validate(
         if mismatch := other_processor(trace):
             warnings.warn(RlinfWarning(f"--trace {trace_path}: {mismatch}"), stacklevel=2)
     else:
-        settings = ProfileSettings(budget_s=profile_budget_s)  # as `rlinf train --mode auto` profiles
+        # as `rlinf train --mode auto` profiles
+        settings = ProfileSettings(budget_s=profile_budget_s, iterations_per_plan=profile_iterations)
         profiled = profile(
             job,
             config,

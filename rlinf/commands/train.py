@@ -27,6 +27,7 @@ from rlinf.commands import values
 from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
 from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
+from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import load_plan
 
 DEFAULT_MAX_RESTARTS = 3
@@ -54,6 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=values.positive_seconds,
         default=120.0,
         help="auto mode: profiling seconds (default 120)",
+    )
+    parser.add_argument(
+        "--profile-iterations",
+        type=int,
+        default=6,
+        metavar="N",
+        help="measured iterations per probe plan, after its 2 warm-up ones (default 6; fewer: more probe plans "
+        "fit a short --profile-budget)",
     )
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument(
@@ -137,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         "use 0 to stop at a failure",
     )
     job.check(config)  # what needs the outside world (an env id, a tokenizer), before any worker starts
+    mark_phase("config_checked")
     args.machine = _machine(args)
     cores = physical_units(args.accelerator)
     unit = "CPU cores" if args.accelerator == "cpu" else "GPUs"
@@ -378,7 +388,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
         if mismatch := other_processor(trace):
             warnings.warn(RlinfWarning(f"--trace {args.trace}: {mismatch}"), stacklevel=2)
     else:
-        settings = ProfileSettings(budget_s=args.profile_budget)
+        settings = ProfileSettings(budget_s=args.profile_budget, iterations_per_plan=args.profile_iterations)
         profiled = profile(
             job,
             config,

@@ -48,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="profiling seconds (default 120)",
     )
     parser.add_argument(
+        "--profile-iterations",
+        type=int,
+        default=6,
+        metavar="N",
+        help="measured iterations per probe plan, after its 2 warm-up ones (default 6; fewer: more probe plans "
+        "fit a short --profile-budget)",
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )
     parser.add_argument("--out", default="runs/validate", help="directory for the PNG, trace and report")
@@ -91,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         trace_path=args.trace,
         profile_budget_s=args.profile_budget,
+        profile_iterations=args.profile_iterations,
         progress=not args.no_progress and not args.json,
         command=getattr(args, "command_line", "rlinf validate"),
     )

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import torch
 
+from rlinf.api import mark_phase
 from rlinf.workloads.hf_grpo.checkpoints import (
     base_checkpoint,
     cache_lock,
@@ -142,6 +143,7 @@ def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmSta
     cache = Path(config.cache_dir)
     with cache_lock(cache):
         base = base_checkpoint(config)
+        mark_phase("base_model_ready")
         if not config.trains_warm_start:
             return WarmStart(directory=base, accuracies=None, seconds=0.0)
         folder = cache / f"warm-{warm_start_key(config, base, device)}"
@@ -165,6 +167,7 @@ def warm_start_checkpoint(config: HfGrpoConfig, device: torch.device) -> WarmSta
             (directory / METADATA).write_text(json.dumps({"accuracies": accuracies, "seconds": seconds}))
 
         cached_directory(folder, train)
+        mark_phase("warm_start_ready")
     metadata = json.loads((folder / METADATA).read_text())
     return WarmStart(
         directory=folder,

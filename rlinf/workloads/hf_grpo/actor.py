@@ -32,7 +32,7 @@ from rlinf.algorithms.grpo import grpo_loss
 from rlinf.api import WorkerContext, concat_payloads
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import host_copy
-from rlinf.workloads.hf_grpo.checkpoints import load_tokenizer, weights_payload
+from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, weights_payload
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracies
 from rlinf.workloads.hf_grpo.payloads import (
@@ -91,6 +91,9 @@ class ActorWorker:
         self.seen, self.mini_batch = 0, 0
         self.terms: dict[str, float] = {}
         self.staleness = _Staleness()
+        self._payload: tuple[int, Payload] | None = None
+        """The last weight-sync payload and its policy version (:meth:`weights`); dropped whenever the weights
+        change."""
 
     @property
     def policy_version(self) -> int:
@@ -211,6 +214,7 @@ class ActorWorker:
         for group in self.optimizer.param_groups:
             group["lr"] = rl.lr * scale
         self.optimizer.step()
+        self._payload = None
         self.updates += 1
         return norm
 
@@ -243,8 +247,13 @@ class ActorWorker:
         return tensors
 
     def weights(self) -> Payload:
-        """The policy's ``state_dict`` as float32 arrays and its version, for the rollout and inference components."""
-        return with_version(weights_payload(self.backend.weights()), self.policy_version)
+        """The policy's ``state_dict`` and its version, for the rollout and inference components: in the dtype
+        they compute in on this device (:func:`compute_dtype`: bfloat16 on a GPU, float32 elsewhere), made once
+        per version (every destination of an iteration's sync gets the same arrays)."""
+        if self._payload is None or self._payload[0] != self.policy_version:
+            arrays = weights_payload(self.backend.weights(), compute_dtype(self.device))
+            self._payload = (self.policy_version, with_version(arrays, self.policy_version))
+        return self._payload[1]
 
     def checkpoint(self) -> dict[str, Any]:
         """Weights, optimizer state, the completed iterations and optimizer steps (between iterations)."""
@@ -261,6 +270,7 @@ class ActorWorker:
         self.optimizer.load_state_dict(state["optimizer"])
         self.iteration, self.updates = int(state["iteration"]) + 1, int(state["updates"])
         self.seen, self.mini_batch = 0, 0
+        self._payload = None
 
 
 class _Staleness:

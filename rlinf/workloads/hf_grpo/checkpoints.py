@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from rlinf import ConfigError
@@ -281,11 +282,41 @@ def load_model(directory: Path | str, device: torch.device, dtype: torch.dtype =
     return model.to(device)
 
 
-def weights_payload(weights: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    """Weights (Hugging Face names) as float32 NumPy arrays (a weight-sync payload; NumPy has no bfloat16)."""
-    return {name: tensor.detach().to("cpu", torch.float32).numpy().copy() for name, tensor in weights.items()}
+BFLOAT16_KEY = "__bfloat16__"
+"""Marks a weight-sync payload whose arrays hold bfloat16 values as their raw 16 bits (NumPy has no bfloat16)."""
+
+
+def weights_payload(
+    weights: Mapping[str, torch.Tensor], dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
+    """Weights (Hugging Face names) as NumPy arrays in ``dtype``: a weight-sync payload. float32, or bfloat16
+    carried as its raw bits (marked by :data:`BFLOAT16_KEY`): the receivers compute in bfloat16 on a GPU
+    (:func:`compute_dtype`), so sending them float32 only doubled the bytes to move. The tensors are cast and
+    joined on their device and copied to the host in one transfer (one per tensor was a synchronised copy each);
+    the arrays are views of that one host buffer."""
+    names = list(weights)
+    if not names:
+        return {}
+    flat = torch.cat([weights[name].detach().reshape(-1).to(dtype) for name in names]).cpu()
+    buffer = (flat.view(torch.int16) if dtype == torch.bfloat16 else flat).numpy()
+    out: dict[str, Any] = {}
+    offset = 0
+    for name in names:
+        count = weights[name].numel()
+        out[name] = buffer[offset : offset + count].reshape(tuple(weights[name].shape))
+        offset += count
+    if dtype == torch.bfloat16:
+        out[BFLOAT16_KEY] = np.ones(1, dtype=np.int8)
+    return out
 
 
 def payload_tensors(payload: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """A weight-sync payload (NumPy arrays) as tensors for a backend's ``load_weights`` (no copy)."""
-    return {name: torch.as_tensor(array) for name, array in payload.items()}
+    """A weight-sync payload (:func:`weights_payload`) as tensors for a backend's ``load_weights`` (no copy)."""
+    bits = BFLOAT16_KEY in payload
+    return {
+        name: torch.from_numpy(np.ascontiguousarray(array)).view(torch.bfloat16)
+        if bits
+        else torch.as_tensor(array)
+        for name, array in payload.items()
+        if name != BFLOAT16_KEY
+    }

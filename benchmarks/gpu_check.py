@@ -1,27 +1,29 @@
 """The GPU check: every GPU path of rlinf, run as a user runs it, in one command, with one JSON artifact.
 
 On a machine with one CUDA GPU and no network, from the repository root (the wheels of what that machine lacks come
-from ``bash ../shared/gpu/wheels.sh``, run beforehand on a machine with network, into the ignored ``.whl/``)::
+from ``bash ../shared/gpu/wheels.sh``, run beforehand on a machine with network, into the ignored ``.whl/``;
+``benchmarks/gpu_window.sh`` does all of this and packs the results)::
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \\
-      && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_check.py [--deadline 450] [--only NAME ...] [--out FILE]
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+      && PYTHONPATH=/tmp/site:$PWD python3 benchmarks/gpu_check.py [--deadline 470] [--only NAME ...] [--out FILE]
 
-Each check runs in its own process under its own time limit (and within what is left of ``--deadline`` seconds;
-a check that no longer fits is reported as skipped, not run): the GPU tests (``pytest -m gpu``), the offload
-benchmark, rollout throughput of the 0.5B preset against ``transformers``' ``generate`` and the decoding roofline,
-Hopper PPO collocated with offload, Hopper in auto mode on the GPU alone and with CPU cores for the environments
-(the same config and budgets, each with the plan its planner chose), GRPO on a Hugging Face model (the tiny model
-and the Qwen2.5-0.5B preset) collocated with offload and in auto mode, and ``rlinf validate`` of both workloads.
-The artifact (default ``docs/data/gpu_check_<device>.json``) holds ``device``, ``provenance`` and ``checks``: one
-``{name, ok, seconds, figures, skipped, error}`` per check, figures being measured against predicted iteration
-times, validate's median / max error and bias, tokens/s and env steps/s. ``--merge A.json B.json`` joins the
-checks of two partial runs on the same device (the later run wins) into ``--out``. Without a GPU it exits 2.
+Each check runs in its own process session under its own time limit (and within what is left of ``--deadline``
+seconds; a check that no longer fits is reported as skipped, not run), in the order of :data:`CHECKS`: what it
+proves first. Every process of a check appends phase marks to a file (:mod:`rlinf.core.phases`), so a check cut at
+its limit still records where its time went (``phases``), and a ``train`` check keeps the figures of the iterations
+it finished (``partial_figures``); ``nvidia-smi`` samples the GPU's memory during ``train`` checks. The artifact
+(default ``docs/data/gpu_check_<device>.json``) holds ``device``, ``provenance`` and ``checks``: one ``{name, ok,
+seconds, figures | error, partial_figures, phases, skipped}`` per check, and is rewritten after every check (with
+the running one marked) so a run cut short keeps what it measured. ``--merge A.json B.json`` joins the checks of
+two partial runs on the same device (the later run wins) into ``--out``. ``--dry-run-cpu`` rehearses every command
+on the CPU (``--quick``: scaled for the test suite). Without a GPU and without ``--dry-run-cpu`` it exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -86,19 +88,35 @@ scaled by :data:`GRPO_05B_CPU`): a rehearsal of this script's commands and plumb
 without a GPU, never a figure."""
 
 
+QUICK: list[bool] = [False]
+"""``--quick`` (with ``--dry-run-cpu``): the rehearsal scaled to fit the default test suite: profiles of
+:data:`QUICK_PROFILE_S` seconds, at most 2 iterations, 2 plans per validate, the rollout benchmarks at 2 batches of
+24 tokens, no pytest of the GPU tests (they are the suite's own)."""
+QUICK_PROFILE_S = "8"
+QUICK_VALUES = {"--profile-budget": lambda _: QUICK_PROFILE_S, "--iterations": lambda v: str(min(int(v), 2)),
+                "--plans": lambda _: "2", "--new-tokens": lambda _: "24"}  # fmt: skip
+
+
 def on_cpu(command: list[str]) -> list[str]:
-    """``command`` as the CPU dry run runs it."""
+    """``command`` as the CPU dry run runs it (scaled further with :data:`QUICK`)."""
     out: list[str] = []
-    skip = 0
-    for item in command:
-        if skip:
-            skip -= 1
-            continue
+    names = {"cuda": "cpu", "qwen2.5-0.5b": "tiny", "qwen2.5-1.5b": "tiny",
+             "model.config=qwen2.5-0.5b": "model.config=tiny"}  # fmt: skip
+    index = 0
+    while index < len(command):
+        item = command[index]
+        index += 1
         if item == "--cpu-devices":
-            skip = 1
-            continue
-        out.append({"cuda": "cpu", "qwen2.5-0.5b": "tiny", "qwen2.5-1.5b": "tiny",
-                    "model.config=qwen2.5-0.5b": "model.config=tiny"}.get(item, item))  # fmt: skip
+            index += 1
+        elif QUICK[0] and item in QUICK_VALUES:
+            out += [item, QUICK_VALUES[item](command[index])]
+            index += 1
+        elif QUICK[0] and item == "--batches":
+            values = list(itertools.takewhile(str.isdigit, command[index:]))
+            out += [item, *values[:2]]
+            index += len(values)
+        else:
+            out.append(names.get(item, item))
     if "model.config=qwen2.5-0.5b" in command:
         out += GRPO_05B_CPU
     if any(part.endswith("bench_rollout.py") for part in out):
@@ -232,6 +250,8 @@ def train(name: str, args: list[str], limit_s: float, rate: str) -> dict[str, An
 
 # ------------------------------------------------------------------------------------------------ the checks
 def gpu_tests(limit_s: float) -> dict[str, Any]:
+    if QUICK[0]:
+        return {"dry_run": "skipped: the GPU tests are the test suite's own (they skip there without a GPU)"}
     files = ["tests/test_accelerator.py", "tests/test_hf_backends.py", "tests/test_offload.py"]
     files.append("tests/test_failure_exit.py")
     command = [PY, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-rs", "-q", "-n", "4", *files]
@@ -542,8 +562,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="artifact path (default docs/data/gpu_check_<device>.json)")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="join partial runs' artifacts into --out")
     parser.add_argument("--dry-run-cpu", action="store_true", help="run the plumbing on the CPU (no figures)")
+    parser.add_argument(
+        "--quick", action="store_true", help="with --dry-run-cpu: scaled to fit the test suite (see QUICK)"
+    )
     args = parser.parse_args(argv)
     DRY_RUN[0] = args.dry_run_cpu
+    if args.quick and not args.dry_run_cpu:
+        parser.error("--quick scales the CPU dry run: give --dry-run-cpu too")
+    QUICK[0] = args.quick
     if args.merge:
         document = merge(args.merge)
         out = Path(args.out or ROOT / "docs" / "data" / f"gpu_check_{short_name(document['device'])}.json")

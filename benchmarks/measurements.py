@@ -253,7 +253,9 @@ BLOCKS = (
     Block("docs/grpo_hf.md", "hf-streaming", lambda: docs.hf_streaming("docs/grpo_hf_streaming.json")),
     Block("docs/gpu.md", "gpu-check", measured_gpu.gpu_check),
     Block("docs/gpu.md", "gpu-rollout", measured_gpu.rollout_table),
-    Block("docs/gpu.md", "gpu-predictions", measured_gpu.predictions),
+    Block("docs/gpu.md", "gpu-predictions", indented(measured_gpu.predictions, "  ")),
+    Block("docs/gpu.md", "gpu-window", indented(measured_gpu.window_text, "  ")),
+    Block("docs/gpu.md", "gpu-hopper-cause", indented(lambda: fill(measured_gpu.hopper_cause_text()), "  ")),
     Block(
         "docs/grpo_hf.md",
         "hf-streaming-loaded",

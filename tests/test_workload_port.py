@@ -17,6 +17,16 @@ from hf_grpo_tiny import tiny_sets
 from rlinf.cli import main
 
 BASELINE = json.loads((Path(__file__).parent / "data" / "port_baseline.json").read_text())
+GRPO_BY_PROCESSOR = {
+    doc["processor"]: doc["runs"]
+    for doc in (
+        json.loads(p.read_text()) for p in (Path(__file__).parent / "data").glob("port_baseline_grpo_*.json")
+    )
+}
+"""GRPO's numbers recorded on other processors (``port_baseline_grpo_<processor>.json``): float32 kernels differ by
+processor, and the 150-step warm start amplifies the differences into other sampled responses (on an Intel Xeon the
+same code, at the same commit, computes losses up to 26% apart from the baseline's and one reward of 32 apart),
+so a run must match the baseline of one processor, not a tolerance wide enough for all."""
 HOPPER = [
     "examples/hopper_ppo.yaml",
     "--set",
@@ -68,12 +78,20 @@ def test_the_builtin_workloads_compute_what_the_baseline_recorded(
     # nothing else is new but the GRPO task's held-out evaluations: no fill/drain phase at k = 0
     assert all(lag_keys <= set(row) for row in added), added
     assert all(k.endswith("_accuracy") for row in added for k in set(row) - lag_keys), added
-    assert all(
-        v == 0.0 for row in added for k, v in row.items() if k.startswith(("policy_lag", "behaviour_kl"))
+    assert all(v == 0.0 for row in added for k, v in row.items() if k.startswith("policy_lag"))
+    # The behaviour KL of one policy with itself is 0 up to rounding: the rollout and the actor score the same
+    # weights in batches of other shapes, whose float32 kernels round differently (8e-9 on some processors).
+    assert all(abs(row["behaviour_kl"]) < 1e-6 for row in added)
+    wants = (
+        [want]
+        if workload != "grpo_hf"
+        else [want, *(runs[f"{workload}/{mode}"] for runs in GRPO_BY_PROCESSOR.values())]
     )
-    assert [{k: row[k] for k in want_row} for row, want_row in zip(got, want, strict=True)] == [
-        {k: _close(v) for k, v in row.items()} for row in want
-    ]
+    assert any(
+        [{k: row[k] for k in want_row} for row, want_row in zip(got, one, strict=True)]
+        == [{k: _close(v) for k, v in row.items()} for row in one]
+        for one in wants
+    ), f"matches none of the {len(wants)} recorded baselines: {got}"
     assert any(
         m.get("episodes", 0) > 0 or m.get("mean_reward", 0) > 0 for m in want
     )  # the baseline has teeth

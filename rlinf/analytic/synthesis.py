@@ -158,7 +158,7 @@ def _workflow(workload: LLMWorkload, physics: Physics) -> Workflow:
     ]
     weights = int(physics.weight_bytes)
     sync = [
-        WeightSync(src="actor", dst="rollout", num_bytes=weights),
+        WeightSync(src="actor", dst="rollout", num_bytes=weights, reshard_s=physics.reshard_seconds),
         WeightSync(src="actor", dst="inference", num_bytes=weights),
     ]
     if ppo:

@@ -193,7 +193,7 @@ _BLOG_15B = (
 def _long_cot(key: str, *, system: str, where: str, model: ModelSpec, gpus: int, prompts: int, response: float,
               step_s: float, train_mp: int, shards: int, gpu_util: float, max_running: int, reference: bool,
               phases: tuple[tuple[str, float], ...], assumptions: tuple[str, ...],
-              framework: str) -> PublishedRun:  # fmt: skip
+              framework: str, weight_sync: str = "verl") -> PublishedRun:  # fmt: skip
     return PublishedRun(
         key=key,
         system=system,
@@ -216,7 +216,7 @@ def _long_cot(key: str, *, system: str, where: str, model: ModelSpec, gpus: int,
         activation_recompute=True,
         engine="sglang-0.4-cudagraphs",
         framework=framework,
-        weight_sync="verl",
+        weight_sync=weight_sync,
         reference_model=reference,
         max_concurrent_sequences=max_running,
         offload=("rollout", "inference", "actor"),
@@ -294,14 +294,16 @@ RUNS: tuple[PublishedRun, ...] = (
               "GPUs, veRL f252da3: shown at 298084c8b, kept at a3816b596 as a reStructuredText comment that the "
               "rendered page omits; and the page's bash example 'ds_7b_fsdp_sglang' for its configuration",
               response=10425.8, step_s=447.36, train_mp=1, shards=64, gpu_util=0.4, max_running=1024,
-              reference=True, framework="fsdp",
+              reference=True, framework="fsdp", weight_sync="nemo-rl",
               phases=(("generation", 325.09), ("log-probs", 21.58 + 20.74), ("update", 73.01),
                       ("other", 447.36 - 325.09 - 21.58 - 20.74 - 73.01)),
               assumptions=("the GPUs, which the table does not name, taken as H100 (the page's other runs')",
                            "the blog's bash example is this run's configuration (8 nodes x 8 GPUs, 128 prompts x "
                            "16, rollout tensor parallelism 2, FSDP with Ulysses sequence parallelism 4 and "
                            "gradient checkpointing)",
-                           "the reported step is one step's timing_s, not an average", *_VERL_BLOG)),
+                           "the reported step is one step's timing_s, not an average", *_VERL_BLOG,
+                           "its collocated weight sync priced by NeMo RL's published resharding time, not by veRL's "
+                           "(weight sync verl), which was read from this run's own log")),
     _long_cot("verl-r1qwen1.5b-h100-8", system="veRL 0.5.0", model=R1_DISTILL_1_5B, gpus=8, prompts=32,
               where="the results table as it stands at a3816b596, VeRL column, veRL 8fdc4d3 (v0.5.0), 1 node x 8 "
               "H100; 298084c8b had its training time at 61.125 s and its throughputs over 4 GPUs",

@@ -72,7 +72,7 @@ RESHARD_MEASUREMENTS: dict[str, ReshardMeasurement] = {
         system="NeMo RL (May 2025), DTensor training into vLLM (tensor parallelism 4) through CUDA IPC handles, "
         "colocated, 16 nodes x 8 GPUs",
         model="Qwen2.5-32B",
-        num_params=32.8e9,
+        num_params=32.5e9,
         rollout_model_parallel=4,
         seconds=7.0,
         source="NeMo RL pull request #449 'feat: refit speedup' (github.com/NVIDIA-NeMo/RL/pull/449, merged "

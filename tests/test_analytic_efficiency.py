@@ -10,6 +10,7 @@ import shlex
 
 import attrs
 import pytest
+from factories import llm_7b
 
 from rlinf.analytic.pipeline import PipelineSchedule, schedule_of
 from rlinf.analytic.synthesis import MODEL_PRESETS, LLMWorkload, Physics, ResponseLengths, synthesize
@@ -50,16 +51,7 @@ def workload(**changes) -> LLMWorkload:
 
 def small(**changes) -> LLMWorkload:
     """7B GRPO, 8 x 4 responses, every component on two tensor-parallel ranks."""
-    base = LLMWorkload(
-        model=MODEL_PRESETS["7b"],
-        num_prompts=8,
-        group_size=4,
-        response=ResponseLengths(median_tokens=1000, sigma=0.6, max_tokens=4096),
-        rollout_model_parallel=2,
-        inference_model_parallel=2,
-        actor_model_parallel=2,
-    )
-    return attrs.evolve(base, **changes)
+    return llm_7b(num_prompts=8, group_size=4, **changes)
 
 
 @pytest.fixture

@@ -2,9 +2,11 @@
 async/sync ratios of one system's runs of one model beside rlinf's.
 
 Pairs come from the published rows (benchmarks/analytic_validation_rows.py): every disaggregated run and the
-collocated run of the same system, model and GPU type; rlinf's side is each row's prediction. veRL's fully
-asynchronous recipe publishes both of its runs' step times but not their response lengths, so it is predicted from
-its published facts at a range of assumed mean lengths, both runs at the same one (:func:`verl_fully_async`).
+collocated run of the same system, model and GPU type; rlinf's side is each row's prediction. veRL's two
+asynchronous recipes (benchmarks/analytic_validation_verl.py) publish both of their runs' step times but not their
+response lengths, so each is predicted from its published facts at a range of assumed mean lengths, both runs at the
+same one (:func:`verl_rows`). :func:`every_pair` puts all of them in one table and counts the pairs predicted in the
+published direction and within 15% of the published ratio.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 from analytic_validation_model import Prediction, predict, setup_of, staleness_of
-from analytic_validation_runs import DISAGGREGATED, R1_DISTILL_7B, PublishedRun, kv_cache_fraction
+from analytic_validation_runs import DISAGGREGATED, PublishedRun
+from analytic_validation_verl import ASSUMED_MEANS, RECIPES, VerlRecipe
 
 # ------------------------------------------------------------------ pairs of published rows
 
@@ -100,115 +102,22 @@ def literal_placement(runs: Sequence[PublishedRun]) -> list[dict[str, Any]]:
     return out
 
 
-# ------------------------------------------------------------------ veRL's fully asynchronous recipe
-
-VERL_ASYNC_DOC = (
-    "veRL docs 'Recipe: Fully Async Policy Trainer' (docs/advance/fully_async.md of github.com/volcengine/verl at "
-    "214700982, 2025-10-29; the same figures at b178a3cd5), section 'Asynchronous Training on 7B Model': H20, "
-    "Qwen2.5-Math-7B, DAPO, max_response_length 28K, rollout.n 16, ppo_mini_batch_size 32; colocate sync: "
-    "train_batch_size 512; fully_async_policy: require_batches 4, trigger_parameter_sync_step 4 (4 x 4 x 32 = 512 "
-    "prompts per parameter sync, one step), staleness_threshold 0.5, partial_rollout True; rows 'colocate sync | "
-    "128' (step 356.30 s: gen 177.85, old_log_prob 53.92, update_actor 113.81) and 'fully_async_policy | 64:64' "
-    "(step 150.63 s: gen 33.14, old_log_prob none, update_actor 113.16)"
-)
-VERL_ASYNC_SCRIPTS = (
-    "the runs' scripts on the recipe's pull request (#2981): recipe/fully_async_policy/exp/qwen2-7B-math_128/"
-    "fsdp2_colocate/dapo_7b_math_fsdp2_colocate.sh at 7f837ac3a and fsdp2_fully-async_64-64/"
-    "dapo_qwen2-7B-math_28k_fsdp2_fully-async_64-64_mbs32_tfq4.sh at 34cf9e7b9: max_prompt_length 2,048, "
-    "max_response_length 28,672, vLLM tensor parallelism 4 at gpu_memory_utilization 0.8, FSDP2 with fsdp_size 2 "
-    "and Ulysses sequence parallelism 4, no KL term (use_kl_loss and use_kl_in_reward false: no reference model); "
-    "colocated: actor weights and optimizer state offloaded; asynchronous: not offloaded, log-probs returned by "
-    "vLLM (calculate_log_probs true); the asynchronous script's staleness_threshold 1 is the doc's 0.5 in its "
-    "table, which is used"
-)
-VERL_ASYNC_FACTS = (
-    "Qwen2.5-Math-7B priced as rlinf's 7b preset (the Qwen2.5-7B shapes it shares)",
-    "512 prompts x 16 responses per step on 16 nodes of 8 H20",
-    "vLLM: max_num_seqs 1,024, eager (no CUDA graphs) and the KV cache freed after generating (veRL's rollout "
-    "defaults at the scripts' commits); KV pool = 0.8 x memory - weights; priced by the nearest published "
-    "per-step cost (engine vllm-v1-eager)",
-    "training: one model-parallel rank per GPU (sequence parallelism splits each sequence's work, not the model), "
-    "the optimizer state sharded over 2 GPUs, activations recomputed (gradient checkpointing: set in the colocated "
-    "script, veRL's default at 34cf9e7b9)",
-    "colocated run: synchronous, every component on all 128 GPUs, rollout, old-policy forward and actor offloaded "
-    "between phases; asynchronous run: generation and reward on 64 GPUs, the actor on the other 64, no log-prob "
-    "forward (the engine returns them), simulated with max_staleness 1 (whole batches one step ahead) and 2 "
-    "(continuous generation: the rollout admits the next step's prompts while it generates, as partial rollout "
-    "does)",
-)
-VERL_ASYNC_ASSUMED = (
-    "mean prompt 200 tokens (not published)",
-    "response lengths lognormal, sigma 0.6, cut at 28,672, at each assumed mean (not published); both runs at "
-    "the same one",
-)
-VERL_PUBLISHED_S = {"collocated": 356.30, "fully-async": 150.63}
-VERL_PUBLISHED_PHASES_S = {
-    "collocated": (("generation", 177.85), ("log-probs", 53.92), ("update", 113.81)),
-    "fully-async": (("generation", 33.14), ("update", 113.16)),
-}
-VERL_ASSUMED_MEANS = (1000, 2000, 4000, 8000, 16000)
-"""Mean response tokens tried (the recipe publishes none)."""
-VERL_STALENESS = (1, 2)
-VERL_PROMPT_TOKENS = 200
+# ------------------------------------------------------------------ veRL's recipes, at assumed lengths
 
 
-def verl_fully_async(mean_tokens: float) -> tuple[PublishedRun, PublishedRun]:
-    """veRL's colocated and fully asynchronous Qwen2.5-Math-7B DAPO runs on 128 H20 at an assumed mean response."""
-    model = attrs.evolve(R1_DISTILL_7B, name="Qwen2.5-Math-7B")
-    common = {
-        "system": "veRL (fully async recipe)",
-        "source": f"{VERL_ASYNC_DOC}; {VERL_ASYNC_SCRIPTS}",
-        "model": model,
-        "device": "H20",
-        "num_devices": 128,
-        "devices_per_node": 8,
-        "num_prompts": 512,
-        "group_size": 16,
-        "prompt_tokens": VERL_PROMPT_TOKENS,
-        "response_mean_tokens": mean_tokens,
-        "max_response_tokens": 28 * 1024,
-        "rollout_mp": 4,
-        "train_mp": 1,
-        "optimizer_shards": 2,
-        "kv_cache_fraction": kv_cache_fraction(model, "H20", 4, 0.8),
-        "activation_recompute": True,
-        "engine": "vllm-v1-eager",
-        "reference_model": False,
-        "assumptions": VERL_ASYNC_FACTS + VERL_ASYNC_ASSUMED,
-    }
-    synchronous = PublishedRun(
-        key=f"verl-qwen7b-math-h20-128-mean{mean_tokens:g}",
-        mode="collocated",
-        reported_s=VERL_PUBLISHED_S["collocated"],
-        offload=("rollout", "inference", "actor"),
-        reported_phases_s=VERL_PUBLISHED_PHASES_S["collocated"],
-        **common,
-    )
-    asynchronous = PublishedRun(
-        key=f"verl-qwen7b-math-h20-64-64-async-mean{mean_tokens:g}",
-        mode="fully-async",
-        reported_s=VERL_PUBLISHED_S["fully-async"],
-        rollout_devices=64,
-        log_prob_forwards="engine",
-        reported_phases_s=VERL_PUBLISHED_PHASES_S["fully-async"],
-        **common,
-    )
-    return synchronous, asynchronous
-
-
-def verl_rows() -> list[dict[str, Any]]:
+def verl_rows(recipe: VerlRecipe) -> list[dict[str, Any]]:
     """Per assumed mean response: both runs' predictions (the asynchronous one at each staleness bound), their
     ratios and the phases that the recipe's table breaks down."""
     rows = []
-    for mean in VERL_ASSUMED_MEANS:
-        synchronous, asynchronous = verl_fully_async(mean)
+    for mean in ASSUMED_MEANS:
+        synchronous, asynchronous = recipe.runs(mean)
         sync = predict(synchronous)
         row: dict[str, Any] = {
             "mean_response_tokens": mean,
             "synchronous_s": round(sync.predicted_s, 1),
             "synchronous_phases_s": _phases(sync, synchronous),
         }
-        for k in VERL_STALENESS:
+        for k in recipe.staleness:
             async_k = predict(asynchronous, max_staleness=k)
             row[f"staleness_{k}_s"] = round(async_k.predicted_s, 1)
             row[f"staleness_{k}_ratio"] = round(async_k.predicted_s / sync.predicted_s, 3)
@@ -225,27 +134,91 @@ def _phases(prediction: Prediction, run: PublishedRun) -> dict[str, float]:
     }
 
 
+def verl_report(recipe: VerlRecipe) -> dict[str, Any]:
+    """A recipe's published figures, sources and rows."""
+    return {
+        "title": recipe.title,
+        "published_s": recipe.published_s,
+        "published_ratio": round(recipe.published_ratio, 3),
+        "published_phases_s": {mode: dict(phases) for mode, phases in recipe.published_phases_s.items()},
+        "source": recipe.source,
+        "scripts": recipe.scripts,
+        "facts": list(recipe.facts),
+        "assumed": list(recipe.assumed),
+        "staleness": list(recipe.staleness),
+        "rows": verl_rows(recipe),
+    }
+
+
+# ------------------------------------------------------------------ every published pair, one table
+
+WITHIN = 0.15
+"""A pair's prediction is within this fraction of its published async/sync ratio, or not."""
+
+
+def every_pair(pairs: list[dict[str, Any]], verl: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The published async/sync pairs in one list: NeMo RL's rows, and each veRL recipe at every assumed mean
+    length (its asynchronous run at the recipe's first staleness bound). A pair is in the published direction and
+    within :data:`WITHIN` only if it is at every length the page tries."""
+    out = []
+    for row in pairs:
+        published, predicted = row["published_step_ratio"], row["predicted_step_ratio"]
+        out.append(_judged(f"{row['model']}, {row['system']}, {row['device']}", published, [predicted]))
+    for recipe in RECIPES:
+        report = verl[recipe.key]
+        k = recipe.staleness[0]
+        predicted = [row[f"staleness_{k}_ratio"] for row in report["rows"]]
+        out.append(_judged(report["title"], report["published_ratio"], predicted))
+    return out
+
+
+def _judged(what: str, published: float, predicted: list[float]) -> dict[str, Any]:
+    errors = [p / published - 1 for p in predicted]
+    return {
+        "pair": what,
+        "published": published,
+        "predicted": [round(p, 3) for p in predicted],
+        "direction": all((p < 1) == (published < 1) for p in predicted),
+        "within": all(abs(e) <= WITHIN for e in errors),
+        "worst_error": round(max(errors, key=abs), 3),
+    }
+
+
+def every_pair_block(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of every pair, and the count that holds."""
+    lines = [
+        "| pair | async/sync s/step, published | rlinf | rlinf / published - 1 (worst) | direction | "
+        f"within {WITHIN:.0%} |",
+        "| --- | ---: | --- | ---: | --- | --- |",
+    ]
+    for row in rows:
+        predicted = " / ".join(f"{p:.2f}" for p in row["predicted"])
+        lines.append(
+            f"| {row['pair']} | {row['published']:.2f} | {predicted} | {row['worst_error']:+.2f} "
+            f"| {'yes' if row['direction'] else '**no**'} | {'yes' if row['within'] else '**no**'} |"
+        )
+    right = sum(row["direction"] for row in rows)
+    close = sum(row["within"] for row in rows)
+    lines += [
+        "",
+        f"**{right} of {len(rows)} pairs predicted in the published direction, {close} of {len(rows)} within "
+        f"{WITHIN:.0%} of the published ratio** (a veRL pair counts only if it holds at every assumed length).",
+    ]
+    return lines
+
+
 # ------------------------------------------------------------------ the section
 
 
 def report(runs: Sequence[PublishedRun], now: Sequence[Prediction]) -> dict[str, Any]:
     """The section's figures (for the JSON) and its generated block."""
     pairs = pair_rows(runs, now)
-    literal = literal_placement(runs)
-    verl = verl_rows()
-    published_ratio = round(VERL_PUBLISHED_S["fully-async"] / VERL_PUBLISHED_S["collocated"], 3)
+    verl = {recipe.key: verl_report(recipe) for recipe in RECIPES}
     result = {
         "pairs": pairs,
-        "literal_placement": literal,
-        "verl_fully_async": {
-            "published_s": VERL_PUBLISHED_S,
-            "published_ratio": published_ratio,
-            "source": VERL_ASYNC_DOC,
-            "scripts": VERL_ASYNC_SCRIPTS,
-            "facts": list(VERL_ASYNC_FACTS),
-            "assumed": list(VERL_ASYNC_ASSUMED),
-            "rows": verl,
-        },
+        "literal_placement": literal_placement(runs),
+        "verl": verl,
+        "every_pair": every_pair(pairs, verl),
     }
     return {**result, "block": block(result)}
 
@@ -279,34 +252,53 @@ def block(result: dict[str, Any]) -> str:
             f"| {row['key']} | {row['staleness_s']:.1f} | {row['behind_buffer_s']:.1f} | {row['synchronous_s']:.1f} "
             f"| {folded[row['key']]:.1f} |"
         )
-    verl = result["verl_fully_async"]
+    for recipe in RECIPES:
+        lines += ["", *verl_block(result["verl"][recipe.key])]
     lines += [
         "",
-        f"veRL's fully asynchronous recipe, Qwen2.5-Math-7B DAPO on H20: published {verl['published_s']['fully-async']:.2f} s "
-        f"per step on 64 + 64 GPUs against {verl['published_s']['collocated']:.2f} s colocated on 128, async/sync "
-        f"**{verl['published_ratio']:.2f}** (same GPUs, same 512 x 16 samples per step). rlinf at each **assumed** "
-        "mean response length, both runs at the same one (seconds per step):",
+        "Every published pair, async/sync seconds per step:",
         "",
-        "| assumed mean response (tokens) | sync | its generation / log-probs / update | async, max_staleness 1 "
-        "| async/sync | its update | async, max_staleness 2 | async/sync |",
-        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        *every_pair_block(result["every_pair"]),
+    ]
+    return "\n".join(lines)
+
+
+def verl_block(verl: dict[str, Any]) -> list[str]:
+    """One veRL recipe's table at each assumed length, its published phases and its sources."""
+    (sync_mode, async_mode) = verl["published_s"]
+    staleness = verl["staleness"]
+    head = "| assumed mean response (tokens) | sync | its generation / log-probs / update |"
+    rule = "| ---: | ---: | --- |"
+    for k in staleness:
+        head += f" async, max_staleness {k} | async/sync | its update |"
+        rule += " ---: | ---: | ---: |"
+    lines = [
+        f"{verl['title']}: published {verl['published_s'][async_mode]:g} s per step asynchronously against "
+        f"{verl['published_s'][sync_mode]:g} s colocated, async/sync **{verl['published_ratio']:.2f}** (same GPUs, "
+        "same 512 x 16 samples per step). rlinf at each **assumed** mean response length, both runs at the same one "
+        "(seconds per step):",
+        "",
+        head,
+        rule,
     ]
     for row in verl["rows"]:
         phases = " / ".join(
             f"{row['synchronous_phases_s'][p]:.1f}" for p in ("generation", "log-probs", "update")
         )
-        lines.append(
-            f"| {row['mean_response_tokens']:,} | {row['synchronous_s']:.1f} | {phases} | {row['staleness_1_s']:.1f} "
-            f"| {row['staleness_1_ratio']:.2f} | {row['staleness_1_update_s']:.1f} | {row['staleness_2_s']:.1f} "
-            f"| {row['staleness_2_ratio']:.2f} |"
-        )
+        line = f"| {row['mean_response_tokens']:,} | {row['synchronous_s']:.1f} | {phases} |"
+        for k in staleness:
+            line += (
+                f" {row[f'staleness_{k}_s']:.1f} | {row[f'staleness_{k}_ratio']:.2f} "
+                f"| {row[f'staleness_{k}_update_s']:.1f} |"
+            )
+        lines.append(line)
+    published = "; ".join(
+        f"{mode} " + ", ".join(f"{phase} {seconds:g}" for phase, seconds in phases.items())
+        for mode, phases in verl["published_phases_s"].items()
+    )
     lines += [
         "",
-        "Published phases: colocated "
-        + ", ".join(f"{p} {s:.2f}" for p, s in VERL_PUBLISHED_PHASES_S["collocated"])
-        + " s; fully async "
-        + ", ".join(f"{p} {s:.2f}" for p, s in VERL_PUBLISHED_PHASES_S["fully-async"])
-        + " s.",
+        f"Published phases (s): {published}.",
         "",
         f"Source: {verl['source']}; {verl['scripts']}. Read from them: "
         + "; ".join(verl["facts"])
@@ -314,4 +306,4 @@ def block(result: dict[str, Any]) -> str:
         + "; ".join(verl["assumed"])
         + ".",
     ]
-    return "\n".join(lines)
+    return lines

@@ -35,6 +35,8 @@ from rlinf.analytic.llm_workload import LLMWorkload, ResponseLengths
 from rlinf.analytic.response_lengths import lognormal_for, with_draw_mean
 from rlinf.analytic.straggler import straggler_of
 from rlinf.analytic.synthesis import synthesize
+from rlinf.analytic.training_costs import training_efficiency
+from rlinf.analytic.weight_sync import reshard_measurement
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import CostModel, fit
 from rlinf.core.errors import ConfigError, RlinfWarning
@@ -67,6 +69,11 @@ class Variant:
     """The engine's published per-step cost (:mod:`rlinf.analytic.engine_costs`)."""
     published_spread: bool = False
     """The spread of the response lengths from the statistics the source publishes (else sigma 0.6)."""
+    work_per_device: bool = False
+    """Efficiency that depends on the work per device: the run's training framework's published MFU by model size
+    and fixed cost per optimizer step (:mod:`rlinf.analytic.training_costs`), pipeline bubbles and stage-to-stage
+    transfers (:mod:`rlinf.analytic.pipeline`), and a collocated weight sync's published resharding time
+    (:mod:`rlinf.analytic.weight_sync`)."""
 
 
 ABLATION: tuple[Variant, ...] = (
@@ -86,12 +93,16 @@ ABLATION: tuple[Variant, ...] = (
     Variant(key="engine", label="+ the engine's per-step costs (fixed and per sequence in flight), published", as_previously=False,
             attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True, kv_preemption=True,
             engine_cost=True),
-    Variant(key="now", label="+ the spread of response lengths from published statistics (= now)",
-            as_previously=False, attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True,
-            kv_preemption=True, engine_cost=True, published_spread=True),
+    Variant(key="spread", label="+ the spread of response lengths from published statistics (= the previous "
+            "page's now)", as_previously=False, attention_and_recompute=True, tensor_parallel_comm=True,
+            free_kv_cache=True, kv_preemption=True, engine_cost=True, published_spread=True),
+    Variant(key="now", label="+ efficiency by the work per device: the framework's published MFU and fixed cost "
+            "per optimizer step, pipeline bubbles, published resharding (= now)", as_previously=False,
+            attention_and_recompute=True, tensor_parallel_comm=True, free_kv_cache=True, kv_preemption=True,
+            engine_cost=True, published_spread=True, work_per_device=True),
 )  # fmt: skip
 VARIANTS = {variant.key: variant for variant in ABLATION}
-PREVIOUS, NOW = VARIANTS["previous"], VARIANTS["now"]
+PREVIOUS, SPREAD, NOW = VARIANTS["previous"], VARIANTS["spread"], VARIANTS["now"]
 
 
 @attrs.frozen(kw_only=True)
@@ -144,6 +155,19 @@ def workload_of(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFA
     sigma = sigma_of(row, variant) * inputs.sigma_scale
     fixed, per_sequence = step_cost_of(row.engine) if variant.engine_cost else (0.0, 0.0)
     per_sequence_scale = inputs.engine_cost_scale * inputs.per_sequence_scale
+    train_mfu = defaults["train_mfu"].default
+    per_device: dict[str, Any] = {}
+    if variant.work_per_device:
+        efficiency = training_efficiency(row.framework)
+        train_mfu = efficiency.plateau_mfu(row.model.num_params)
+        per_device = {
+            "train_fixed_tokens_per_step": efficiency.fixed_tokens_per_step,
+            "optimizer_steps": row.optimizer_steps,
+            "train_micro_batch_tokens": row.train_micro_batch_tokens,
+            "count_pipeline_bubbles": True,
+            "forwards_at_train_mfu": True,
+            "reshard_bytes_per_device_per_s": reshard_measurement(row.weight_sync).bytes_per_device_per_s,
+        }
     return LLMWorkload(
         model=row.model,
         num_prompts=row.num_prompts,
@@ -172,8 +196,9 @@ def workload_of(run: PublishedRun, variant: Variant = NOW, inputs: Inputs = DEFA
         decode_step_overhead_s=fixed * inputs.engine_cost_scale + inputs.extra_step_s,
         decode_step_overhead_per_sequence_s=per_sequence * per_sequence_scale,
         prefill_mfu=min(1.0, defaults["prefill_mfu"].default * inputs.mfu_scale),
-        train_mfu=min(1.0, defaults["train_mfu"].default * inputs.mfu_scale),
+        train_mfu=min(1.0, train_mfu * inputs.mfu_scale),
         decode_mbu=min(1.0, defaults["decode_mbu"].default * inputs.mbu_scale),
+        **per_device,
     )
 
 
@@ -401,6 +426,11 @@ SENSITIVITY: tuple[tuple[str, str, Inputs], ...] = (
     ("decode MBU", "x1.25", Inputs(mbu_scale=1.25)),
 )
 """The inputs a user would not know, each moved down and up with the others held: (input, move, inputs)."""
+SENSITIVITY_NO_PER_SEQUENCE = next(
+    i for i, (name, move, _) in enumerate(SENSITIVITY) if (name, move) == ("cost per sequence in flight", "0")
+)
+"""The move that prices each decode step without the cost per sequence in flight (borrowed, for the long
+chain-of-thought runs' SGLang, from vLLM's V1 series)."""
 
 
 def sensitivity(run: PublishedRun) -> list[float | None]:

@@ -108,6 +108,10 @@ def _nemo(key: str, *, table: str, recipe: str, model: ModelSpec, device: str, g
         log_prob_forwards="trainer" if mode == "one-step-off" else "inference",
         activation_recompute=model is LLAMA31_8B,
         engine="vllm-0.11-cudagraphs",
+        framework="megatron",
+        optimizer_steps=2048 // 512,
+        train_micro_batch_tokens=4096,
+        weight_sync="nemo-rl",
         assumptions=(_NEMO_PROMPT, *_NEMO_COMMON, _ONE_OFF if mode == "one-step-off" else _COLLOCATED),
         previous=previous,
     )
@@ -153,6 +157,8 @@ def _verl(key: str, *, algo: str, log: str, group_size: int, response: float, lo
         kv_cache_fraction=kv_cache_fraction(DEEPSEEK_7B, "MI300X", rollout_mp, gpu_util),
         activation_recompute=True,
         engine="vllm-0.6.3-eager-rocm",
+        framework="fsdp",
+        weight_sync="verl",
         algorithm="ppo" if algo == "PPO" else "grpo",
         offload=("rollout", "inference"),
         reported_phases_s=phases,
@@ -186,7 +192,8 @@ _BLOG_15B = (
 
 def _long_cot(key: str, *, system: str, where: str, model: ModelSpec, gpus: int, prompts: int, response: float,
               step_s: float, train_mp: int, shards: int, gpu_util: float, max_running: int, reference: bool,
-              phases: tuple[tuple[str, float], ...], assumptions: tuple[str, ...]) -> PublishedRun:  # fmt: skip
+              phases: tuple[tuple[str, float], ...], assumptions: tuple[str, ...],
+              framework: str, weight_sync: str = "verl") -> PublishedRun:  # fmt: skip
     return PublishedRun(
         key=key,
         system=system,
@@ -208,6 +215,8 @@ def _long_cot(key: str, *, system: str, where: str, model: ModelSpec, gpus: int,
         kv_cache_fraction=kv_cache_fraction(model, "H100", 2, gpu_util),
         activation_recompute=True,
         engine="sglang-0.4-cudagraphs",
+        framework=framework,
+        weight_sync=weight_sync,
         reference_model=reference,
         max_concurrent_sequences=max_running,
         offload=("rollout", "inference", "actor"),
@@ -285,26 +294,28 @@ RUNS: tuple[PublishedRun, ...] = (
               "GPUs, veRL f252da3: shown at 298084c8b, kept at a3816b596 as a reStructuredText comment that the "
               "rendered page omits; and the page's bash example 'ds_7b_fsdp_sglang' for its configuration",
               response=10425.8, step_s=447.36, train_mp=1, shards=64, gpu_util=0.4, max_running=1024,
-              reference=True,
+              reference=True, framework="fsdp", weight_sync="nemo-rl",
               phases=(("generation", 325.09), ("log-probs", 21.58 + 20.74), ("update", 73.01),
                       ("other", 447.36 - 325.09 - 21.58 - 20.74 - 73.01)),
               assumptions=("the GPUs, which the table does not name, taken as H100 (the page's other runs')",
                            "the blog's bash example is this run's configuration (8 nodes x 8 GPUs, 128 prompts x "
                            "16, rollout tensor parallelism 2, FSDP with Ulysses sequence parallelism 4 and "
                            "gradient checkpointing)",
-                           "the reported step is one step's timing_s, not an average", *_VERL_BLOG)),
+                           "the reported step is one step's timing_s, not an average", *_VERL_BLOG,
+                           "its collocated weight sync priced by NeMo RL's published resharding time, not by veRL's "
+                           "(weight sync verl), which was read from this run's own log")),
     _long_cot("verl-r1qwen1.5b-h100-8", system="veRL 0.5.0", model=R1_DISTILL_1_5B, gpus=8, prompts=32,
               where="the results table as it stands at a3816b596, VeRL column, veRL 8fdc4d3 (v0.5.0), 1 node x 8 "
               "H100; 298084c8b had its training time at 61.125 s and its throughputs over 4 GPUs",
               response=14254.8, step_s=363.55, train_mp=1, shards=8, gpu_util=0.4, max_running=1024,
-              reference=True, phases=(("generation", 260.92), ("update", 66.53)),
+              reference=True, framework="fsdp", phases=(("generation", 260.92), ("update", 66.53)),
               assumptions=(*_BLOG_15B, *_VERL_BLOG[:2],
                            "a reference model's log-probs are computed: the step leaves 18.6 s beyond its reported "
                            "phases, about one more log-prob pass (17.5 s)")),
     _long_cot("rlinf-r1qwen1.5b-h100-8", system="RLinf (298084c8b)", model=R1_DISTILL_1_5B, gpus=8, prompts=32,
               where="the results table as it stands at a3816b596, RLinf column, 1 node x 8 H100",
               response=13975.0, step_s=346.33, train_mp=2, shards=4, gpu_util=0.55, max_running=64,
-              reference=False,
+              reference=False, framework="megatron",
               phases=(("generation", 266.08), ("log-probs", 17.78), ("update", 61.12),
                       ("other", 346.33 - 266.08 - 17.78 - 61.12)),
               assumptions=(*_BLOG_15B,

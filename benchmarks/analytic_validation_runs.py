@@ -12,6 +12,8 @@ import attrs
 
 from rlinf.analytic.engine_costs import ENGINE_STEP_COSTS
 from rlinf.analytic.llm_workload import MODEL_PRESETS, ModelSpec
+from rlinf.analytic.training_costs import TRAINING_EFFICIENCIES
+from rlinf.analytic.weight_sync import RESHARD_MEASUREMENTS
 from rlinf.core.cluster import DEVICE_PRESETS, GIB, DeviceSpec, Links
 
 
@@ -24,6 +26,9 @@ class Engine:
     """A key of :data:`rlinf.analytic.engine_costs.ENGINE_STEP_COSTS`."""
     match: str
     """How that published measurement relates to this engine (same version line, or the nearest there is)."""
+    unpriced_mode: str = ""
+    """Where the engine ran in a mode no published per-step cost describes: why. Its rows stay in the table,
+    flagged, outside the worst-row target (the issue's decision)."""
 
 
 ENGINES: dict[str, Engine] = {
@@ -51,6 +56,7 @@ ENGINES: dict[str, Engine] = {
         step_cost="vllm-0.6",
         match="the same vLLM version, measured with CUDA graphs on an A100: eager mode launches every kernel from "
         "Python, so the figure is a lower bound here",
+        unpriced_mode="eager vLLM on ROCm: no published per-step cost of an engine in that mode was found",
     ),
     "sglang-0.4-cudagraphs": Engine(
         description="SGLang 0.4 (0.4.6.post5 or 0.4.8 in veRL 0.5's images, 0.4.4 in RLinf's Dockerfile at "
@@ -204,6 +210,16 @@ class PublishedRun:
     (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py); RLinf's config sets 64."""
     offload: tuple[str, ...] = STATEFUL
     """What the system moves off the GPUs when another component needs them (collocated runs only)."""
+    framework: str = "megatron"
+    """The training framework, a key of :data:`rlinf.analytic.training_costs.TRAINING_EFFICIENCIES`: whose published
+    MFU by model size and fixed cost per optimizer step price the run's training."""
+    optimizer_steps: int = 1
+    """Optimizer steps per iteration (the batch over the training global batch), where the source gives it."""
+    train_micro_batch_tokens: int = 4096
+    """Tokens per training micro-batch (sequence packing): how many micro-batches fill a pipeline."""
+    weight_sync: str = "verl"
+    """A key of :data:`rlinf.analytic.weight_sync.RESHARD_MEASUREMENTS`: the published resharding time that prices
+    a collocated weight sync (the run's own system's where one is published)."""
     reported_phases_s: tuple[tuple[str, float], ...] = ()
     """Per-phase seconds where the source breaks the step down: keys of :data:`PHASES`."""
     assumptions: tuple[str, ...] = ()
@@ -240,10 +256,24 @@ class PublishedRun:
             raise ValueError(
                 f"{self.key}: offload {list(self.offload)} names no component of {list(STATEFUL)}"
             )
+        if self.framework not in TRAINING_EFFICIENCIES:
+            raise ValueError(
+                f"{self.key}: unknown framework {self.framework!r}, use one of {sorted(TRAINING_EFFICIENCIES)}"
+            )
+        if self.weight_sync not in RESHARD_MEASUREMENTS:
+            raise ValueError(
+                f"{self.key}: unknown weight sync {self.weight_sync!r}, use one of {sorted(RESHARD_MEASUREMENTS)}"
+            )
         if self.train_mp % self.train_pp:
             raise ValueError(
                 f"{self.key}: train_mp {self.train_mp} is not a multiple of train_pp {self.train_pp}"
             )
+
+    @property
+    def unpriced_engine(self) -> bool:
+        """The row's engine ran in a mode no published per-step cost describes (flagged, outside the worst-row
+        target)."""
+        return bool(ENGINES[self.engine].unpriced_mode)
 
     @property
     def long_cot(self) -> bool:

@@ -56,8 +56,9 @@ def results_table(runs: Sequence[PublishedRun], previous: Sequence[Prediction], 
         tail = (
             "| fitted on it | - |" if fitted is None else f"| {fitted:.1f} | {fitted / run.reported_s:.2f} |"
         )
+        flag = " (engine mode unpriced)" if run.unpriced_engine else ""
         lines.append(
-            f"| {index} | {run.key} | {run.system} | {run.model.name} | {run.num_devices}x {run.device} "
+            f"| {index} | {run.key}{flag} | {run.system} | {run.model.name} | {run.num_devices}x {run.device} "
             f"| {run.num_prompts} x {run.group_size} | {run.prompt_tokens} / {run.response_mean_tokens:g} "
             f"| {spread_text(run)} | {mode} | {run.reported_s:g} | {new.predicted_s:.1f} | {new.ratio:.2f} "
             f"| {old.predicted_s:.1f} | {old.ratio:.2f} {tail}"

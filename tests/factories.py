@@ -4,6 +4,9 @@ Costs here are simple linear functions so expected timings can be computed by ha
 
 from __future__ import annotations
 
+import attrs
+
+from rlinf.analytic.llm_workload import MODEL_PRESETS, LLMWorkload, ResponseLengths
 from rlinf.core.cluster import GIB, parse_cluster
 from rlinf.core.costs import CostModel, fit
 from rlinf.core.trace import CostSample, Trace
@@ -123,3 +126,17 @@ def embodied_trace(workflow: Workflow | None = None, cluster_spec: str = "1x8xCP
 def costs_for(trace: Trace) -> CostModel:
     """Fit with the trace's own cluster."""
     return fit(trace)
+
+
+def llm_7b(**changes: object) -> LLMWorkload:
+    """The analytic model's 7B GRPO with a small batch (64 x 8), every component on two tensor-parallel ranks."""
+    base = LLMWorkload(
+        model=MODEL_PRESETS["7b"],
+        num_prompts=64,
+        group_size=8,
+        response=ResponseLengths(median_tokens=2000, sigma=0.6, max_tokens=8192),
+        rollout_model_parallel=2,
+        inference_model_parallel=2,
+        actor_model_parallel=2,
+    )
+    return attrs.evolve(base, **changes)

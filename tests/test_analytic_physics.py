@@ -8,12 +8,12 @@ import json
 import shlex
 from pathlib import Path
 
-import attrs
 import numpy as np
 import pytest
+from factories import llm_7b
 
 from rlinf.analytic import roofline
-from rlinf.analytic.synthesis import MODEL_PRESETS, LLMWorkload, Physics, ResponseLengths, synthesize
+from rlinf.analytic.synthesis import MODEL_PRESETS, LLMWorkload, Physics, synthesize
 from rlinf.cli import main
 from rlinf.core.cluster import Cluster, parse_cluster
 from rlinf.core.costs import LINK_LATENCY_S, fit
@@ -28,16 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def workload(**changes) -> LLMWorkload:
     """7B GRPO with a small batch, every component on two tensor-parallel ranks."""
-    base = LLMWorkload(
-        model=MODEL_PRESETS["7b"],
-        num_prompts=64,
-        group_size=8,
-        response=ResponseLengths(median_tokens=2000, sigma=0.6, max_tokens=8192),
-        rollout_model_parallel=2,
-        inference_model_parallel=2,
-        actor_model_parallel=2,
-    )
-    return attrs.evolve(base, **changes)
+    return llm_7b(**changes)
 
 
 @pytest.fixture

@@ -116,9 +116,25 @@ def test_summaries_state_the_median_and_worst_ratio_of_the_rows(computed):
 
 
 def test_targets_say_whether_each_holds(computed, validation):
-    assert [t["target"] for t in computed["targets"]] == [t[0] for t in validation.TARGETS]
-    for target in computed["targets"]:
-        assert target["holds"] == (target["low"] <= target["value"] <= target["high"])
+    names = [t[0] for t in validation.TARGETS] + [t[0] for t in validation.PAIR_TARGETS]
+    assert [t["target"] for t in computed["targets"]] == names
+    for target, (_, summary, figure, low, high) in zip(computed["targets"], validation.TARGETS, strict=False):
+        value = computed[summary][f"{figure}_exact"]
+        assert target["holds"] == (low <= value <= high)
+    pairs = computed["asynchronous"]["every_pair"]
+    direction, within = computed["targets"][-2:]
+    assert direction["holds"] == all(pair["direction"] for pair in pairs)
+    assert within["holds"] == (sum(pair["within"] for pair in pairs) >= 6)
+
+
+def test_the_worst_row_target_leaves_out_the_flagged_engine_modes(computed, rows):
+    flagged = {run.key for run in rows if run.unpriced_engine}
+    assert flagged == {"verl-deepseek7b-grpo-mi300x-8", "verl-deepseek7b-ppo-mi300x-8"}
+    priced = [row["ratio"] for row in computed["runs"] if row["key"] not in flagged]
+    assert computed["summary_priced"]["worst_ratio"] == pytest.approx(
+        max(priced, key=lambda r: abs(math.log(r))), abs=0.006
+    )
+    assert computed["summary_priced"]["num_runs"] == len(rows) - 2
 
 
 def test_previous_column_reproduces_the_previous_page_on_its_ten_rows(computed):
@@ -302,32 +318,58 @@ def test_the_async_pairs_are_published_rows_beside_their_predictions(rows, compu
     assert pairs[0]["published_step_ratio"] == 0.698  # 64.8 / 92.8 s per step, the v0.5 H100 table
 
 
-def test_verl_fully_async_is_predicted_at_the_same_assumed_length_for_both_runs(asynchronous, computed):
-    verl = computed["asynchronous"]["verl_fully_async"]
-    assert verl["published_ratio"] == round(150.63 / 356.30, 3)
-    assert [row["mean_response_tokens"] for row in verl["rows"]] == list(asynchronous.VERL_ASSUMED_MEANS)
-    for mean in asynchronous.VERL_ASSUMED_MEANS:
-        synchronous, fully_async = asynchronous.verl_fully_async(mean)
-        same = (
-            "response_mean_tokens",
-            "max_response_tokens",
-            "prompt_tokens",
-            "num_prompts",
-            "group_size",
-            "model",
-        )
-        assert all(getattr(synchronous, f) == getattr(fully_async, f) for f in same)
-        assert (synchronous.num_devices, fully_async.num_devices, fully_async.rollout_devices) == (
-            128,
-            128,
-            64,
-        )
-        assert fully_async.log_prob_forwards == "engine" and synchronous.log_prob_forwards == "inference"
-    for row in verl["rows"]:
-        for k in asynchronous.VERL_STALENESS:
-            assert row[f"staleness_{k}_ratio"] == pytest.approx(
-                row[f"staleness_{k}_s"] / row["synchronous_s"], abs=0.001
-            )
+def test_each_verl_recipe_is_predicted_at_the_same_assumed_length_for_both_runs(computed):
+    verl_recipes = sys.modules["analytic_validation_verl"]
+    published = {"fully-async": 150.63 / 356.30, "one-step-off": 520 / 749}
+    for recipe in verl_recipes.RECIPES:
+        report = computed["asynchronous"]["verl"][recipe.key]
+        assert report["published_ratio"] == round(published[recipe.key], 3)
+        assert [row["mean_response_tokens"] for row in report["rows"]] == list(verl_recipes.ASSUMED_MEANS)
+        for mean in verl_recipes.ASSUMED_MEANS:
+            synchronous, asynchronous = recipe.runs(mean)
+            same = ("response_mean_tokens", "max_response_tokens", "prompt_tokens", "num_prompts", "group_size",
+                    "model", "num_devices", "framework", "train_mp")  # fmt: skip
+            assert all(getattr(synchronous, f) == getattr(asynchronous, f) for f in same)
+            assert synchronous.mode == "collocated" and asynchronous.log_prob_forwards != "inference"
+        for row in report["rows"]:
+            for k in recipe.staleness:
+                assert row[f"staleness_{k}_ratio"] == pytest.approx(
+                    row[f"staleness_{k}_s"] / row["synchronous_s"], abs=0.001
+                )
+    one_step = verl_recipes.ONE_STEP_OFF.runs(4000)[1]
+    assert (one_step.num_devices, one_step.rollout_devices, one_step.rollout_mp) == (16, 4, 2)
+
+
+def test_every_published_pair_is_judged_against_its_published_ratio(computed):
+    pairs = computed["asynchronous"]["every_pair"]
+    assert len(pairs) == 8  # NeMo RL's six, veRL's fully asynchronous and one-step-off recipes
+    nemo = computed["asynchronous"]["pairs"]
+    for judged, row in zip(pairs, nemo, strict=False):
+        assert judged["published"] == row["published_step_ratio"]
+        assert judged["predicted"] == [round(row["predicted_step_ratio"], 3)]
+    for pair in pairs:
+        errors = [p / pair["published"] - 1 for p in pair["predicted"]]
+        assert pair["within"] == all(abs(e) <= 0.15 for e in errors)
+        assert pair["direction"] == all((p < 1) == (pair["published"] < 1) for p in pair["predicted"])
+
+
+def test_the_7b_plans_are_the_shipped_trace_without_the_earlier_model(computed):
+    planner = computed["planner_7b"]
+    for switch in (
+        "--terms none",
+        "--train-efficiency none",
+        "--weight-sync none",
+        "--decode-step-overhead-s 0",
+    ):
+        assert switch not in planner["command"]
+    assert planner["command"].startswith("rlinf trace synth --model 7b --device H100 --num-devices 32")
+    for trace in ("now", "shipped"):
+        row = planner[trace]
+        for staleness in (0, 1):
+            chosen = row[f"staleness_{staleness}"]
+            assert chosen["gain"] == pytest.approx(row["collocated_s"] / chosen["iteration_s"], abs=0.002)
+        assert row["staleness_1"]["iteration_s"] <= row["staleness_0"]["iteration_s"]
+    assert planner["now"]["curves"]["reshard_s"] > 0 == planner["shipped"]["curves"]["reshard_s"]
 
 
 def test_published_run_places_the_log_prob_forwards_where_its_mode_allows(rows):

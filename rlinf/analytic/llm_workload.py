@@ -159,9 +159,11 @@ class LLMWorkload:
     pipeline_parallel: int = 1
     """Pipeline stages of a training (actor, critic) or inference replica (Megatron
     ``pipeline_model_parallel_size``): its model-parallel size is tensor-parallel x pipeline, so
-    ``actor_model_parallel`` and ``inference_model_parallel`` must be multiples of it. Only tensor-parallel
-    communication depends on the split; the rollout has no pipeline stages (its model-parallel size is all tensor
-    parallel, as in vLLM)."""
+    ``actor_model_parallel`` and ``inference_model_parallel`` must be multiples of it; its data-parallel size is its
+    devices over the model-parallel size. Tensor-parallel all-reduces run among ``model_parallel / pipeline``
+    ranks, within a stage; with ``count_pipeline_bubbles`` the schedule's bubble and the stage-to-stage transfers
+    are priced too. The rollout has no pipeline stages (its model-parallel size is all tensor parallel, as in
+    vLLM)."""
     prefill_mfu: float = 0.5
     """Model FLOPs utilization of prefill and inference forward passes (also the decode compute ceiling)."""
     train_mfu: float = 0.35
@@ -207,6 +209,37 @@ class LLMWorkload:
     """Where a node's devices form a point-to-point mesh (AMD Infinity Fabric) rather than hang off a switch: the
     bandwidth of one peer link. An all-reduce among ``t`` devices then gets ``t - 1`` such links, at most the
     cluster's intra-node link. ``None``: a switch (NVLink through NVSwitch) gives any peer the intra-node rate."""
+    count_pipeline_bubbles: bool = False
+    """Price pipeline parallelism's schedule (:class:`rlinf.analytic.pipeline.PipelineSchedule`): a replica of
+    ``pipeline_parallel`` stages runs each optimizer step's micro-batches of ``train_micro_batch_tokens`` tokens
+    through its stages one after another (1F1B), so its compute takes ``(m + p - 1) / m`` times the split share
+    (the bubble: the stages filling and draining), and each micro-batch's activations (and in training, their
+    gradients) cross every stage boundary over the cluster's links, not overlapped. Off by default, so that traces
+    synthesized before it existed re-synthesize unchanged."""
+    train_micro_batch_tokens: int = 4096
+    """Tokens of one training (and log-prob forward) micro-batch of a replica (sequence packing up to this many,
+    e.g. NeMo RL's ``train_mb_tokens``): with ``count_pipeline_bubbles``, how many micro-batches fill a
+    pipeline."""
+    optimizer_steps: int = 1
+    """Optimizer steps per iteration: the batch over the training global batch (PPO/GRPO mini-batches, e.g. veRL's
+    ``train_batch_size / ppo_mini_batch_size``, NeMo RL's ``num_prompts x generations / train_global_batch_size``).
+    Each pays the fixed per-step cost (``train_fixed_tokens_per_step``) and, with pipeline stages, its bubble."""
+    train_fixed_tokens_per_step: float = 0.0
+    """The training framework's fixed cost of an optimizer step (optimizer update, exposed gradient reduction and
+    parameter gathers, data loading), in tokens' worth of training per device: a step of ``t`` tokens per device
+    takes ``(t + train_fixed_tokens_per_step) / t`` times its tokens' time, i.e. the MFU is
+    ``train_mfu * t / (t + t0)`` (:mod:`rlinf.analytic.training_costs`, from a published strong-scaling
+    measurement). 0 (the default): the MFU whatever the tokens per device."""
+    forwards_at_train_mfu: bool = False
+    """The inference component's forwards (old-policy and reference log-probs, values) run in the training
+    framework (Megatron, FSDP: NeMo RL's ``get_logprobs``, veRL's ``compute_log_prob``) and are priced at
+    ``train_mfu``, the framework's, instead of ``prefill_mfu`` (the inference engine's prefill). Off by default, so
+    that traces synthesized before it existed re-synthesize unchanged."""
+    reshard_bytes_per_device_per_s: float | None = None
+    """Where the rollout shares the actor's devices (collocated), the rate at which the weights are resharded
+    into the engine in place, in bytes of weights per rollout device per second (:mod:`rlinf.analytic.weight_sync`,
+    from a published resharding time): the actor's sync to the rollout then takes ``weight bytes /
+    rollout_model_parallel / rate`` beyond its bytes. ``None`` (the default): the bytes at memory bandwidth alone."""
     free_kv_cache_on_offload: bool = False
     """A rollout that yields its devices frees its KV-cache pool and reallocates it when it returns (vLLM's sleep
     mode, veRL's ``free_cache_engine``) instead of copying it to host memory: its onload and offload move its
@@ -255,6 +288,8 @@ class LLMWorkload:
             "optimizer_shards",
             "max_concurrent_sequences",
             "num_stored_lengths",
+            "train_micro_batch_tokens",
+            "optimizer_steps",
         ):
             _at_least_one(field, getattr(self, field))
         for field in ("prefill_mfu", "train_mfu", "decode_mbu"):
@@ -270,6 +305,8 @@ class LLMWorkload:
             positive(field, getattr(self, field))
         if self.mesh_link_bytes_per_s is not None:
             positive("mesh_link_bytes_per_s", self.mesh_link_bytes_per_s)
+        if self.reshard_bytes_per_device_per_s is not None:
+            positive("reshard_bytes_per_device_per_s", self.reshard_bytes_per_device_per_s)
         for field in ("inference_model_parallel", "actor_model_parallel"):
             require(
                 getattr(self, field) % self.pipeline_parallel == 0,
@@ -291,6 +328,7 @@ class LLMWorkload:
             "op_overhead_s",
             "decode_step_overhead_s",
             "decode_step_overhead_per_sequence_s",
+            "train_fixed_tokens_per_step",
         ):
             number(field, getattr(self, field))
             require(
@@ -305,6 +343,8 @@ class LLMWorkload:
             "activation_recompute",
             "count_attention_flops",
             "count_tensor_parallel_comm",
+            "count_pipeline_bubbles",
+            "forwards_at_train_mfu",
             "free_kv_cache_on_offload",
             "kv_preemption",
             "reference_model",

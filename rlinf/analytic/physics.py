@@ -16,6 +16,7 @@ from rlinf.analytic import roofline
 from rlinf.analytic.decode import DecodeSchedule
 from rlinf.analytic.generation import ACTIVATION_BYTES_PER_ELEMENT, ALLREDUCES_PER_LAYER, Generation
 from rlinf.analytic.llm_workload import LLMWorkload
+from rlinf.analytic.training import Training
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import LINK_LATENCY_S
 from rlinf.core.errors import require
@@ -33,7 +34,7 @@ OP_OF_ROLE = {
 
 
 @attrs.frozen(kw_only=True)
-class Physics(Generation):
+class Physics(Generation, Training):
     """Derived quantities of one workload on one device type, and the seconds of each role's op.
 
     Built by :meth:`of`, which checks that each component's state fits its devices."""
@@ -158,49 +159,15 @@ class Physics(Generation):
 
     def op_time(self, role: str, samples: int, replicas: int) -> roofline.OpTime:
         """:meth:`seconds` split by the efficiency each part scales with (see :class:`roofline.OpTime`)."""
-        w, device = self.workload, self.cluster.device
         per_replica = math.ceil(samples / replicas)
         tokens = per_replica * self.tokens_per_sample
-        n = w.model.num_params
         if role == "rollout":
             return self.generate_time(samples, replicas)
         if role == "reward":
             return roofline.OpTime(reward_samples=per_replica)
         if role == "inference":
-            one = roofline.forward_seconds(
-                tokens,
-                num_params=n,
-                num_devices=w.inference_model_parallel,
-                peak_flops=device.peak_flops,
-                mfu=1.0,
-                attention_flops_per_token=self.attention_flops_per_token,
-            )
-            comm = self.tensor_parallel_seconds(
-                tokens, num_passes=1, model_parallel=w.inference_model_parallel, pipeline=w.pipeline_parallel
-            )
-            return roofline.OpTime(
-                forward_s=w.num_reference_forwards * one, fixed_s=w.num_reference_forwards * comm
-            )
-        # Forward and backward pass exchange activations (the backward its input gradients); recomputation
-        # repeats the forward's exchanges.
-        comm_passes = 3 if w.activation_recompute else 2
-        return roofline.OpTime(
-            train_s=roofline.train_seconds(
-                tokens,
-                num_params=n,
-                num_devices=w.actor_model_parallel,
-                peak_flops=device.peak_flops,
-                mfu=1.0,
-                attention_flops_per_token=self.attention_flops_per_token,
-                recompute=w.activation_recompute,
-            ),
-            fixed_s=self.tensor_parallel_seconds(
-                tokens,
-                num_passes=comm_passes,
-                model_parallel=w.actor_model_parallel,
-                pipeline=w.pipeline_parallel,
-            ),
-        )
+            return self.forward_time(tokens)
+        return self.train_time(tokens)
 
     def allreduce_seconds(self, num_bytes: float | np.ndarray, tensor_parallel: int) -> np.ndarray:
         """One all-reduce among ``tensor_parallel`` ranks (zero unless ``count_tensor_parallel_comm``): over the
@@ -254,6 +221,15 @@ class Physics(Generation):
         if role in ("actor", "critic"):
             return int(w.model.num_params * w.train_state_bytes_per_replica_param)
         return 0
+
+    @property
+    def reshard_seconds(self) -> float:
+        """The actor's sync to a rollout on its own devices: the weights resharded into the engine in place at
+        ``reshard_bytes_per_device_per_s`` per rollout device (0 without a rate)."""
+        rate = self.workload.reshard_bytes_per_device_per_s
+        if rate is None:
+            return 0.0
+        return self.weight_bytes / self.workload.rollout_model_parallel / rate
 
     def movement_samples(self) -> list[CostSample]:
         """With ``free_kv_cache_on_offload``, one onload and one offload sample of the rollout on one replica:

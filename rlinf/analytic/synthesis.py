@@ -158,7 +158,7 @@ def _workflow(workload: LLMWorkload, physics: Physics) -> Workflow:
     ]
     weights = int(physics.weight_bytes)
     sync = [
-        WeightSync(src="actor", dst="rollout", num_bytes=weights),
+        WeightSync(src="actor", dst="rollout", num_bytes=weights, reshard_s=physics.reshard_seconds),
         WeightSync(src="actor", dst="inference", num_bytes=weights),
     ]
     if ppo:
@@ -277,9 +277,18 @@ FORMULAS = {
     "reward": "samples * reward_seconds_per_sample",
     "infer": "num_reference_forwards * ((2*N + A)*(prompt+response tokens) / (mp*peak_flops*prefill_mfu) "
     "+ 2*(layers/pipeline_parallel)*AR(tokens*hidden*2 B))",
-    "train": "passes * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*train_mfu) "
-    "+ comm_passes*2*(layers/pipeline_parallel)*AR(tokens*hidden*2 B); passes = 3 (forward + backward, i.e. 6*N "
-    "per token), 4 with activation_recompute; comm_passes = 2, 3 with activation_recompute",
+    "train": "passes * (2*N + A)*(prompt+response tokens) / (mp*peak_flops*train_mfu) * (bubble + t0/t) "
+    "+ comm_passes*2*(layers/pipeline_parallel)*AR(tokens*hidden*2 B) * bubble + transfers; passes = 3 (forward + "
+    "backward, i.e. 6*N per token), 4 with activation_recompute; comm_passes = 2, 3 with activation_recompute; "
+    "t = tokens / (optimizer_steps*mp) per device per optimizer step, t0 = train_fixed_tokens_per_step; with "
+    "count_pipeline_bubbles, bubble = (m + p - 1)/m for m = ceil(tokens per step / train_micro_batch_tokens) "
+    "micro-batches through p = pipeline_parallel stages, and transfers = optimizer_steps * (m + p - 1) * 2 hops of "
+    "a micro-batch's activations (hidden*2 B per token) over the slowest stage boundary; else bubble = 1, no "
+    "transfers",
+    "infer_at_train_mfu": "with forwards_at_train_mfu, the infer op's forwards are divided by train_mfu (the "
+    "training framework's) instead of prefill_mfu, with the pipeline's bubble and one hop per slot",
+    "reshard": "with reshard_bytes_per_device_per_s, the actor->rollout WeightSync carries reshard_s = weight_bytes "
+    "/ rollout_model_parallel / rate, which rlinf.core.costs adds to a sync between components on the same devices",
     "allreduce": "AR(bytes) among t = model_parallel/pipeline_parallel tensor-parallel ranks = latency + 2*(t-1)/t * "
     "bytes / link: the intra-node link (on a mesh, min of it and (t-1)*mesh_link_bytes_per_s) and "
     "rlinf.core.costs.LINK_LATENCY_S['intra_node'] when t <= devices per node, else the inter-node ones; 0 when t = 1 "
@@ -302,8 +311,9 @@ ASSUMPTIONS = [
     "dense decoder-only transformer; attention FLOPs ignored next to 2*N per token unless count_attention_flops",
     "tensor-parallel all-reduces ignored unless count_tensor_parallel_comm; they are then not overlapped with "
     "compute, and one prefill or one training pass is one message per all-reduce (no micro-batch latencies)",
-    "not priced: pipeline bubbles, data-parallel gradient exchange (overlapped with the backward pass by Megatron "
-    "and FSDP), the optimizer step (milliseconds: a few tens of bytes read and written per parameter shard)",
+    "pipeline bubbles and stage-to-stage transfers priced only with count_pipeline_bubbles; data-parallel gradient "
+    "exchange, the optimizer step and data loading only as the training framework's published fixed cost per "
+    "optimizer step (train_fixed_tokens_per_step), 0 by default",
     "prefill, inference forwards and training are compute-bound at the stated MFU",
     "decode is memory-bound: every step reads the replica's weights and its active KV cache",
     "replicas get equal shares of the batch with the same length distribution (no straggler replica), unless "

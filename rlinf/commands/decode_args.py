@@ -32,6 +32,7 @@ TERMS = {
     "tp-comm": "count_tensor_parallel_comm",
     "free-kv": "free_kv_cache_on_offload",
     "kv-preemption": "kv_preemption",
+    "pipeline": "count_pipeline_bubbles",
 }
 """``--terms`` names -> the :class:`LLMWorkload` switch each turns on (``all``: every one, the default; ``none``: no
 one)."""

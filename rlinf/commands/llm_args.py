@@ -25,6 +25,13 @@ from rlinf.commands.decode_args import (
     decode_flags,
     response_from_args,
 )
+from rlinf.commands.efficiency_args import FLAG_OF_FIELD as EFFICIENCY_FLAG_OF_FIELD
+from rlinf.commands.efficiency_args import (
+    add_efficiency_arguments,
+    apply_efficiency_arguments,
+    efficiency_flags,
+    parallel_size,
+)
 from rlinf.core import limits
 from rlinf.core.cluster import DEVICE_PRESETS, Cluster, DeviceSpec
 from rlinf.core.errors import ConfigError, require
@@ -102,11 +109,15 @@ FLAG_OF_FIELD = {
     "rollout_model_parallel": "--rollout-mp",
     "inference_model_parallel": "--inference-mp",
     "actor_model_parallel": "--actor-mp",
+    "train_mfu": "--train-mfu",
 }
 
 
-def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """Model, device, cluster, batch, response lengths, parallel sizes and efficiency assumptions."""
+def add_workload_arguments(parser: argparse.ArgumentParser, *, published_efficiency: bool = True) -> None:
+    """Model, device, cluster, batch, response lengths, parallel sizes and efficiency assumptions.
+    ``published_efficiency``: whether a command without ``--train-efficiency`` and ``--weight-sync`` gets the
+    published defaults (``rlinf trace synth``) or none (``calibrate`` and ``import``, which fit the efficiencies
+    to a measurement, so the prior keeps each op's own)."""
     size = values.count(1, MAX_MODEL_SIZE)
     tokens = values.count(1, MAX_TOKENS)
     batch = values.count(1, limit="max_batch_size")
@@ -168,6 +179,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
             _flag(field), type=values.real(), default=None, help=f"{meaning} (default {default:g})"
         )
     add_decode_arguments(parser)
+    add_efficiency_arguments(parser, published_defaults=published_efficiency)
 
 
 @contextlib.contextmanager
@@ -176,7 +188,11 @@ def flags_named() -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
-        flag = FLAG_OF_FIELD.get(error.field) or DECODE_FLAG_OF_FIELD.get(error.field)
+        flag = (
+            FLAG_OF_FIELD.get(error.field)
+            or DECODE_FLAG_OF_FIELD.get(error.field)
+            or EFFICIENCY_FLAG_OF_FIELD.get(error.field)
+        )
         if flag is None:
             raise
         raise ConfigError(flag, error.value, error.problem, error.fix.replace(error.field, flag)) from None
@@ -233,11 +249,12 @@ def workload_from_args(
             ),
             algorithm=args.algorithm,
             rollout_model_parallel=pick("rollout_mp", recipe.rollout_mp),
-            inference_model_parallel=pick("inference_mp", recipe.inference_mp),
-            actor_model_parallel=pick("actor_mp", recipe.actor_mp),
+            inference_model_parallel=parallel_size(args, "inference", pick, recipe.inference_mp),
+            actor_model_parallel=parallel_size(args, "actor", pick, recipe.actor_mp),
+            pipeline_parallel=getattr(args, "pp", None) or 1,
             **assumptions,
         )
-        workload = apply_decode_arguments(args, workload)
+        workload = apply_efficiency_arguments(args, apply_decode_arguments(args, workload))
     return workload, cluster_of(DEVICE_PRESETS[device_name], pick("num_devices", recipe.num_devices))
 
 
@@ -264,7 +281,7 @@ def workload_flags(args: argparse.Namespace, workload: LLMWorkload, cluster: Clu
     for field in ASSUMPTION_FLAGS:
         if getattr(args, field) is not None:
             parts += [_flag(field), f"{getattr(workload, field):g}"]
-    return parts + decode_flags(args, workload)
+    return parts + decode_flags(args, workload) + efficiency_flags(args, workload)
 
 
 def exact(value: float) -> str:

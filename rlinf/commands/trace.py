@@ -15,6 +15,7 @@ import numpy as np
 from rlinf.analytic.synthesis import synthesize
 from rlinf.commands import trace_calibrate, trace_import, values
 from rlinf.commands.decode_args import response_provenance
+from rlinf.commands.efficiency_args import efficiency_provenance
 from rlinf.commands.llm_args import (
     add_workload_arguments,
     flags_named,
@@ -76,7 +77,12 @@ def _synth(args: argparse.Namespace) -> int:
         trace = synthesize(workload, cluster, seed=args.seed, date=args.date or today())
     parts = ["rlinf", "trace", "synth", *workload_flags(args, workload, cluster)]
     command = shlex.join([*parts, "--seed", str(args.seed), "--out", args.out])
-    provenance = {**trace.provenance, **response_provenance(args, workload), "command": command}
+    provenance = {
+        **trace.provenance,
+        **response_provenance(args, workload),
+        **efficiency_provenance(args),
+        "command": command,
+    }
     trace = attrs.evolve(trace, provenance=provenance)
     with writing(args.out, "--out"):
         trace.save(args.out)

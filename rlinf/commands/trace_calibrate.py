@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trace whose provenance.workload is the prior (instead of model flags)",
     )
-    add_workload_arguments(parser)
+    add_workload_arguments(parser, published_efficiency=False)
     parser.add_argument(
         "--seed", type=values.seed, default=None, help="seed of the response-length draw (default 0)"
     )

@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "every replica holds them whole (default: the strategy the log's config or command names, else fsdp "
         "for veRL, none for RLinf)",
     )
-    add_workload_arguments(parser)
+    add_workload_arguments(parser, published_efficiency=False)
     parser.add_argument(
         "--seed", type=values.seed, default=0, help="seed of the response-length draw (default 0)"
     )

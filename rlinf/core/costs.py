@@ -17,7 +17,10 @@
 * Movement ops (transfer, sync_weights, onload, offload): measured bandwidth when the trace has samples for
   them, else the cluster's link bandwidth, plus a fixed latency. When the samples of one (component, op) move at
   least two distinct sizes, seconds are interpolated linearly in bytes between the median seconds of each size
-  (as compute ops are in samples): small messages cost a round trip, not bytes over a bandwidth.
+  (as compute ops are in samples): small messages cost a round trip, not bytes over a bandwidth. A weight sync
+  between components on the same devices also pays the workflow's resharding time for that pair
+  (``WeightSync.reshard_s``: the training layout loaded into the engine in place, which no bandwidth prices),
+  unless the trace measured that sync.
 """
 
 from __future__ import annotations
@@ -222,9 +225,28 @@ class CostModel:
 
     # ------------------------------------------------------------------ movement
     def movement_seconds(self, op: Op) -> float:
-        """Seconds to move ``op.num_bytes`` over the op's link."""
+        """Seconds to move ``op.num_bytes`` over the op's link; a weight sync between components on the same
+        devices adds its resharding time (:attr:`rlinf.core.workflow.WeightSync.reshard_s`)."""
         if op.num_bytes == 0 or op.link == "local" and op.kind == "transfer":
             return 0.0
+        return self._bytes_seconds(op) + self._reshard_seconds(op)
+
+    def _reshard_seconds(self, op: Op) -> float:
+        """The workflow's resharding time of a collocated sync, unless the trace measured the sync (then the
+        measurement holds all of it)."""
+        measured = (op.component, op.kind) in self.movement_curves or (
+            op.component,
+            op.kind,
+        ) in self.bandwidths
+        if op.kind != "sync_weights" or op.link != "local" or measured:
+            return 0.0
+        return sum(
+            sync.reshard_s
+            for sync in self.workflow.weight_sync
+            if (sync.src, sync.dst) == (op.component, op.peer)
+        )
+
+    def _bytes_seconds(self, op: Op) -> float:
         curve = self.movement_curves.get((op.component, op.kind))
         if curve is not None:
             seconds, extrapolated = curve(op.num_bytes)
@@ -278,7 +300,7 @@ class CostModel:
         known: dict[tuple[object, ...], float] = {}  # micro-batches of one component repeat the same question
         for position, op in enumerate(ops):
             if op.kind != "compute":
-                move_key = (op.kind, op.component, op.link, op.num_bytes)
+                move_key = (op.kind, op.component, op.peer, op.link, op.num_bytes)
                 if move_key not in known:
                     known[move_key] = self.movement_seconds(op)
                 out[position] = known[move_key]

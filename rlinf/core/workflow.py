@@ -148,11 +148,23 @@ class WeightSync:
     src: str
     dst: str
     num_bytes: int
+    reshard_s: float = 0.0
+    """Seconds the sync takes where ``src`` and ``dst`` share their devices (collocated): the training layout
+    gathered, converted and loaded into the engine's tensors in place, which no link's bandwidth prices
+    (:mod:`rlinf.analytic.weight_sync`). 0: the bytes at the devices' memory bandwidth alone."""
 
     def __attrs_post_init__(self) -> None:
         _name("weight_sync.src", self.src)
         _name("weight_sync.dst", self.dst)
         _byte_count("weight_sync.num_bytes", self.num_bytes)
+        require(
+            isinstance(self.reshard_s, (int, float)) and not isinstance(self.reshard_s, bool)
+            and self.reshard_s >= 0,
+            "weight_sync.reshard_s",
+            self.reshard_s,
+            "must be a number of seconds >= 0",
+            "give 0 or more seconds",
+        )  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)
@@ -400,7 +412,7 @@ class Workflow:
             "components": [_component_dict(c) for c in self.components],
             "edges": [attrs.asdict(e) for e in self.edges],
             "loop": None if self.loop is None else attrs.asdict(self.loop),
-            "weight_sync": [attrs.asdict(w) for w in self.weight_sync],
+            "weight_sync": [_weight_sync_dict(w) for w in self.weight_sync],
             "batch_size": self.batch_size,
             "group_size": self.group_size,
             "tokens_per_sample": self.tokens_per_sample,
@@ -415,6 +427,15 @@ def _component_dict(component: Component) -> dict[str, Any]:
     for flag in ("cpu_ok", "keeps_versions"):
         if not out[flag]:
             del out[flag]
+    return out
+
+
+def _weight_sync_dict(sync: WeightSync) -> dict[str, Any]:
+    """A weight sync's JSON form (``reshard_s`` only when not 0, so traces written before it existed read the
+    same)."""
+    out = attrs.asdict(sync)
+    if not out["reshard_s"]:
+        del out["reshard_s"]
     return out
 
 

@@ -165,7 +165,10 @@ def _train_loop(
     restarts_left = max_restarts
     try:
         mark_phase("workers_starting")
-        with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
+        watchdog = executor.Watchdog(floor_s=options.watchdog_s)
+        with executor.open_backend(
+            backend, devices, address=address, nodes=nodes, watchdog=watchdog
+        ) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             mark_phase("workers_started")
             bar = tqdm(
@@ -181,10 +184,13 @@ def _train_loop(
                 phase = step_phase(iteration, options.iterations, lag)
                 try:
                     driver_cpu = time.process_time()
-                    last = executor.run(program, specs, backend=workers, phase=phase)
+                    last = executor.run(program, specs, backend=workers, phase=phase, expected=predicted)
                     driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
                     buffered = workers.buffered() if due and lag else None
+                except executor.StallError as error:  # a deadlock would stall again: stop
+                    kept = keep_stall(run_dir, error)
+                    raise executor.StallError(attrs.evolve(error.report, where=str(kept))) from None
                 except executor.WorkerError as error:
                     kept = _keep_failure(run_dir, error)
                     if restarts_left == 0:
@@ -262,6 +268,15 @@ def step_phase(step: int, iterations: int, lag: int) -> str:
     if step <= lag:
         return "fill"
     return "drain" if step > iterations else "steady"
+
+
+def keep_stall(directory: Path, error: executor.StallError, name: str = "stall.json") -> Path:
+    """Write a stalled run's full state (every worker's status, op, lane position, process id and Python stack)
+    to ``directory/name``; the command line shows one line."""
+    path = directory / name
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(error.report.to_dict(), indent=1) + "\n")
+    return path
 
 
 def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:

@@ -35,7 +35,13 @@ from rlinf.app.checkpoint import (
     save_checkpoint,
 )
 from rlinf.app.jobs import C, Job
-from rlinf.app.run_dir import append_metrics, metrics_until, remove_temporaries, require_fresh
+from rlinf.app.run_dir import (
+    append_metrics,
+    keep_stall,
+    metrics_until,
+    remove_temporaries,
+    require_fresh,
+)
 from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
@@ -268,15 +274,6 @@ def step_phase(step: int, iterations: int, lag: int) -> str:
     if step <= lag:
         return "fill"
     return "drain" if step > iterations else "steady"
-
-
-def keep_stall(directory: Path, error: executor.StallError, name: str = "stall.json") -> Path:
-    """Write a stalled run's full state (every worker's status, op, lane position, process id and Python stack)
-    to ``directory/name``; the command line shows one line."""
-    path = directory / name
-    directory.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(error.report.to_dict(), indent=1) + "\n")
-    return path
 
 
 def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:

@@ -128,6 +128,16 @@ def test_more_minibatches_than_samples_are_refused_before_any_worker_starts(
         "fix: use at most 8 minibatches, or more environments or steps"
     ), err
     assert not any(tmp_path.iterdir())  # nothing ran
+    # enough samples in all, not in each of 2 actor replicas' shares: refused for the plan, before its workers start
+    sets = ["--set", "num_envs=16", "--set", "num_steps=3", "--set", "num_minibatches=32"]
+    code, err = run_cli(
+        [*sets, "--mode", "collocated", "--devices", "2", "--out", str(tmp_path / "run")], capsys
+    )
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "rlinf: error: num_minibatches=32: exceeds the 24 samples of each of the 2 actor replicas (plan collocated: "
+        "actor@0-1 env@0-1 rollout@0-1 | loop=1); fix: use fewer minibatches or fewer actor devices"
+    ), err
+    assert not (tmp_path / "run").exists()
 
 
 def test_plan_that_conflicts_with_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

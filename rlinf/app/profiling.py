@@ -9,9 +9,10 @@ measures their latency and bandwidth.
 
 The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs the job's probe plans one after
 the other (worker start-up, warm-up iterations, measured iterations), each under a deadline, its share of the
-budget (half of what is left until two probes with different compute ops are measured), and starts no plan or
-iteration it does not expect to finish within its share; a probe stopped at its deadline without a measured
-iteration is left out and never chosen by auto-planning. :func:`measure_plans` measures several plans one at a time, in turns
+budget (half of what is left until two probes with different compute ops are measured; the first probe to measure
+anything runs to its first measured iteration whatever its share: a trace needs samples), and starts no plan or
+iteration it does not expect to finish within its share; a probe stopped at its deadline (or by the watchdog)
+without a measured iteration is left out and never chosen by auto-planning. :func:`measure_plans` measures several plans one at a time, in turns
 with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
 plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
 its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
@@ -318,14 +319,16 @@ def profile(
     holds every measured iteration's ops as samples and, when the workload reports them, its response lengths.
 
     Each probe plan gets a share of what is left of the budget (:func:`probe_share_s`: half of it until two probes
-    with different compute ops are measured, so that a probe that overruns leaves the next as much) and runs under
-    that deadline, its workers' start-up included: a probe that has not measured an iteration when its share runs
-    out, or that stalls (the executor's watchdog), is stopped and left out (reported, and recorded in the trace's
-    provenance so that auto-planning never chooses its plan, which nothing measured). A plan is started only when
-    the estimated cost of its start-up, warm-up and one measured iteration (from the plans measured so far) fits in
-    its share, and another iteration only when the last one's duration does. So the phase ends within its budget
-    plus the time to stop one probe's workers. ``state_dir``: where a stalled probe's state is kept
-    (``stall_probe<N>.json``)."""
+    with different compute ops are measured, so that a probe that overruns leaves the next as much) and, once some
+    probe has measured an iteration, runs under that deadline, its workers' start-up included: a probe that has not
+    measured an iteration when its share runs out, or that stalls (the executor's watchdog), is stopped and left
+    out (reported, and recorded in the trace's provenance so that auto-planning never chooses its plan, which
+    nothing measured). A plan is started only when the estimated cost of its start-up, warm-up and one measured
+    iteration (from the plans measured so far) fits in its share, and another iteration only when the last one's
+    duration does. The first probe to measure anything (a trace needs samples) runs to its first measured iteration
+    whatever its share, stopped only by the watchdog, and no further than its share after it. So the phase ends
+    within its budget, or the first measured iteration, plus the time to stop one probe's workers. ``state_dir``:
+    where a stalled probe's state is kept (``stall_probe<N>.json``)."""
     from tqdm import tqdm
 
     entries = job.probes(num_devices, config, machine=machine)
@@ -353,9 +356,11 @@ def profile(
         )
         # The first iteration of a plan includes starting its workers.
         expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
-        if share_s <= 0 or (used and expected + per_op_s * program.num_ops > share_s):
+        if used and (share_s <= 0 or expected + per_op_s * program.num_ops > share_s):
             continue
-        deadline = time.monotonic() + share_s  # the executor's clock
+        # Until a probe has measured an iteration (a trace needs samples) the probe runs to its first measured
+        # iteration whatever its share, stopped only by the watchdog; after that every probe stops at its share.
+        deadline = time.monotonic() + share_s if used else None  # the executor's clock
         bar.set_description(f"profile {plan.describe()}")
         mark_phase("probe_started", probe=plan.describe())
         count, first_sample = 0, len(samples)

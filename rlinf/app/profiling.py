@@ -341,7 +341,7 @@ def profile(
     used: list[str] = []
     left_out: list[LeftOutProbe] = []
     iterations = 0
-    first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
+    first_s, iteration_s, longest_s = 0.0, 0.0, 0.0
     settings_total = round(settings.budget_s)
     watchdog = executor.Watchdog(floor_s=job.settings.watchdog_s)
     bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
@@ -355,8 +355,12 @@ def profile(
             settings.budget_s - (probe_started - started), len(entries) - position, distinct
         )
         # The first iteration of a plan includes starting its workers.
-        expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
-        if used and (share_s <= 0 or expected + per_op_s * program.num_ops > share_s):
+        # Expected: the last probe's first iteration (its workers' start-up included) and the slowest iteration
+        # seen since, for the warm-up and one measured iteration. Plans of one workload differ in iteration time
+        # by small factors (a time per op, scaled by the op count, took a loop cut into 4 stages for 4 times as
+        # slow and skipped it); a probe that is slower is stopped at its share and left out.
+        expected = first_s + (settings.warmup_iterations + 1) * iteration_s
+        if used and (share_s <= 0 or expected > share_s):
             continue
         # Until a probe has measured an iteration (a trace needs samples) the probe runs to its first measured
         # iteration whatever its share, stopped only by the watchdog; after that every probe stops at its share.
@@ -372,9 +376,9 @@ def profile(
                     took = clock() - tick
                     longest_s = max(longest_s, took)
                     if index == 0:
-                        first_s = max(first_s, took)
+                        first_s = took
                     else:
-                        per_op_s = max(per_op_s, took / program.num_ops)
+                        iteration_s = max(iteration_s, took)
                     mark_phase("probe_iteration_done", iteration=index + 1)
                     if index >= settings.warmup_iterations:
                         samples.extend(dispatch_inclusive_samples(result.timeline))

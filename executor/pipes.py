@@ -15,6 +15,7 @@ The framing is :class:`multiprocessing.connection.Connection`'s (a 4-byte big-en
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import struct
@@ -22,8 +23,9 @@ from typing import Any
 
 _SHORT = struct.Struct("!i")
 _LONG = struct.Struct("!iQ")
-READ_CHUNK_BYTES = 1 << 20
-"""The most one ``os.read`` takes from a pipe."""
+READ_CHUNK_BYTES = 1 << 16
+"""The most one read takes from a pipe (a Linux pipe's capacity), into a buffer allocated once per pipe: an
+``os.read`` of 1 MiB allocated its result each time and cost more than the rest of a small message's trip."""
 
 
 def frame(message: Any) -> memoryview:
@@ -49,6 +51,9 @@ class InboundPipe:
         """The end it reads (kept open while this lives)."""
         self._fd = connection.fileno()
         os.set_blocking(self._fd, False)
+        self._file = io.FileIO(self._fd, "rb", closefd=False)
+        """Reads into :attr:`_chunk` (``None`` where a read would block, no exception raised)."""
+        self._chunk = memoryview(bytearray(READ_CHUNK_BYTES))
         self._buffer = bytearray()
         self._closed = False
 
@@ -60,13 +65,14 @@ class InboundPipe:
         """The messages that have arrived whole since the last call (a partial one is kept for the next); raises
         ``EOFError`` once the writer has gone and every whole message was returned."""
         while not self._closed:
-            try:
-                chunk = os.read(self._fd, READ_CHUNK_BYTES)
-            except BlockingIOError:
+            count = self._file.readinto(self._chunk)
+            if count is None:  # nothing more for now
                 break
-            if not chunk:
+            if count == 0:
                 self._closed = True
-            self._buffer += chunk
+            self._buffer += self._chunk[:count]
+            if count < READ_CHUNK_BYTES:
+                break  # drained for now: another read would find nothing
         messages = []
         while True:
             message = self._next()

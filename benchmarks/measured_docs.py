@@ -134,6 +134,21 @@ def kill_detection() -> str:
 
 
 # -------------------------------------------------------------------------------------------- executor
+def shape_sweep() -> str:
+    """``benchmarks/shape_sweep.py``: batch shapes x plans, each run for an iteration under the watchdog."""
+    a = artifact("docs/data/shape_sweep.json")
+    counts, cases = a["counts"], a["cases"]
+    grpo = sum(c["case"].startswith("grpo ") for c in cases)
+    slowest = max(c["seconds"] for c in cases if c["result"] == "ran")
+    return fill(
+        f"Measured (`{a['provenance']['command']}`; {conditions(a)}, {a['provenance']['wall_s'] / 60:.0f} min; "
+        f"`docs/data/shape_sweep.json`): {len(cases)} cases ({len(cases) - grpo} embodied PPO, {grpo} GRPO), "
+        f"watchdog floor {a['watchdog_s']:.0f} s: **{counts['ran']} ran, {counts['refused']} refused (each in one "
+        f"line), {counts['stalled']} stalled, {counts['failed']} failed**; the slowest case that ran took "
+        f"{slowest:.1f} s."
+    )
+
+
 SCALING_TARGETS = {
     "hopper_best_2dev_over_1dev": "1.4",
     "halfcheetah_best_2dev_over_1dev": "1.5",

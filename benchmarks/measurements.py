@@ -251,6 +251,7 @@ BLOCKS = (
     Block("docs/ray.md", "ray-vs-local", docs.ray_table),
     Block("docs/ray.md", "kill-detection", docs.kill_detection),
     Block("docs/executor.md", "bench-scaling", docs.scaling_table),
+    Block("docs/executor.md", "shape-sweep", docs.shape_sweep),
     Block("docs/executor.md", "pipelining", docs.pipelining),
     Block("docs/executor.md", "hopper-learning", docs.hopper_learning),
     Block("docs/grpo_hf.md", "hf-learning", docs.hf_learning),

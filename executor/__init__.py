@@ -19,26 +19,34 @@ from executor.dispatch import Backend, OpInfo, RunResult, WorkerError
 from executor.local import LocalBackend
 from executor.protocol import Worker
 from executor.runtime import WorkerSpec
+from executor.watchdog import OutOfTime, StallError, Watchdog
 from rlinf.core.errors import ConfigError
 from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
 
 BACKENDS = ("local", "ray")
 
 
 def open_backend(
-    kind: str, devices: Sequence[Device], *, address: str | None = None, nodes: Sequence[int] | None = None
+    kind: str,
+    devices: Sequence[Device],
+    *,
+    address: str | None = None,
+    nodes: Sequence[int] | None = None,
+    watchdog: Watchdog | None = None,
 ) -> Any:
     """A backend of ``kind`` (``local`` or ``ray``) over ``devices``; ``address`` and ``nodes`` (plan node per
-    device) are for Ray. Use the result as a context manager."""
+    device) are for Ray; ``watchdog``: when a run counts as stalled (the default :class:`Watchdog`). Use the
+    result as a context manager."""
     if kind == "local":
         if address is not None or (nodes is not None and any(nodes)):
             raise ConfigError("--address", address, "only the ray backend spans nodes", "add --backend ray")
-        return LocalBackend(devices)
+        return LocalBackend(devices, watchdog=watchdog)
     if kind == "ray":
         require_ray()
         from executor.ray_backend import RayBackend
 
-        return RayBackend(devices, address=address, nodes=nodes)
+        return RayBackend(devices, address=address, nodes=nodes, watchdog=watchdog)
     raise ConfigError("--backend", kind, "unknown backend", f"use one of {list(BACKENDS)}")
 
 
@@ -53,11 +61,20 @@ def require_ray() -> None:
 
 
 def run(
-    program: Program, workers: Mapping[str, WorkerSpec], *, backend: Backend, phase: str = "steady"
+    program: Program,
+    workers: Mapping[str, WorkerSpec],
+    *,
+    backend: Backend,
+    phase: str = "steady",
+    expected: Timeline | None = None,
+    deadline: float | None = None,
 ) -> RunResult:
     """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``; under a staleness
-    bound one step of the pipeline, ``phase`` ``fill``, ``steady`` or ``drain`` (:meth:`ControlDriver.execute`)."""
-    return backend.execute(program, workers, phase)
+    bound one step of the pipeline, ``phase`` ``fill``, ``steady`` or ``drain`` (:meth:`ControlDriver.execute`).
+    ``expected``: the program's predicted timeline (its longest op scales the watchdog's bound); ``deadline``: a
+    ``time.monotonic()`` past which the run is stopped (:class:`OutOfTime`). A run in which no op finishes for the
+    watchdog's bound raises :class:`StallError`."""
+    return backend.execute(program, workers, phase, expected=expected, deadline=deadline)
 
 
 __all__ = [
@@ -66,7 +83,10 @@ __all__ = [
     "Device",
     "LocalBackend",
     "OpInfo",
+    "OutOfTime",
     "RunResult",
+    "StallError",
+    "Watchdog",
     "Worker",
     "WorkerError",
     "WorkerSpec",

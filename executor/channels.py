@@ -12,7 +12,12 @@
   side). The local backend has no transport between nodes.
 
 Every pipe carries headers and small arrays only; a receiver drains all of its pipes while it waits for the
-message it needs and while it is idle, so a sender never blocks for long on a full pipe.
+message it needs and while it is idle. A pipe still fills (64 KiB on Linux) when a message, or the messages a busy
+receiver has not read yet, hold more: arrays under :data:`SHM_MIN_BYTES` travel inline, and a loop cut into many
+stages sends many of them at once (issue 48: Hopper with 8 environments x 188 steps in 4 stages on 2 cores sends
+the other core's actor replica 2 x 32.7 KB). Both ends of every pipe are therefore non-blocking
+(:mod:`executor.pipes`): a sender whose message does not fit reads its own inbound pipes while it waits for room
+(:meth:`Mailbox.write`), so two processes that write each other at once no longer both sleep in a full pipe.
 
 A worker sends what one op produces as one pipe message per destination process (:meth:`Mailbox.bundle`): the
 op's payloads and its completion signals arrive together, so a waiting consumer wakes once per op it waits for, not
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing import shared_memory
@@ -34,6 +40,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from executor.pipes import InboundPipe, frame, write_some
 from rlinf.core.errors import ConfigError
 
 SHM_MIN_BYTES = 16 * 1024
@@ -170,8 +177,14 @@ class Mailbox:
         self.hosted = hosted | {me.worker}
         """Workers that live in this process (``me`` and the workers hosted with it)."""
         self._outbound = dict(outbound)
-        """Per destination worker, the pipe to its process (workers of one process share a pipe)."""
-        self._inbound: list[Any] = list(inbound) + ([remote_inbox] if remote_inbox is not None else [])
+        """Per destination worker, the pipe to its process (workers of one process share a pipe); written without
+        blocking (:meth:`write`)."""
+        for pipe in {id(p): p for p in self._outbound.values()}.values():
+            os.set_blocking(pipe.fileno(), False)
+        self._inbound: list[Any] = [InboundPipe(c) for c in inbound]
+        """Non-blocking reading ends (:class:`executor.pipes.InboundPipe`), and the inbox from other nodes."""
+        if remote_inbox is not None:
+            self._inbound.append(remote_inbox)
         self._nodes = dict(nodes)
         self._remote_send = remote_send
         self._arrived: dict[tuple, Mapping[str, Any]] = {}
@@ -180,6 +193,9 @@ class Mailbox:
         """Messages per destination pipe kept back while a :meth:`bundle` is open (``None``: none open)."""
         self._held_remote: list[tuple[int, tuple, dict[str, np.ndarray]]] = []
         """Payloads for other nodes kept back while a :meth:`bundle` is open, in the order sent."""
+        self.on_full: Callable[[int], None] | None = None
+        """Called with the destination worker when a message does not fit its pipe (the sender says so on its
+        status board, :mod:`executor.watchdog`)."""
 
     def send(self, dst: int, key: tuple, payload: Mapping[str, np.ndarray]) -> int:
         """Deliver ``payload`` under ``key`` to worker ``dst``; returns the bytes carried (0 within a process)."""
@@ -211,8 +227,27 @@ class Mailbox:
         if self._held is not None:
             self._held.setdefault(id(pipe), (pipe, []))[1].append((dst, key, packed))
         else:
-            pipe.send([(dst, key, packed)])
+            self.write(pipe, [(dst, key, packed)])
         return num_bytes
+
+    def write(self, pipe: Connection, items: list[tuple[int, tuple, dict[str, Any]]]) -> None:
+        """Send ``items`` on ``pipe`` as one message; while it does not fit, read the inbound pipes into the mailbox
+        (a process never sleeps in a write while the process it writes to sleeps in a write to it)."""
+        data, fd = frame(items), pipe.fileno()
+        while True:
+            data = write_some(fd, data)
+            if not data:
+                return
+            if self.on_full is not None:
+                self.on_full(items[0][0])
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_WRITE)
+                for source in self._inbound:
+                    selector.register(source, selectors.EVENT_READ)
+                for key, _ in selector.select():
+                    if key.fd != fd:
+                        with contextlib.suppress(EOFError):  # that peer has exited; the driver stops the run
+                            self.take(key.fileobj)
 
     @contextlib.contextmanager
     def bundle(self) -> Iterator[None]:
@@ -228,7 +263,7 @@ class Mailbox:
         finally:
             self._held, self._held_remote = None, []
         for pipe, items in held.values():
-            pipe.send(items)
+            self.write(pipe, items)
         for dst, key, arrays in remote:
             assert self._remote_send is not None
             self._remote_send(dst, key, arrays)
@@ -266,18 +301,19 @@ class Mailbox:
         return list(self._inbound)
 
     def take(self, source: Any) -> None:
-        """Read what ``source`` (one of :attr:`inbound`) holds into the mailbox; raises ``EOFError`` when a
-        pipe's sender has gone, after which the pipe is no longer waited on."""
+        """Read the messages ``source`` (one of :attr:`inbound`) holds whole into the mailbox, without waiting;
+        raises ``EOFError`` when a pipe's sender has gone, after which the pipe is no longer waited on."""
         if isinstance(source, RemoteInbox):  # a Ray actor hosts one worker: what arrives is for it
             self._arrived.update(((self.me.worker, key), payload) for key, payload in source.take().items())
             return
         try:
-            items = source.recv()
+            messages = source.read()
         except EOFError:
             self._inbound.remove(source)
             raise
-        for dst, key, packed in items:
-            self._arrived[(dst, key)] = unpack(packed)
+        for items in messages:
+            for dst, key, packed in items:
+                self._arrived[(dst, key)] = unpack(packed)
 
     def pop(self, key: tuple, worker: int | None = None) -> Mapping[str, Any]:
         """:meth:`receive`, then forget the payload (a buffered input, read once)."""

@@ -6,11 +6,16 @@ Each worker (a process, or a Ray actor) holds one duplex connection to the drive
 keeps those connections and implements everything above them: starting the workers a program needs (or keeping
 them), the untimed prepare step, the run itself (:func:`executor.dispatch.drive`), calls between runs, and
 turning a closed connection or a silent worker into a :class:`executor.dispatch.WorkerError` that names the worker
-and the op it was running. A backend says only how workers start and stop and how a dead one is described.
+and the op it was running. During a run the watchdog (:mod:`executor.watchdog`) bounds the silence: no op finished
+for :meth:`executor.watchdog.Watchdog.bound_s` of the longest expected op (predicted, or measured in an earlier run
+of the program) stops the run with a :class:`executor.watchdog.StallError` that names what each worker waits on; a
+run given a deadline stops there with :class:`executor.watchdog.OutOfTime`. A backend says only how workers start
+and stop, how a dead one is described and, where it can, what each worker is doing.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
@@ -42,7 +47,9 @@ from executor.messages import (
 )
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
+from executor.watchdog import OutOfTime, StallError, StallReport, Watchdog, WorkerState, describe_status
 from rlinf.core.program import Program
+from rlinf.core.timeline import Timeline
 
 PHASES = ("fill", "steady", "drain")
 """The phases of a run under a staleness bound (see :meth:`ControlDriver.execute`)."""
@@ -66,6 +73,12 @@ def sitting_out(program: Program, layout: Layout, phase: str) -> frozenset[int]:
     return frozenset(r.worker for r in layout.replicas if (r.component in trainers) == (phase == "fill"))
 
 
+def _longest_op_s(timeline: Timeline) -> float:
+    return max(
+        (end - start for start, end in zip(timeline.start_s, timeline.end_s, strict=True)), default=0.0
+    )
+
+
 def _labels(running: Running) -> Mapping[int, str]:
     return running() if callable(running) else running
 
@@ -74,9 +87,21 @@ class ControlDriver(WorkerStateMixin):
     """Drives workers over one connection each. Subclasses implement :meth:`_start`, :meth:`_terminate` and
     :meth:`_death`; use a backend as a context manager."""
 
-    def __init__(self, devices: Sequence[Device], *, stall_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, devices: Sequence[Device], *, stall_timeout_s: float = 600.0, watchdog: Watchdog | None = None
+    ) -> None:
         self.devices = tuple(devices)
         self._stall_timeout_s = stall_timeout_s
+        """Outside runs (start-up, prepare, calls): how long a silent worker is waited for."""
+        self.watchdog = watchdog or Watchdog()
+        self._run: RunState | None = None
+        """The run in progress (``None`` between runs)."""
+        self._bound: tuple[float, float | None] = (self._stall_timeout_s, None)
+        """The run's watchdog bound (seconds) and the longest expected op it was scaled from."""
+        self._deadline: float | None = None
+        """``time.monotonic()`` past which the current run is stopped (``None``: none)."""
+        self._longest_measured: tuple[Program, float] | None = None
+        """The longest op measured in the runs of the last program (what later runs' bound scales from)."""
         self._layout: Layout | None = None
         self._specs_key: tuple = ()
         self._connections: list[Connection] = []
@@ -123,6 +148,18 @@ class ControlDriver(WorkerStateMixin):
         """Ask every worker to stop, then stop them (the default: at once)."""
         self._terminate()
 
+    def _statuses(self) -> dict[int, tuple[int, int, int, int]]:
+        """Per worker, its :class:`executor.watchdog.StatusBoard` entry, where the backend has one (else empty)."""
+        return {}
+
+    def _stacks(self) -> dict[int, str]:
+        """Per worker, its process's Python stack now, where the backend can take it (else empty)."""
+        return {}
+
+    def _pids(self) -> dict[int, int]:
+        """Per worker, its process id, where the backend knows it (else empty)."""
+        return {}
+
     # ------------------------------------------------------------------ lifecycle
     def start(self, program: Program, workers: Mapping[str, WorkerSpec]) -> None:
         """Start (or keep) the workers ``program`` needs, e.g. to restore a checkpoint before the first run."""
@@ -158,25 +195,52 @@ class ControlDriver(WorkerStateMixin):
 
     # ------------------------------------------------------------------ running
     def execute(
-        self, program: Program, workers: Mapping[str, WorkerSpec], phase: str = "steady"
+        self,
+        program: Program,
+        workers: Mapping[str, WorkerSpec],
+        phase: str = "steady",
+        *,
+        expected: Timeline | None = None,
+        deadline: float | None = None,
     ) -> RunResult:
         """Run ``program`` once and return its measured timeline, cost samples and infos. Under a staleness bound
         (``program.max_staleness``) ``phase`` says who works: ``fill`` (the rollout side only, while the training
-        side's buffer fills), ``steady`` (both) or ``drain`` (the training side only)."""
-        layout = self._ensure_started(program, workers)
-        self._skip = sitting_out(program, layout, phase)
-        self._lag = program.max_staleness
-        self._prepare(program, layout)
-        self._run_id += 1
-        if self._lanes is None or self._lanes[0] is not program:
-            self._lanes = (program, build_lanes(program, layout, routes_of(program)))
-            self._lanes_sent = set()
-        run = RunState(program, layout, self._lanes[1], self._resident)
-        result = drive(run, self)
+        side's buffer fills), ``steady`` (both) or ``drain`` (the training side only). ``expected``: the program's
+        predicted timeline, whose longest op scales the watchdog's bound; ``deadline``: a ``time.monotonic()``
+        past which the run (its workers' start-up included) is stopped with :class:`executor.watchdog.OutOfTime`."""
+        self._deadline = deadline
+        try:
+            layout = self._ensure_started(program, workers)
+            self._skip = sitting_out(program, layout, phase)
+            self._lag = program.max_staleness
+            self._prepare(program, layout)
+            self._run_id += 1
+            if self._lanes is None or self._lanes[0] is not program:
+                self._lanes = (program, build_lanes(program, layout, routes_of(program)))
+                self._lanes_sent = set()
+            longest = self._longest_expected(program, expected)
+            self._bound = (self.watchdog.bound_s(longest), longest)
+            self._run = run = RunState(program, layout, self._lanes[1], self._resident)
+            result = drive(run, self)
+        finally:
+            self._run, self._deadline = None, None
         for connection in self._processes_connections():
             connection.send(EndRun(self._run_id))
         self._resident = list(run.resident)
+        measured = _longest_op_s(result.timeline)
+        if self._longest_measured is not None and self._longest_measured[0] is program:
+            measured = max(measured, self._longest_measured[1])
+        self._longest_measured = (program, measured)
         return result
+
+    def _longest_expected(self, program: Program, expected: Timeline | None) -> float | None:
+        """The longest op of ``expected`` and of the earlier runs of ``program`` (``None``: neither is known)."""
+        known = []
+        if expected is not None:
+            known.append(_longest_op_s(expected))
+        if self._longest_measured is not None and self._longest_measured[0] is program:
+            known.append(self._longest_measured[1])
+        return max(known) if known else None
 
     def buffered(self) -> list[list[Any]]:
         """Every worker's buffered inputs, between runs, as ``[worker, age, op, producer worker, payload]`` (age:
@@ -228,7 +292,9 @@ class ControlDriver(WorkerStateMixin):
         for worker, connection in enumerate(self._connections):
             owners.setdefault(id(connection), worker)
         connections = self._processes_connections()
-        deadline = time.monotonic() + self._stall_timeout_s
+        silence_s = self._bound[0] if self._run is not None else self._stall_timeout_s
+        started = time.monotonic()
+        deadline = min(started + silence_s, math.inf if self._deadline is None else self._deadline)
         ready: list[Any] = []
         while not ready and time.monotonic() < deadline:
             slice_s = min(CHECK_EVERY_S, max(0.0, deadline - time.monotonic()))
@@ -236,6 +302,13 @@ class ControlDriver(WorkerStateMixin):
             if not ready:
                 for worker in self._stopped():
                     self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
+        if not ready and self._deadline is not None and time.monotonic() >= self._deadline:
+            self._terminate()
+            raise OutOfTime(
+                f"stopped at its deadline, {time.monotonic() - started:.0f} s after the last report"
+            )
+        if not ready and self._run is not None:
+            self._stall(time.monotonic() - started, running)
         if not ready:
             now = _labels(running)
             labels = ", ".join(f"{self._name(w)}: {label}" for w, label in sorted(now.items())) or "none"
@@ -260,6 +333,46 @@ class ControlDriver(WorkerStateMixin):
         for worker in sorted({self._culprit(w) for w in dead}):
             self.fail(worker, _labels(running).get(worker, "no op"), self._death(worker), "")
         return messages
+
+    def _stall(self, silent_s: float, running: Running) -> NoReturn:
+        """Stop a run in which no op finished for the watchdog's bound and raise :class:`StallError` with what
+        every worker was doing (its status where the backend keeps one, else the first op it had not reported)."""
+        run = self._run
+        assert run is not None and self._layout is not None
+        labels = {op.index: op.label for op in run.program.ops}
+        names = {r.worker: self._name(r.worker) for r in self._layout.replicas}
+        statuses, unreported = self._statuses(), _labels(running)
+        stacks, pids = self._stacks(), self._pids()
+        states = []
+        for replica in self._layout.replicas:
+            worker = replica.worker
+            first = unreported.get(worker)
+            if worker in statuses:
+                doing = describe_status(statuses[worker], labels, names, first)
+            else:
+                doing = "idle (lane done)" if first is None else f"has not reported {first}"
+            states.append(
+                WorkerState(
+                    name=names[worker],
+                    doing=doing,
+                    reported=run.reported[worker],
+                    lane=len(run.lanes.get(worker, ())),
+                    pid=pids.get(worker),
+                    stack=stacks.get(worker, ""),
+                )
+            )
+        bound_s, longest = self._bound
+        self._terminate()
+        raise StallError(
+            StallReport(
+                silent_s=silent_s,
+                bound_s=bound_s,
+                floor_s=self.watchdog.floor_s,
+                factor=self.watchdog.factor,
+                longest_op_s=longest,
+                workers=tuple(states),
+            )
+        )
 
     def _processes_connections(self) -> list[Connection]:
         """One connection per worker process (the workers one process hosts share its connection)."""

@@ -94,8 +94,17 @@ class Transport(Protocol):
 class Backend(Protocol):
     """What :func:`executor.run` needs: the local backend and the Ray backend both follow it."""
 
-    def execute(self, program: Program, workers: Mapping[str, Any], phase: str = "steady") -> RunResult:
-        """Run ``program`` once with ``workers`` (component -> spec); ``phase`` under a staleness bound."""
+    def execute(
+        self,
+        program: Program,
+        workers: Mapping[str, Any],
+        phase: str = "steady",
+        *,
+        expected: Timeline | None = None,
+        deadline: float | None = None,
+    ) -> RunResult:
+        """Run ``program`` once with ``workers`` (component -> spec); ``phase`` under a staleness bound;
+        ``expected`` scales the watchdog, ``deadline`` stops the run."""
 
     def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
         """Call ``method`` (e.g. ``checkpoint``) on replica ``rank`` of ``component`` and return its answer."""

@@ -12,8 +12,10 @@ The driver runs :func:`executor.dispatch.drive` through :class:`executor.control
 each worker's lane to it and its records back; the workers signal each other and exchange payloads over their own
 pipes (and shared memory). Workers persist across runs (one run = one
 iteration), so environments, models and optimizers keep their state; they are rebuilt only when a program needs a
-different layout. A worker that raises, dies or stalls stops the run with a :class:`WorkerError` that names the
-worker and the op it was running; the other workers are terminated.
+different layout. A worker that raises or dies stops the run with a :class:`WorkerError` that names the worker and
+the op it was running; a run in which no op finishes for the watchdog's bound stops with a
+:class:`executor.watchdog.StallError` naming what every worker waits on (read from the shared
+:class:`executor.watchdog.StatusBoard`, with each process's Python stack); the workers are terminated.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import multiprocessing as mp
 import os
 import pickle
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -36,6 +39,7 @@ from executor.dispatch import OpInfo, RunResult, WorkerError
 from executor.messages import Shutdown
 from executor.routing import Layout, Replica
 from executor.runtime import Wiring, WorkerSpec, grouped_components, worker_main
+from executor.watchdog import StatusBoard, Watchdog
 
 __all__ = ["LocalBackend", "OpInfo", "RunResult", "WorkerError"]
 
@@ -72,8 +76,9 @@ class LocalBackend(ControlDriver):
         start_method: str = "forkserver",
         stall_timeout_s: float = 600.0,
         share_processes: bool | None = None,
+        watchdog: Watchdog | None = None,
     ) -> None:
-        super().__init__(devices, stall_timeout_s=stall_timeout_s)
+        super().__init__(devices, stall_timeout_s=stall_timeout_s, watchdog=watchdog)
         self._context = mp.get_context(start_method)
         self._start_method = start_method
         self._share_processes = SHARE_PROCESSES if share_processes is None else share_processes
@@ -84,10 +89,11 @@ class LocalBackend(ControlDriver):
         """The workers of each process."""
         self._process_of: dict[int, int] = {}
         """Per worker, the index of its process."""
-        self._rendezvous_directory: str | None = None
-        """Where the workers' collective groups meet (file stores), while they run."""
-        self._progress: Any = None
-        """Shared ints, one per worker: the op it runs (``-1`` between ops), read when a worker dies."""
+        self._directory: str | None = None
+        """A private directory, while the workers run: where their collective groups meet (file stores) and where
+        each process writes its stack on ``SIGUSR1``."""
+        self._board: StatusBoard | None = None
+        """What each worker is doing (shared with the worker processes), read when one dies or the run stalls."""
 
     def _start(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> None:
         context = self._context
@@ -111,8 +117,9 @@ class LocalBackend(ControlDriver):
                     receiver, sender = context.Pipe(duplex=False)
                     outbound[src].update(dict.fromkeys((r.worker for r in guests), sender))
                     inbound[dst].append(receiver)
-        rendezvous = self._rendezvous(layout, workers)
-        self._progress = context.RawArray("i", [-1] * count)
+        self._directory = private_directory()
+        rendezvous = self._rendezvous(layout, workers, self._directory)
+        self._board = StatusBoard(context.RawArray("i", StatusBoard.size(count)))
         spin_for = _spin_for(layout, self.devices)
         connections: dict[int, Connection] = {}
         child_ends = []
@@ -128,7 +135,8 @@ class LocalBackend(ControlDriver):
                 locks=locks,
                 rendezvous=None if grouped is None else rendezvous[grouped.component],
                 grouped=None if grouped is None else grouped.worker,
-                progress=self._progress,
+                status=self._board.array,
+                stack_file=os.path.join(self._directory, f"stack{index}.txt"),
                 spin_for=spin_for.get(guests[0].worker, frozenset()),
             )
             names = "+".join(f"{r.component}-{r.rank}" for r in guests)
@@ -158,14 +166,13 @@ class LocalBackend(ControlDriver):
             connection.close()
         self._await_ready(range(count), "setup")
 
-    def _rendezvous(self, layout: Layout, workers: Mapping[str, WorkerSpec]) -> dict[str, FileRendezvous]:
-        """A file store per component with several replicas that uses collectives, in a new private directory."""
+    def _rendezvous(
+        self, layout: Layout, workers: Mapping[str, WorkerSpec], directory: str
+    ) -> dict[str, FileRendezvous]:
+        """A file store in ``directory`` per component with several replicas that uses collectives."""
         groups = grouped_components(layout, workers)
-        if not groups:
-            return {}
-        self._rendezvous_directory = private_directory()
         return {
-            name: FileRendezvous(path=os.path.join(self._rendezvous_directory, f"group{index}.store"))
+            name: FileRendezvous(path=os.path.join(directory, f"group{index}.store"))
             for index, name in enumerate(groups)
         }
 
@@ -186,18 +193,46 @@ class LocalBackend(ControlDriver):
                 process.join(timeout=5.0)
         for connection in self._connections:
             connection.close()
-        if self._rendezvous_directory is not None:
-            shutil.rmtree(self._rendezvous_directory, ignore_errors=True)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
         self._processes, self._connections, self._layout = [], [], None
         self._hosts, self._process_of = [], {}
-        self._progress = None
-        self._rendezvous_directory = None
+        self._board = None
+        self._directory = None
 
     def current_ops(self) -> dict[int, int]:
-        """Per worker, the op it runs now (from the shared progress array)."""
-        if self._progress is None:
+        """Per worker, the op it runs now (from the status board)."""
+        if self._board is None:
             return {}
-        return {worker: int(op) for worker, op in enumerate(self._progress) if op >= 0}
+        return self._board.current_ops(len(self._process_of))
+
+    def _statuses(self) -> dict[int, tuple[int, int, int, int]]:
+        if self._board is None:
+            return {}
+        return {worker: self._board.read(worker) for worker in self._process_of}
+
+    def _stacks(self) -> dict[int, str]:
+        """Each worker's process's Python stack now (every thread), by ``SIGUSR1`` (``faulthandler``)."""
+        if self._directory is None:
+            return {}
+        alive = [(i, p) for i, p in enumerate(self._processes) if p.is_alive()]
+        for _, process in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGUSR1)
+        time.sleep(STACK_DUMP_S)
+        out = {}
+        for index, _ in alive:
+            with (
+                contextlib.suppress(OSError),
+                open(os.path.join(self._directory, f"stack{index}.txt")) as file,
+            ):
+                text = file.read()
+                for replica in self._hosts[index]:
+                    out[replica.worker] = text
+        return out
+
+    def _pids(self) -> dict[int, int]:
+        return {w: int(self._processes[i].pid) for w, i in self._process_of.items()}
 
     def _watched(self) -> dict[Any, int]:
         return {p.sentinel: self._hosts[i][0].worker for i, p in enumerate(self._processes)}
@@ -216,6 +251,11 @@ class LocalBackend(ControlDriver):
     def worker_pids(self) -> dict[str, int]:
         """Process id of every worker, keyed ``component[rank]`` (for fault injection and monitoring)."""
         return {self._name(w): int(self._processes[i].pid) for w, i in sorted(self._process_of.items())}
+
+
+STACK_DUMP_S = 0.5
+"""How long the driver gives the worker processes to write their stacks (``faulthandler`` writes from the signal
+handler, at once, even in a process blocked in a system call)."""
 
 
 def _spin_for(layout: Layout, devices: Sequence[Device]) -> dict[int, frozenset[int]]:

@@ -35,6 +35,7 @@ from executor.messages import Failed, Shutdown
 from executor.ray_actor import RayWorker, socket_connection
 from executor.routing import Layout
 from executor.runtime import WorkerSpec, grouped_components
+from executor.watchdog import Watchdog
 from rlinf.core.errors import ConfigError
 
 ACTOR_THREADS = 3
@@ -64,8 +65,9 @@ class RayBackend(ControlDriver):
         address: str | None = None,
         stall_timeout_s: float = 600.0,
         start_timeout_s: float = START_TIMEOUT_S,
+        watchdog: Watchdog | None = None,
     ) -> None:
-        super().__init__(devices, stall_timeout_s=stall_timeout_s)
+        super().__init__(devices, stall_timeout_s=stall_timeout_s, watchdog=watchdog)
         self._start_timeout_s = start_timeout_s
         self.nodes = tuple(nodes) if nodes is not None else (0,) * len(self.devices)
         if len(self.nodes) != len(self.devices):

@@ -12,11 +12,17 @@ processes' workers whose ops follow (within a process the order alone keeps the 
 from their producers (:mod:`executor.channels`).
 Measured spans, infos, bytes moved and resident state bytes go to the driver in batches
 (:class:`executor.messages.Records`): every :data:`FLUSH_EVERY_S` and at the lane's end (and, where the driver has
-no progress array to read a worker's current op from, before each wait). A failing op is reported with its traceback and ends the loop. The Ray backend's actors run the same
-loop over a socket, with a mailbox that also reaches other nodes and wall-clock time as their clock."""
+no status board to read a worker's current op from, before each wait). A failing op is reported with its traceback
+and ends the loop. Locally each worker also writes what it is doing (running an op, waiting for its device lock,
+waiting for another worker's signal, sending into a full pipe) to a shared :class:`executor.watchdog.StatusBoard`,
+and its process dumps its Python stack on ``SIGUSR1``: what the watchdog reports when a run stalls. The Ray
+backend's actors run the same loop over a socket, with a mailbox that also reaches other nodes and wall-clock time
+as their clock."""
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +63,7 @@ from executor.messages import (
 from executor.offload import HostStore, owning_copy, tensor_bytes
 from executor.protocol import Worker, share_slice, state_tensors
 from executor.routing import Layout, Replica
+from executor.watchdog import IDLE, LOCK, RUNNING, SENDING, WAITING, StatusBoard
 from rlinf.api.worker_context import ComponentFacts, context_for
 from rlinf.core.payloads import num_rows, slice_rows
 from rlinf.core.phases import mark as mark_phase
@@ -102,9 +109,11 @@ class Wiring:
     """Where the collective group of :attr:`grouped` meets (``None``: no hosted worker joins a group)."""
     grouped: int | None = None
     """The hosted worker whose component's group this process joins."""
-    progress: Any = None
-    """Shared array (one int per worker) where the process writes the op each worker runs (``-1`` between ops), so
-    that the driver can name it if the process dies."""
+    status: Any = None
+    """The shared array of a :class:`executor.watchdog.StatusBoard` where the process writes what each of its
+    workers is doing, so that the driver can name it if the process dies or the run stalls."""
+    stack_file: str | None = None
+    """Where the process writes its Python stack when it gets ``SIGUSR1`` (the watchdog's report)."""
     spin_for: frozenset[int] = frozenset()
     """Workers on other cores whose signals this process polls for before sleeping (:data:`SPIN_S`)."""
 
@@ -122,6 +131,9 @@ def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
     )
     runners: list[CommandRunner] = []
     current = wiring.replicas[0]
+    board = None if wiring.status is None else StatusBoard(wiring.status)
+    if wiring.stack_file is not None:
+        faulthandler.register(signal.SIGUSR1, file=open(wiring.stack_file, "w"), all_threads=True)  # noqa: SIM115
     try:
         mark_phase("worker_process", device=wiring.device.torch_device)
         wiring.device.bind()
@@ -132,9 +144,7 @@ def worker_main(wiring: Wiring, specs: Mapping[int, WorkerSpec]) -> None:
                 join_group(wiring.rendezvous, wiring.device.collective_backend, replica.rank, replica.world)
             worker = build_worker(specs[replica.worker], replica, wiring.device)
             mark_phase("worker_ready", component=replica.component)
-            runners.append(
-                CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks, progress=wiring.progress)
-            )
+            runners.append(CommandRunner(worker, replica, wiring.device, mailbox, wiring.locks, board=board))
         for runner in runners:
             connection.send(Ready(runner.replica.worker, runner.resident_bytes()))
     except BaseException as error:  # report anything, including KeyboardInterrupt, then end
@@ -189,7 +199,7 @@ class CommandRunner:
         mailbox: Mailbox,
         locks: DeviceLocks | None = None,
         clock: Callable[[], float] = time.perf_counter,
-        progress: Any = None,
+        board: StatusBoard | None = None,
     ) -> None:
         self.worker = worker
         self.replica = replica
@@ -199,7 +209,8 @@ class CommandRunner:
         self.locks = locks
         self.clock = clock
         """``time.perf_counter`` (one system-wide monotonic clock on Linux) locally; wall time across nodes."""
-        self.progress = progress
+        self.board = board
+        """Where this worker says what it is doing (``None``: nobody reads it, on Ray)."""
         self.store = HostStore()
         self.outputs: dict[int, Mapping[str, Any]] = {}
         self.pending_weights: Mapping[str, Any] | None = None
@@ -276,29 +287,37 @@ class CommandRunner:
             return Record(op=command.op, start=now, end=now, resident=self.last_resident or 0)
         holds_device = isinstance(command, _HOLDS_DEVICE) and self.locks is not None
         info: Mapping[str, Any] = {}
-        if self.progress is not None:
-            self.progress[self.replica.worker] = command.op
-        if holds_device:
-            assert self.locks is not None
-            self.locks.acquire(self.own_device)
+        board, me = self.board, self.replica.worker
+        if board is not None:
+            board.set(me, LOCK if holds_device else RUNNING, command.op)
         try:
-            start = self.clock()
             # The op's payloads and completion signals leave together, one message per destination, once it
-            # has ended (so no consumer can start before this op's end).
+            # has ended (so no consumer can start before this op's end), and after the device lock is released:
+            # a process that waits for the lock reads no pipe, so a sender holding it could wait on a full pipe
+            # to that process for ever.
             with self.mailbox.bundle():
-                moved, info, busy = self._run(command)
-                self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
-                for destination in command.notify:
-                    self.mailbox.send(destination, done_key(self.run_id, command.op, self.replica.worker), {})
-                end = self.clock()
+                if holds_device:
+                    assert self.locks is not None
+                    self.locks.acquire(self.own_device)
+                    if board is not None:
+                        board.set(me, RUNNING, command.op)
+                try:
+                    start = self.clock()
+                    moved, info, busy = self._run(command)
+                    self.device.synchronize()  # a GPU op ends when its kernels do, not when they are queued
+                    for destination in command.notify:
+                        self.mailbox.send(
+                            destination, done_key(self.run_id, command.op, self.replica.worker), {}
+                        )
+                    end = self.clock()
+                finally:
+                    if holds_device:
+                        assert self.locks is not None
+                        self.locks.release(self.own_device)
         except BaseException as error:
             return Failed(self.replica.worker, command.op, _describe(error), traceback.format_exc())
-        finally:
-            if holds_device:
-                assert self.locks is not None
-                self.locks.release(self.own_device)
-        if self.progress is not None:
-            self.progress[self.replica.worker] = -1
+        if board is not None:
+            board.set(me, IDLE)
         peak = self.device.peak_bytes()  # GPU: the most allocated during the op, counted by torch
         if peak is not None:
             resident = peak
@@ -394,7 +413,12 @@ class Host:
         self._received: dict[int, RunLane] = {}
         """The lanes of the coming run received so far, per hosted worker."""
         self._merged: tuple[tuple[CommandRunner, Command], ...] = ()
-        self._progress = next(iter(self.runners.values())).progress
+        self._board = next(iter(self.runners.values())).board
+        self._sender = -1
+        """The hosted worker whose command runs (and may find a pipe full)."""
+        if self._board is not None:
+            board = self._board
+            mailbox.on_full = lambda peer: board.mark(self._sender, SENDING, peer)
 
     def runner(self, worker: int) -> CommandRunner:
         """The hosted worker ``worker``."""
@@ -436,11 +460,11 @@ class Host:
         mailbox = self.mailbox
         pending: dict[int, list[Record]] = {}
         last_flush = time.monotonic()
-        # Where the driver can see which op a worker runs (the local backend's progress array), records go out
+        # Where the driver can see which op a worker runs (the local backend's status board), records go out
         # every FLUSH_EVERY_S; elsewhere (Ray) before each op, so that a dead worker's op can be named: the driver
         # takes the op after the last one recorded as running (flushing only before a wait left it one op behind
         # when an op's inputs had already arrived: the error named the op before the one that died).
-        flush_before_each = self._progress is None
+        flush_before_each = self._board is None
 
         def flush() -> None:
             nonlocal last_flush
@@ -469,9 +493,10 @@ class Host:
             if not ready and self.spin_for and all(w in self.spin_for for _, w in command.waits):
                 ready = self._poll(keys, me)
             if not ready:
-                self._await(keys, me, connection, flush_due)
+                self._await(keys, me, connection, flush_due, command)
             else:
                 flush_due()
+            self._sender = me
             outcome = runner.execute(command)
             if isinstance(outcome, Failed):
                 flush()
@@ -492,11 +517,23 @@ class Host:
         return False
 
     def _await(
-        self, keys: list[tuple], me: int, connection: Connection, flush_due: Callable[[], float | None]
+        self,
+        keys: list[tuple],
+        me: int,
+        connection: Connection,
+        flush_due: Callable[[], float | None],
+        command: Command,
     ) -> None:
-        """Wait until every message in ``keys`` has arrived, watching the driver's connection and sending records
-        when they are due meanwhile."""
-        while not all(self.mailbox.has(k, me) for k in keys):
+        """Wait until every message in ``keys`` (the signals ``command`` waits for) has arrived, watching the driver's
+        connection and sending records when they are due meanwhile; the status board says which signal is missing."""
+        while True:
+            missing = next(
+                (w for k, w in zip(keys, command.waits, strict=True) if not self.mailbox.has(k, me)), None
+            )
+            if missing is None:
+                return
+            if self._board is not None:
+                self._board.set_peer(me, WAITING, command.op, *missing)
             if self.mailbox.wait_any([connection], timeout=flush_due()):
                 try:
                     message = connection.recv()

@@ -41,6 +41,7 @@ LONGEST_MODULES = (
     "test_analytic_validation.py",
     "test_planner_optimality.py",
     "test_workload_port.py",
+    "test_shapes_by_plans.py",
     "test_profiling.py",
     "test_ports.py",
     "test_executor.py",

@@ -189,7 +189,7 @@ def test_a_bundle_sends_an_ops_payload_and_signal_as_one_pipe_message() -> None:
         sender.send(1, ("done",), {})
         assert not reader.poll()  # held back until the op has ended
     assert reader.poll()
-    receiver.take(reader)  # one read delivers both
+    receiver.take(receiver.inbound[0])  # one read delivers both
     assert not reader.poll()
     assert receiver.has(("done",))
     np.testing.assert_array_equal(receiver.receive(("data",))["x"], np.arange(3))

@@ -85,6 +85,29 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def run_watched(command: list[str], marker: Path) -> tuple[subprocess.Popen, str, set[int]]:
+    """Run ``command`` in the repository, noting its descendant processes until ``marker`` appears; the finished
+    process, its stderr and the descendants seen."""
+    run = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    workers: set[int] = set()
+    try:
+        while run.poll() is None and not marker.exists():
+            workers |= descendants(run.pid)
+            time.sleep(0.05)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    return run, err, workers
+
+
 ACCELERATORS = [
     "cpu",
     pytest.param(
@@ -106,24 +129,10 @@ def test_a_failing_worker_ends_the_run_within_10_s_with_one_line_and_the_traceba
     devices = "2" if accelerator == "cpu" else "1"
     command = [sys.executable, "-m", "rlinf", "train", str(config), "--devices", devices, "--no-progress"]
     command += ["--accelerator", accelerator]
-    run = subprocess.Popen(
-        [*command, "--mode", "disaggregated" if accelerator == "cpu" else "collocated", "--max-restarts", "0"]
-        + ["--out", str(out)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    mode = "disaggregated" if accelerator == "cpu" else "collocated"
+    run, err, workers = run_watched(
+        [*command, "--mode", mode, "--max-restarts", "0", "--out", str(out)], marker
     )
-    workers: set[int] = set()
-    try:
-        while run.poll() is None and not marker.exists():
-            workers |= descendants(run.pid)
-            time.sleep(0.05)
-        _, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
     exited_at = time.time()
     assert marker.exists(), err
     assert exited_at - float(marker.read_text()) < EXIT_BOUND_S

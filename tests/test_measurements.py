@@ -245,6 +245,15 @@ def test_the_main_job_and_ray_artifacts_agree_with_themselves() -> None:
     assert len(k["detected_ms"]["local"]) == len(k["detected_ms"]["ray"]) >= 1
 
 
+def test_the_shape_sweep_artifact_agrees_with_itself() -> None:
+    s = provenance_of("docs/data/shape_sweep.json")
+    assert s["provenance"]["command"].startswith("python benchmarks/shape_sweep.py")
+    results = [c["result"] for c in s["cases"]]
+    assert s["counts"] == {name: results.count(name) for name in ("ran", "refused", "stalled", "failed")}
+    refusals = [c["message"] for c in s["cases"] if c["result"] == "refused"]
+    assert s["refusals_one_line"] == all("\n" not in m for m in refusals) and all(m for m in refusals)
+
+
 def test_the_order_bias_artifact_agrees_with_itself() -> None:
     o = provenance_of("docs/data/order_bias.json")
     assert o["provenance"]["command"].startswith("python benchmarks/bench_order_bias.py")

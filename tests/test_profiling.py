@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from factories import grpo_trace
 
+import executor
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import (
     ProfileSettings,
@@ -98,20 +99,16 @@ def test_every_loop_step_size_is_measured_by_two_probes_with_different_compute()
 
 
 def test_profiling_stays_within_its_budget() -> None:
-    """The phase starts a probe plan only when its expected start-up, warm-up and one iteration fit in what is
-    left, and stops iterating when the last iteration would not fit again. What it can overrun is therefore at
-    most the one step (a plan's first iteration with its worker start-up, or one iteration) that crossed the
-    budget line, plus stopping the workers: that is the margin asserted, measured on the run itself rather than
-    as a wall-clock constant, so a loaded machine cannot make the test flaky. Fifty iterations per plan would
-    take far longer than the budget, so the budget, not the iteration count, ends the phase."""
+    """Each probe plan runs under a deadline, its share of what is left of the budget, and the phase starts a probe
+    only when its expected start-up, warm-up and one iteration fit in its share, and stops iterating when the last
+    iteration would not fit again. So the phase ends within its budget plus the time to stop one probe's workers
+    (the margin asserted). Fifty iterations per plan would take far longer than the budget, so the budget, not the
+    iteration count, ends the phase."""
     job, config = load_job_config(CONFIG, SMALL)
     budget_s = 12.0
     settings = ProfileSettings(budget_s=budget_s, iterations_per_plan=50, warmup_iterations=1)
     result = profile(job, config, 2, settings=settings, progress=False)
-    assert result.elapsed_s <= budget_s + result.longest_step_s + 5.0, (
-        result.elapsed_s,
-        result.longest_step_s,
-    )
+    assert result.elapsed_s <= budget_s + 3.0, result.elapsed_s
     assert result.iterations < 50 * len(job.probes(2, config))
     assert result.trace.provenance["kind"] == "profiled" and result.trace.provenance["budget_s"] == budget_s
     assert {"machine", "python", "packages", "date", "command"} <= set(result.trace.provenance)
@@ -177,11 +174,11 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
             alive[0] -= 1
             self.backend.__exit__(*exc)
 
-        def execute(self, program, workers, phase="steady"):  # type: ignore[no-untyped-def]
+        def execute(self, program, workers, phase="steady", **run):  # type: ignore[no-untyped-def]
             assert alive[0] == 1, "another plan's workers are alive"
             stages = max(op.num_micro_batches for op in program.ops if op.name == "env_step")
             runs.append((self.index, stages))
-            result = self.backend.execute(program, workers, phase)
+            result = self.backend.execute(program, workers, phase, **run)
             pids[self.index] |= set(self.backend.worker_pids().values())
             return result
 
@@ -275,3 +272,84 @@ def test_a_profile_from_another_processor_model_is_named() -> None:
     assert warning is not None and "'Another Processor 9000'" in warning and repr(here) in warning
     assert "leave out --trace" in warning
     assert other_processor(profiled_on("Another Processor 9000", kind="synthesized")) is None
+
+
+SLOW_SECOND_PROBE = """
+import time
+
+from rlinf.workloads.embodied.env_worker import EnvWorker
+from rlinf.workloads.embodied.workload import EmbodiedWorkload
+
+
+class SlowEnv(EnvWorker):
+    def setup(self, config, context):
+        super().setup(config, context)
+        # only in the second probe plan's layout on one core: the loop in 4 stages
+        self.planted = context.loop_stages == 4
+
+    def compute(self, op_name, micro_batch, step, inputs):
+        if self.planted:
+            time.sleep(3600)  # a probe far slower than its share
+        return super().compute(op_name, micro_batch, step, inputs)
+
+
+class SlowSecondProbe(EmbodiedWorkload):
+    def workers(self, config):
+        return {**super().workers(config), "env": SlowEnv}
+
+
+WORKLOAD = SlowSecondProbe()
+"""
+
+
+@pytest.mark.filterwarnings("ignore::rlinf.core.errors.ExtrapolationWarning")
+def test_a_probe_that_overruns_its_share_is_left_out_and_profiling_holds_its_budget(tmp_path: Path) -> None:
+    """The second probe plan sleeps in its first env step: its share (half of what the first probe left) runs out,
+    it is stopped and left out, the third is measured in what is left, the phase ends within its budget (plus
+    stopping one probe's workers) and auto-planning never chooses the left-out plan's compute ops."""
+    from rlinf.app.auto import plan_from_trace
+    from rlinf.app.profiling import left_out_plans, same_compute
+
+    (tmp_path / "slow.py").write_text(SLOW_SECOND_PROBE)
+    (tmp_path / "config.yaml").write_text("workload: slow.py:WORKLOAD\nnum_envs: 4\n")
+    job, config = load_job_config(tmp_path / "config.yaml", SMALL)
+    slow = job.probes(1, config)[1][0]  # on one core: 3 probe plans, one process each (quick to start)
+    assert slow.describe() == "collocated: actor@0 env@0 rollout@0 | loop=4"
+    # Start the workers' fork server (it imports torch once per process: 19 s at a load average of 12 on the 2
+    # cores) with the first probe's workers, as a process that has run a plan before has: the phase's estimates
+    # of a probe's start-up then hold, and the slow probe is started (within its share) rather than skipped.
+    first = job.probes(1, config)[0][0]
+    program = job.lower(first, config, 1)
+    with executor.LocalBackend(executor.cpu_devices(1)) as backend:
+        executor.run(program, job.worker_specs(config, first, program), backend=backend)
+    budget_s = 30.0
+    settings = ProfileSettings(budget_s=budget_s, iterations_per_plan=2, warmup_iterations=1)
+    result = profile(job, config, 1, settings=settings, progress=False, state_dir=tmp_path)
+    assert result.elapsed_s <= budget_s + 3.0  # stopping the last probe's workers
+    (probe,) = result.left_out
+    assert probe.plan == slow and probe.seconds <= budget_s / 2 + 3.0
+    assert probe.line() == f"probe {slow.describe()} did not finish in {probe.seconds:.0f} s: left out"
+    assert slow.describe() not in result.plans and len(result.plans) == 2  # the probes before and after it
+    assert left_out_plans(result.trace) == (slow,)
+    auto = plan_from_trace(job, config, result.trace, 1)
+    assert not any(same_compute(c.plan, slow) for c in auto.candidates)
+    forgotten = plan_from_trace(job, config, _forgetting(result.trace), 1)
+    assert any(same_compute(c.plan, slow) for c in forgotten.candidates)  # the exclusion has teeth
+
+
+def _forgetting(trace: Any) -> Any:
+    """``trace`` without its record of left-out probes (what auto-planning would otherwise see)."""
+    import attrs
+
+    provenance = {k: v for k, v in trace.provenance.items() if k != "probe_plans_left_out"}
+    return attrs.evolve(trace, provenance=provenance)
+
+
+def test_a_probe_takes_half_of_what_is_left_until_two_different_probes_are_measured() -> None:
+    from rlinf.app.profiling import probe_share_s
+
+    assert probe_share_s(120.0, 22, 0) == 60.0  # the first: half, the other half for the next
+    assert probe_share_s(60.0, 21, 0) == 30.0  # the first was left out: half again
+    assert probe_share_s(100.0, 21, 1) == 50.0  # one measured: still room kept for a second
+    assert probe_share_s(50.0, 20, 2) == 50.0  # two with different compute ops: what is left
+    assert probe_share_s(80.0, 1, 0) == 80.0  # the last probe: all of it

@@ -97,7 +97,10 @@ def test_the_workload_reads_only_its_own_keys(tmp_path: Path, monkeypatch: pytes
         ("stages: 2\n", "c.yaml.stages=2: is a run setting, which moved to the execution section; fix: write it as "
          "execution: {granularity: ...}"),
         ("execution: {cache_dir: x}\n", "execution.cache_dir='x': is not a run setting; fix: keep only "
-         "['checkpoint_every', 'granularity', 'iterations', 'max_staleness', 'mode', 'offload', 'seed']"),
+         "['checkpoint_every', 'granularity', 'iterations', 'max_staleness', 'mode', 'offload', 'seed', "
+         "'watchdog_s']"),
+        ("execution: {watchdog_s: 0}\n", "execution.watchdog_s=0.0: must be > 0; fix: give seconds, e.g. 60"),
+        ("execution: {watchdog_s: soon}\n", "execution.watchdog_s='soon': must be a number"),
         ("execution: 3\n", "execution=3: must be a mapping"),
         ("execution: {mode: sideways}\n", "execution.mode='sideways': unknown mode; fix: use one of ['auto', "),
         ("execution: {iterations: 0}\n", "execution.iterations=0: must be an integer >= 1"),

@@ -87,7 +87,11 @@ def test_unknown_key_in_the_file(capsys: pytest.CaptureFixture[str], tmp_path: P
         (["--mode", "hybrid", "--devices", "1"], "hybrid needs at least 2 devices"),
         (
             ["--set", "num_envs=6", "--mode=collocated", "--devices=2", "--set", "execution.granularity=6"],
-            "env replicas=2: a micro-batch of 1 groups leaves some of them without a whole group",
+            "actor replicas=2: a micro-batch of 1 groups from env leaves some of them without a whole group",
+        ),
+        (
+            ["--set", "num_envs=1", "--mode=collocated", "--devices=2"],
+            "fix: use at most 1 env replicas, a larger batch (at least 2 groups)",  # no "at most 0 micro-batches"
         ),
         (["--set", "execution.granularity=3"], "execution.granularity=3: does not divide the 8 environments"),
         (["--devices", "2", "--nodes", "2"], "--nodes=2: only the ray backend spans nodes"),
@@ -110,6 +114,30 @@ def test_env_id_that_does_not_exist(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 2 and "env_id='Hoper-v5': is not a registered gymnasium environment" in err
     code, err = run_cli(["--set", "env_id=Hopper-v99", "--out", str(tmp_path)], capsys)
     assert code == 2 and "Hopper-v5" in err  # suggests the registered versions
+
+
+def test_more_minibatches_than_samples_are_refused_before_any_worker_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Found by benchmarks/shape_sweep.py: 8 environments x 1 step in 32 minibatches was refused only when the
+    actor's workers were set up."""
+    sets = ["--set", "num_envs=8", "--set", "num_steps=1", "--set", "num_minibatches=32"]
+    code, err = run_cli([*sets, "--out", str(tmp_path)], capsys)
+    assert code == 2 and err.strip() == (
+        "rlinf: error: num_minibatches=32: exceeds the 8 samples of an iteration (num_envs x num_steps); "
+        "fix: use at most 8 minibatches, or more environments or steps"
+    ), err
+    assert not any(tmp_path.iterdir())  # nothing ran
+    # enough samples in all, not in each of 2 actor replicas' shares: refused for the plan, before its workers start
+    sets = ["--set", "num_envs=16", "--set", "num_steps=3", "--set", "num_minibatches=32"]
+    code, err = run_cli(
+        [*sets, "--mode", "collocated", "--devices", "2", "--out", str(tmp_path / "run")], capsys
+    )
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "rlinf: error: num_minibatches=32: exceeds the 24 samples of each of the 2 actor replicas (plan collocated: "
+        "actor@0-1 env@0-1 rollout@0-1 | loop=1); fix: use fewer minibatches or fewer actor devices"
+    ), err
+    assert not (tmp_path / "run").exists()
 
 
 def test_plan_that_conflicts_with_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

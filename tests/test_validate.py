@@ -284,3 +284,32 @@ def test_mirror_images_of_a_plan_are_measured_once() -> None:
     chosen = choose_plans(candidates, 3, 2)
     assert {layout(c.plan) for c in chosen} == {layout(p) for p in plans} and len(chosen) == 3
     assert len(choose_plans(candidates, 5, 2)) == 5  # mirror images fill in only when distinct plans run out
+
+
+def test_a_profile_of_one_probe_says_which_and_what_to_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan with the compute ops of the only probe measured has nothing to be predicted from out of sample (on a
+    GPU a 75 s budget measured one GRPO probe and validate said only "trace has no samples for rollout.generate"):
+    the error names the probe measured and the flags that fix it, before any plan is measured."""
+    trace = json.loads(Path("traces/hopper_ppo_cpu2.json").read_text())
+    first = trace["provenance"]["probe_plan_samples"][:1]
+    trace["provenance"]["probe_plan_samples"] = first
+    trace["samples"] = trace["samples"][: first[0]["samples"]]
+    one_probe = tmp_path / "one_probe.json"
+    one_probe.write_text(json.dumps(trace))
+    args = ["validate", "examples/hopper_ppo.yaml", "--trace", str(one_probe), "--plans", "2"]
+    assert (
+        main([*args, "--iterations", "1", "--warmup", "0", "--out", str(tmp_path / "out"), "--no-progress"])
+        == 2
+    )
+    error = capsys.readouterr().err.splitlines()[-1]
+    probe = "collocated: actor@0-1 env@0-1 rollout@0-1 | loop=1"
+    assert (
+        error.startswith("rlinf: error: --trace=") and f": {probe} cannot be predicted out of sample" in error
+    )
+    assert f"measured only the probe plan {probe} (408 samples)" in error
+    assert error.endswith(
+        "fix: profile again (drop --trace) with a larger --profile-budget or a lower --profile-iterations, so that "
+        "two probe plans with different compute ops are measured"
+    )

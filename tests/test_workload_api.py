@@ -276,7 +276,9 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
         job.lower(uneven, config, 5)
     job, config = load_job_config(EXAMPLE, ["num_envs=6", "execution.granularity=6"])
     plan, logical = job.fixed_plan("collocated", 2, config)
-    with pytest.raises(ConfigError, match=r"env replicas=2: a micro-batch of 1 groups leaves some of them"):
+    with pytest.raises(
+        ConfigError, match=r"critic replicas=2: a micro-batch of 1 groups from env leaves some"
+    ):
         job.lower(plan, config, logical)
 
 

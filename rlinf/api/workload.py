@@ -63,7 +63,7 @@ class Worker(Protocol):
 
 class Workload(Protocol, Generic[C]):
     """An RL workload, generic over its typed config ``C``. rlinf calls these five methods and, when the workload
-    has them, :meth:`check` and :meth:`response_lengths`; nothing else."""
+    has them, :meth:`check`, :meth:`check_replica` and :meth:`response_lengths`; nothing else."""
 
     name: str
     """Short name (run directories, checkpoints)."""
@@ -83,6 +83,13 @@ class Workload(Protocol, Generic[C]):
         driver, after ``--iterations`` and ``--seed`` are applied and before any worker starts (``rlinf train``,
         ``rlinf validate``); raise :class:`rlinf.core.errors.ConfigError` naming the key. What fails here is one
         line and exit code 2, not a worker failure after models have loaded."""
+
+    def check_replica(self, config: C, context: WorkerContext) -> None:
+        """Optional: check what one replica would get under a plan (``context``, as its worker's ``setup`` gets it,
+        without a device: ``context.device`` is ``None``), on the driver, whenever a plan is checked (a fixed-mode
+        plan, ``--plan``, each plan auto-planning considers and each probe plan) and before any worker starts;
+        raise :class:`rlinf.core.errors.ConfigError` naming the key (rlinf adds the plan). A plan refused here is
+        never run; a share refused only in ``setup`` would fail after the workers have loaded."""
 
     def workflow(self, config: C) -> Workflow:
         """The macro flow of one iteration: components, edges, loop, weight syncs, batch."""

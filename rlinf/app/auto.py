@@ -2,7 +2,8 @@
 
 The planner's ranked candidates (:func:`planner.search`), the job's fixed-mode plans and its probe plans (each also at
 every granularity the planner considers) are simulated from the same trace and the fastest plan the job can run
-wins (:func:`plan_from_trace`).
+wins (:func:`plan_from_trace`), except a plan with the compute ops of a probe that profiling stopped without a
+measurement (it overran its share of the budget, or stalled): nothing measured says it runs at all.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def plan_from_trace(
 
     import planner
     from planner.judge import quiet_copy
-    from rlinf.app.profiling import COST_STATISTIC, evened
+    from rlinf.app.profiling import COST_STATISTIC, evened, left_out_plans, same_compute, samples_by_plan
     from rlinf.core.costs import fit
     from rlinf.core.errors import ConfigError, ExtrapolationWarning
     from simulator import simulate
@@ -87,6 +88,8 @@ def plan_from_trace(
             "profile this config (drop --trace) or pass the config the trace was made with",
         )
     cluster = machine.cluster(num_devices)
+    measured = [plan for plan, _ in samples_by_plan(trace)]
+    unmeasured = [p for p in left_out_plans(trace) if not any(same_compute(p, m) for m in measured)]
     trace = evened(trace)  # each probe's samples at the typical probe's speed (the machine drifts meanwhile)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)
@@ -135,7 +138,7 @@ def plan_from_trace(
     seen: set[Plan] = set()
     candidates = []
     for plan, logical, source in proposals:
-        if plan in seen:
+        if plan in seen or any(same_compute(plan, p) for p in unmeasured):
             continue
         seen.add(plan)
         try:

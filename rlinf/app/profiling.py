@@ -8,8 +8,11 @@ measured timeline exactly (:func:`dispatch_inclusive_samples`). Transfers are sa
 measures their latency and bandwidth.
 
 The profiling phase (:func:`profile`) is bounded by a budget in seconds: it runs the job's probe plans one after
-the other (worker start-up, warm-up iterations, measured iterations) and starts no plan or iteration it does not
-expect to finish within the budget. :func:`measure_plans` measures several plans one at a time, in turns
+the other (worker start-up, warm-up iterations, measured iterations), each under a deadline, its share of the
+budget (half of what is left until two probes with different compute ops are measured; the first probe to measure
+anything runs to its first measured iteration whatever its share: a trace needs samples), and starts no plan or
+iteration it does not expect to finish within its share; a probe stopped at its deadline (or by the watchdog)
+without a measured iteration is left out and never chosen by auto-planning. :func:`measure_plans` measures several plans one at a time, in turns
 with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
 plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
 its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
@@ -26,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -90,10 +94,11 @@ class ProfileResult:
     """Measured iterations over all probe plans."""
     elapsed_s: float
     longest_step_s: float
-    """The longest single step (a plan's first iteration, worker start-up included, or one iteration): the
-    most the phase can run past its budget, besides stopping the workers."""
+    """The longest single step (a plan's first iteration, worker start-up included, or one iteration)."""
     samples_by_plan: tuple[tuple[Plan, tuple[CostSample, ...]], ...] = ()
     """The trace's samples, per probe plan that measured them (validation predicts a plan from the others')."""
+    left_out: tuple[LeftOutProbe, ...] = ()
+    """Probe plans stopped without a measured iteration (their share ran out, or they stalled)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -235,11 +240,17 @@ BackendFactory = Callable[[int], Any]
 
 
 def local_backends(
-    num_cores: int | None = None, accelerator: str = "cpu", core_pool: int = 0
+    num_cores: int | None = None,
+    accelerator: str = "cpu",
+    core_pool: int = 0,
+    *,
+    watchdog: executor.Watchdog | None = None,
 ) -> BackendFactory:
     """Local backends over this process's first ``num_cores`` cores, or GPUs with ``accelerator="cuda"`` (all
-    by default), and ``core_pool`` CPU cores beside the GPUs."""
-    return lambda logical: executor.LocalBackend(_devices(logical, num_cores, accelerator, core_pool))
+    by default), and ``core_pool`` CPU cores beside the GPUs, under ``watchdog`` (the default one if ``None``)."""
+    return lambda logical: executor.LocalBackend(
+        _devices(logical, num_cores, accelerator, core_pool), watchdog=watchdog
+    )
 
 
 def _program(
@@ -248,6 +259,46 @@ def _program(
     """The checked program of ``plan`` and its workers' specs."""
     program = job.lower(plan, config, num_devices, machine=machine)
     return program, job.worker_specs(config, plan, program)
+
+
+def same_compute(a: Plan, b: Plan) -> bool:
+    """Whether two plans run the same compute ops (the same placement and granularity; offload aside)."""
+    return a.placements == b.placements and a.granularity == b.granularity
+
+
+def probe_share_s(left_s: float, probes_left: int, distinct_measured: int) -> float:
+    """The most the next probe plan may take of the ``left_s`` seconds left of the budget: half of them while fewer
+    than :data:`MIN_DISTINCT_PROBES` probes with different compute ops have been measured (``distinct_measured``)
+    and another probe remains, so that a probe which overruns leaves as much to the next; all of them after."""
+    if distinct_measured < MIN_DISTINCT_PROBES and probes_left > 1:
+        return left_s / 2
+    return left_s
+
+
+MIN_DISTINCT_PROBES = 2
+"""Probe plans with different compute ops that the budget's shares make room for: an out-of-sample prediction
+(``rlinf validate``) of a plan needs a probe with other compute ops than its own."""
+
+
+@attrs.frozen(kw_only=True)
+class LeftOutProbe:
+    """A probe plan that was started and stopped without a measured iteration."""
+
+    plan: Plan
+    num_devices: int
+    seconds: float
+    """How long it ran before it was stopped."""
+    reason: str
+    """``did not finish in N s`` (its share ran out) or the watchdog's line (it stalled)."""
+
+    def line(self) -> str:
+        """What the user reads."""
+        return f"probe {self.plan.describe()} {self.reason}: left out"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace provenance's entry (:func:`left_out_plans` reads it back)."""
+        return {"plan": self.plan.to_dict(), "devices": self.num_devices, "seconds": round(self.seconds, 3),
+                "reason": self.reason}  # fmt: skip
 
 
 def profile(
@@ -262,15 +313,22 @@ def profile(
     command: str = "rlinf.app.profiling.profile",
     clock: Callable[[], float] = time.monotonic,
     machine: Machine = CPU_MACHINE,
+    state_dir: Path | None = None,
 ) -> ProfileResult:
     """Measure the job's probe plans on ``num_devices`` devices within ``settings.budget_s`` seconds; the trace
     holds every measured iteration's ops as samples and, when the workload reports them, its response lengths.
 
-    A plan is started only when the estimated cost of its start-up, warm-up and one measured iteration (from
-    the plans measured so far: the slowest first iteration, the time per op) fits in what is left of the
-    budget, and another iteration only when the last one's duration does; the first plan always measures one
-    iteration (a trace needs samples). So the phase overruns its budget by at most one step
-    (:attr:`ProfileResult.longest_step_s`) plus stopping the workers."""
+    Each probe plan gets a share of what is left of the budget (:func:`probe_share_s`: half of it until two probes
+    with different compute ops are measured, so that a probe that overruns leaves the next as much) and, once some
+    probe has measured an iteration, runs under that deadline, its workers' start-up included: a probe that has not
+    measured an iteration when its share runs out, or that stalls (the executor's watchdog), is stopped and left
+    out (reported, and recorded in the trace's provenance so that auto-planning never chooses its plan, which
+    nothing measured). A plan is started only when the estimated cost of its start-up, warm-up and one measured
+    iteration (from the plans measured so far) fits in its share, and another iteration only when the last one's
+    duration does. The first probe to measure anything (a trace needs samples) runs to its first measured iteration
+    whatever its share, stopped only by the watchdog, and no further than its share after it. So the phase ends
+    within its budget, or the first measured iteration, plus the time to stop one probe's workers. ``state_dir``:
+    where a stalled probe's state is kept (``stall_probe<N>.json``)."""
     from tqdm import tqdm
 
     entries = job.probes(num_devices, config, machine=machine)
@@ -281,39 +339,70 @@ def profile(
     by_plan: list[tuple[Plan, tuple[CostSample, ...]]] = []
     recorded: list[dict[str, Any]] = []  # the provenance's probe_plan_samples (see samples_by_plan)
     used: list[str] = []
+    left_out: list[LeftOutProbe] = []
     iterations = 0
-    first_s, per_op_s, longest_s = 0.0, 0.0, 0.0
+    first_s, iteration_s, longest_s = 0.0, 0.0, 0.0
     settings_total = round(settings.budget_s)
+    watchdog = executor.Watchdog(floor_s=job.settings.watchdog_s)
     bar = tqdm(total=settings_total, desc="profile", unit="s", disable=not progress)
-    for plan, logical in entries:
+    for position, (plan, logical) in enumerate(entries):
         program, specs = _program(job, config, plan, logical, machine)
-        left = settings.budget_s - (clock() - started)
+        probe_started = clock()
+        distinct = sum(
+            not any(same_compute(p, q) for q, _ in by_plan[:i]) for i, (p, _) in enumerate(by_plan)
+        )
+        share_s = probe_share_s(
+            settings.budget_s - (probe_started - started), len(entries) - position, distinct
+        )
         # The first iteration of a plan includes starting its workers.
-        expected = first_s + settings.warmup_iterations * per_op_s * program.num_ops
-        if used and expected + per_op_s * program.num_ops > left:
+        # Expected: the last probe's first iteration (its workers' start-up included) and the slowest iteration
+        # seen since, for the warm-up and one measured iteration. Plans of one workload differ in iteration time
+        # by small factors (a time per op, scaled by the op count, took a loop cut into 4 stages for 4 times as
+        # slow and skipped it); a probe that is slower is stopped at its share and left out.
+        expected = first_s + (settings.warmup_iterations + 1) * iteration_s
+        if used and (share_s <= 0 or expected > share_s):
             continue
+        # Until a probe has measured an iteration (a trace needs samples) the probe runs to its first measured
+        # iteration whatever its share, stopped only by the watchdog; after that every probe stops at its share.
+        deadline = time.monotonic() + share_s if used else None  # the executor's clock
         bar.set_description(f"profile {plan.describe()}")
         mark_phase("probe_started", probe=plan.describe())
         count, first_sample = 0, len(samples)
-        with (backends or local_backends(num_cores))(logical) as backend:
-            for index in range(settings.warmup_iterations + settings.iterations_per_plan):
-                tick = clock()
-                result = executor.run(program, specs, backend=backend)
-                took = clock() - tick
-                longest_s = max(longest_s, took)
-                if index == 0:
-                    first_s = max(first_s, took)
-                else:
-                    per_op_s = max(per_op_s, took / program.num_ops)
-                mark_phase("probe_iteration_done", iteration=index + 1)
-                if index >= settings.warmup_iterations:
-                    samples.extend(dispatch_inclusive_samples(result.timeline))
-                    lengths.extend(job.response_lengths(result, config))
-                    count += 1
-                bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
-                # Stop when the next iteration would not fit; the very first plan measures at least one.
-                if settings.budget_s - (clock() - started) < took and (count or used):
-                    break
+        try:
+            with (backends or local_backends(num_cores, watchdog=watchdog))(logical) as backend:
+                for index in range(settings.warmup_iterations + settings.iterations_per_plan):
+                    tick = clock()
+                    result = executor.run(program, specs, backend=backend, deadline=deadline)
+                    took = clock() - tick
+                    longest_s = max(longest_s, took)
+                    if index == 0:
+                        first_s = took
+                    else:
+                        iteration_s = max(iteration_s, took)
+                    mark_phase("probe_iteration_done", iteration=index + 1)
+                    if index >= settings.warmup_iterations:
+                        samples.extend(dispatch_inclusive_samples(result.timeline))
+                        lengths.extend(job.response_lengths(result, config))
+                        count += 1
+                    bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
+                    # Stop when the next iteration would not fit in the probe's share.
+                    if count and share_s - (clock() - probe_started) < took:
+                        break
+        except (executor.OutOfTime, executor.StallError) as error:
+            ran_s = clock() - probe_started
+            if isinstance(error, executor.StallError) and state_dir is not None:
+                from rlinf.app.run_dir import keep_stall
+
+                kept = keep_stall(state_dir, error, f"stall_probe{position}.json")
+                error = executor.StallError(attrs.evolve(error.report, where=str(kept)))
+            if not count:
+                reason = (
+                    f"did not finish in {ran_s:.0f} s"
+                    if isinstance(error, executor.OutOfTime)
+                    else f"stalled ({error})"
+                )
+                left_out.append(LeftOutProbe(plan=plan, num_devices=logical, seconds=ran_s, reason=reason))
+                tqdm.write(f"profile: {left_out[-1].line()}", file=sys.stderr)
         if count:
             used.append(plan.describe())
             by_plan.append((plan, tuple(samples[first_sample:])))
@@ -323,13 +412,14 @@ def profile(
             iterations += count
     bar.close()
     mark_phase("profiling_done", iterations=iterations)
-    require(
-        iterations > 0,
-        "--profile-budget",
-        settings.budget_s,
-        "too small to measure one iteration after warm-up",
-        "raise the budget or lower warm-up iterations",
-    )
+    if iterations == 0:
+        stopped = "; ".join(probe.line() for probe in left_out) or "no probe plan fitted in it"
+        raise ConfigError(
+            "--profile-budget",
+            settings.budget_s,
+            f"no probe plan measured an iteration within its share ({stopped})",
+            "raise --profile-budget: it must hold two probe plans' start-up, warm-up and one iteration",
+        )
     workflow = job.workflow(config)
     elapsed_s = clock() - started
     trace = Trace(
@@ -340,6 +430,7 @@ def profile(
             source=f"profiling ({job.name}, {len(used)} probe plans, {iterations} iterations)",
             probe_plans=used,
             probe_plan_samples=recorded,
+            probe_plans_left_out=[probe.to_dict() for probe in left_out],
             elapsed_s=round(elapsed_s, 3),
             budget_s=settings.budget_s,
             sample_kind="dispatch-inclusive (op ready -> op end)",
@@ -354,6 +445,7 @@ def profile(
         elapsed_s=elapsed_s,
         longest_step_s=longest_s,
         samples_by_plan=tuple(by_plan),
+        left_out=tuple(left_out),
     )
 
 
@@ -393,6 +485,24 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
         fix,
     )
     return tuple(out)
+
+
+def left_out_plans(trace: Trace, field: str = "trace") -> tuple[Plan, ...]:
+    """The probe plans a profile stopped without a measurement (its provenance's ``probe_plans_left_out``, written
+    by :func:`profile`); empty for a trace that records none."""
+    entries = trace.provenance.get("probe_plans_left_out", [])
+    where = f"{field}.provenance.probe_plans_left_out"
+    fix = "profile again, or delete probe_plans_left_out from the trace's provenance"
+    require(isinstance(entries, list), where, entries, "must be a list", fix)
+    plans = []
+    for i, entry in enumerate(entries):
+        require(
+            isinstance(entry, dict) and {"plan", "devices"} <= set(entry) and type(entry["devices"]) is int
+            and entry["devices"] >= 1,
+            f"{where}[{i}]", entry, "must be an object with a plan and its devices (an integer >= 1)", fix,
+        )  # fmt: skip
+        plans.append(plan_from_dict(entry["plan"], entry["devices"], source=f"{where}[{i}].plan"))
+    return tuple(plans)
 
 
 SPEED_REFERENCE_MIN_PROBES = 3

@@ -93,6 +93,15 @@ def require_no_links(run_dir: Path) -> None:
             )
 
 
+def keep_stall(directory: Path, error: Any, name: str = "stall.json") -> Path:
+    """Write a stalled run's full state (every worker's status, op, lane position, process id and Python stack)
+    to ``directory/name``; the command line shows one line."""
+    path = directory / name
+    directory.mkdir(parents=True, exist_ok=True)
+    files.write_text_atomic(path, json.dumps(error.report.to_dict(), indent=1) + "\n")
+    return path
+
+
 def read_metrics(path: Path, *, quiet: bool = False) -> list[dict[str, Any]]:
     """The iterations' metrics in ``path`` (JSON lines). A torn last line (a crash while it was written) is
     dropped with a warning (none when ``quiet``); any other unreadable line is a :class:`ConfigError`."""

@@ -35,7 +35,13 @@ from rlinf.app.checkpoint import (
     save_checkpoint,
 )
 from rlinf.app.jobs import C, Job
-from rlinf.app.run_dir import append_metrics, metrics_until, remove_temporaries, require_fresh
+from rlinf.app.run_dir import (
+    append_metrics,
+    keep_stall,
+    metrics_until,
+    remove_temporaries,
+    require_fresh,
+)
 from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
@@ -165,7 +171,10 @@ def _train_loop(
     restarts_left = max_restarts
     try:
         mark_phase("workers_starting")
-        with executor.open_backend(backend, devices, address=address, nodes=nodes) as workers:
+        watchdog = executor.Watchdog(floor_s=options.watchdog_s)
+        with executor.open_backend(
+            backend, devices, address=address, nodes=nodes, watchdog=watchdog
+        ) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             mark_phase("workers_started")
             bar = tqdm(
@@ -181,10 +190,13 @@ def _train_loop(
                 phase = step_phase(iteration, options.iterations, lag)
                 try:
                     driver_cpu = time.process_time()
-                    last = executor.run(program, specs, backend=workers, phase=phase)
+                    last = executor.run(program, specs, backend=workers, phase=phase, expected=predicted)
                     driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
                     buffered = workers.buffered() if due and lag else None
+                except executor.StallError as error:  # a deadlock would stall again: stop
+                    kept = keep_stall(run_dir, error)
+                    raise executor.StallError(attrs.evolve(error.report, where=str(kept))) from None
                 except executor.WorkerError as error:
                     kept = _keep_failure(run_dir, error)
                     if restarts_left == 0:

@@ -34,9 +34,11 @@ from typing import Any
 
 import attrs
 
+from executor import StallError
 from rlinf.app.jobs import C, Job
+from rlinf.app.profiling import same_compute
 from rlinf.core.cluster import Machine
-from rlinf.core.errors import RlinfWarning
+from rlinf.core.errors import ConfigError, RlinfError, RlinfWarning
 from rlinf.core.files import write_text_atomic
 from rlinf.core.plan import Plan
 
@@ -108,6 +110,7 @@ def validate(
             backends=backends,
             command=command,
             machine=machine,
+            state_dir=out,
         )
         trace, by_plan = profiled.trace, profiled.samples_by_plan
     trace.save(out / "trace.json")
@@ -121,19 +124,29 @@ def validate(
         sources.append(feeding if by_plan else [f"--trace {trace_path}"])
         cluster = machine.cluster(c.num_devices)
         programs.append(lower(job.workflow(config), c.plan, cluster))
-        predicted.append(simulated(programs[-1], plan_trace, cluster))
+        try:
+            if by_plan and not feeding:
+                raise RlinfError("no probe with other compute ops is left to predict it from")
+            predicted.append(simulated(programs[-1], plan_trace, cluster))
+        except RlinfError as error:
+            raise too_few_probes(error, c.plan, by_plan, trace_path, profile_budget_s) from None
     generations = min(MEASURE_TURNS, iterations)
-    measured = measure_plans(
-        job,
-        config,
-        [(c.plan, c.num_devices) for c in chosen],
-        iterations=iterations,
-        warmup_iterations=warmup,
-        generations=generations,
-        backends=backends,
-        progress=progress,
-        machine=machine,
-    )
+    try:
+        measured = measure_plans(
+            job,
+            config,
+            [(c.plan, c.num_devices) for c in chosen],
+            iterations=iterations,
+            warmup_iterations=warmup,
+            generations=generations,
+            backends=backends,
+            progress=progress,
+            machine=machine,
+        )
+    except StallError as error:
+        from rlinf.app.run_dir import keep_stall
+
+        raise StallError(attrs.evolve(error.report, where=str(keep_stall(out, error)))) from None
     # The same simulation with each plan's own measured op durations: what the ops explain of its error, the rest
     # is time between ops (benchmarks/bias_breakdown.py does this for a training run).
     replayed = [
@@ -203,6 +216,34 @@ def validate(
     return Validation(rows=tuple(rows), on_cores=on_cores, every=every, result=result)
 
 
+def too_few_probes(
+    error: Exception,
+    plan: Plan,
+    by_plan: Sequence[tuple[Plan, Sequence[Any]]],
+    trace_path: str | None,
+    budget_s: float,
+) -> ConfigError:
+    """The error of a plan that cannot be predicted out of sample: which probes the profile measured, and what to
+    change (two probe plans with different compute ops must be measured)."""
+    measured = (
+        ", ".join(f"{probe.describe()} ({len(samples)} samples)" for probe, samples in by_plan) or "none"
+    )
+    value: str | float
+    if trace_path:
+        field, value, where = "--trace", trace_path, f"--trace {trace_path}"
+        fix = "profile again (drop --trace) with a larger --profile-budget or a lower --profile-iterations"
+    else:
+        field, value, where = "--profile-budget", budget_s, "the profile"
+        fix = "raise --profile-budget or lower --profile-iterations"
+    return ConfigError(
+        field,
+        value,
+        f"{plan.describe()} cannot be predicted out of sample ({error}): {where} measured only the probe plan "
+        f"{measured}, and a plan is predicted without the samples of the probes with its own compute ops",
+        f"{fix}, so that two probe plans with different compute ops are measured",
+    )
+
+
 def simulated(program: Any, trace: Any, cluster: Any) -> Any:
     """The simulation of ``program`` with the cost model fitted to ``trace``'s samples as predictions fit it
     (:data:`rlinf.app.profiling.COST_STATISTIC`, no noise): from a profile, the prediction; from a run's own
@@ -213,11 +254,6 @@ def simulated(program: Any, trace: Any, cluster: Any) -> Any:
     from simulator import simulate
 
     return simulate(program, quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC)))
-
-
-def same_compute(a: Plan, b: Plan) -> bool:
-    """Whether two plans run the same compute ops (the same placement and granularity; offload aside)."""
-    return a.placements == b.placements and a.granularity == b.granularity
 
 
 def out_of_sample(

@@ -365,13 +365,18 @@ def _placement(
     return tuple(devices), nodes
 
 
-def _backends(args: argparse.Namespace, num_devices: int) -> Any:
-    """Opens the ``--backend`` (with ``--address`` and ``--nodes``) for a plan on ``logical`` devices."""
+def _backends(args: argparse.Namespace, num_devices: int, job_watchdog_s: float) -> Any:
+    """Opens the ``--backend`` (with ``--address`` and ``--nodes``) for a plan on ``logical`` devices, under the
+    config's watchdog (``execution.watchdog_s``)."""
     import executor
+
+    watchdog = executor.Watchdog(floor_s=job_watchdog_s)
 
     def open_backend(logical: int) -> Any:
         devices, nodes = _placement(args, logical, num_devices)
-        return executor.open_backend(args.backend, devices, address=args.address, nodes=nodes)
+        return executor.open_backend(
+            args.backend, devices, address=args.address, nodes=nodes, watchdog=watchdog
+        )
 
     return open_backend
 
@@ -396,13 +401,15 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             settings=settings,
             progress=not args.no_progress,
             command=getattr(args, "command_line", "rlinf train"),
-            backends=_backends(args, num_devices),
+            backends=_backends(args, num_devices, job.settings.watchdog_s),
             machine=args.machine,
+            state_dir=Path(args.out),
         )
         trace = profiled.trace
         print(
             f"auto: profiled {len(profiled.plans)} probe plans, {profiled.iterations} iterations in "
             f"{profiled.elapsed_s:.0f} s (budget {settings.budget_s:.0f} s)"
+            + (f"; {len(profiled.left_out)} left out, never chosen" if profiled.left_out else "")
         )
     trace = merge_traces(trace, *(load_trace(path) for path in args.merge_trace))
     out = Path(args.out)

@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags, validate (:func:`rlinf.app.validation.validate`), print the report."""
+    from executor import Watchdog
     from executor.devices import physical_units
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import local_backends
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         Path(args.out),
         num_devices=num_devices,
         machine=machine,
-        backends=local_backends(num_devices, accelerator, core_pool),
+        backends=local_backends(
+            num_devices, accelerator, core_pool, watchdog=Watchdog(floor_s=job.settings.watchdog_s)
+        ),
         num_plans=args.plans,
         iterations=args.iterations,
         warmup=args.warmup,

@@ -49,6 +49,11 @@ class RunSettings:
     max_staleness: int = 0
     """Asynchronous RL: the rollout side may run up to this many iterations ahead of training (0: synchronous;
     auto mode: the planner chooses a bound up to it; ``--max-staleness`` wins)."""
+    watchdog_s: float = 60.0
+    """The executor watchdog's floor: a run (of training, profiling or validation) in which no op finishes for this
+    many seconds, or for 10 times the longest op expected (predicted, or measured in an earlier iteration) when that
+    is longer, is stopped with one line naming what every worker waits on (exit code 2) and its state in the run
+    directory (``stall.json``)."""
 
     def __attrs_post_init__(self) -> None:
         for name, low, high in (
@@ -59,6 +64,13 @@ class RunSettings:
             ("max_staleness", 0, MAX_STALENESS),
         ):
             integer(f"{SECTION}.{name}", getattr(self, name), minimum=low, maximum=high)
+        require(
+            self.watchdog_s > 0,
+            f"{SECTION}.watchdog_s",
+            self.watchdog_s,
+            "must be > 0",
+            "give seconds, e.g. 60",
+        )
         require(
             self.mode in RUN_MODES,
             f"{SECTION}.mode",

@@ -17,7 +17,8 @@ import attrs
 import numpy as np
 
 import executor
-from rlinf.api.worker_context import component_facts
+from executor.routing import layout_of
+from rlinf.api.worker_context import component_facts, context_for
 from rlinf.api.workload import Workload
 from rlinf.app.jobs import plans
 from rlinf.app.jobs.loading import BUILTIN, check_workers, load_workload
@@ -84,10 +85,30 @@ class Job(Generic[C]):
         self, plan: Plan, config: C, num_devices: int | None = None, *, machine: Machine = CPU_MACHINE
     ) -> Program:
         """The checked program of ``plan`` (:func:`rlinf.app.jobs.plans.check_plan`) on ``machine`` with
-        ``num_devices`` (logical) devices, by default as many as the plan uses."""
+        ``num_devices`` (logical) devices, by default as many as the plan uses; every replica's share of the batch
+        checked by the workload (:meth:`rlinf.Workload.check_replica`), before any worker starts."""
         workflow = self.workflow(config)
         logical = num_devices or max(plan.num_logical[0], 1)
-        return plans.check_plan(workflow, plan, lambda p: lower(workflow, p, machine.cluster(logical)))
+        program = plans.check_plan(workflow, plan, lambda p: lower(workflow, p, machine.cluster(logical)))
+        self._check_replicas(config, plan, program)
+        return program
+
+    def _check_replicas(self, config: C, plan: Plan, program: Program) -> None:
+        """The workload's :meth:`rlinf.Workload.check_replica` for each replica of ``program`` (the plan named in
+        a refusal)."""
+        method = getattr(self.workload, "check_replica", None)
+        if method is None:
+            return
+        facts = component_facts(self.workflow(config), plan, program, seed=self.settings.seed)
+        for replica in layout_of(program).replicas:
+            context = context_for(
+                facts[replica.component], rank=replica.rank, world=replica.world, device=None
+            )
+            try:
+                method(config, context)
+            except ConfigError as error:
+                problem = f"{error.problem} (plan {plan.describe()})"
+                raise ConfigError(error.field, error.value, problem, error.fix) from None
 
     def check_plan(self, plan: Plan, config: C, *, machine: Machine = CPU_MACHINE) -> None:
         """Raise :class:`ConfigError` when the workload cannot run under ``plan`` on ``machine`` (e.g. its states
@@ -103,7 +124,8 @@ class Job(Generic[C]):
 
         def runnable(plan: Plan) -> bool:
             try:
-                plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cluster))
+                program = plans.check_plan(workflow, plan, lambda p: lower(workflow, p, cluster))
+                self._check_replicas(config, plan, program)
             except ConfigError:
                 return False
             return True

@@ -130,12 +130,16 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
         consumers = [e.dst for e in workflow.outgoing(name)]
         if loop is not None and name in (loop.env, loop.policy):
             consumers.append(loop.policy if name == loop.env else loop.env)
-        most = max(runners(n) for n in [name, *consumers])
+        widest = max([name, *consumers], key=runners)  # the component whose replicas share the micro-batch
+        most = runners(widest)
         sizes = [hi - lo for lo, hi in micro_batch_ranges(num_groups, counts.get(name, 1))]
+        fewer = f"fewer micro-batches (at most {num_groups // most}) or " if num_groups >= most else ""
+        source = "" if widest == name else f" from {name}"
         require(
-            min(sizes) >= most, f"{name} replicas", most,
-            f"a micro-batch of {min(sizes)} groups leaves some of them without a whole group (plan {plan.describe()})",
-            f"use at most {min(sizes)} replicas, fewer micro-batches (at most {num_groups // most}) or a larger batch",
+            min(sizes) >= most, f"{widest} replicas", most,
+            f"a micro-batch of {min(sizes)} groups{source} leaves some of them without a whole group "
+            f"(plan {plan.describe()})",
+            f"use at most {min(sizes)} {widest} replicas, {fewer}a larger batch (at least {most} groups)",
         )  # fmt: skip
         producers = runners(name)
         if all(size % producers == 0 for size in sizes):

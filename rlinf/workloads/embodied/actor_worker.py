@@ -20,6 +20,18 @@ from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload
 
 
+def check_share(config: EmbodiedConfig, context: WorkerContext) -> None:
+    """Raise unless an actor replica's share of the environments holds a sample per minibatch (the workload checks
+    it for every plan before any worker starts, :meth:`EmbodiedWorkload.check_replica`)."""
+    first, end = context.my_batch()  # this replica's environments (replicas may hold one more or less)
+    samples = (end - first) * config.num_steps
+    require(
+        samples >= config.num_minibatches, "num_minibatches", config.num_minibatches,
+        f"exceeds the {samples} samples of each of the {context.world} actor replicas",
+        "use fewer minibatches or fewer actor devices",
+    )  # fmt: skip
+
+
 class ActorWorker:
     """Owns the trained weights, the optimizer and the observation / reward statistics."""
 
@@ -27,13 +39,7 @@ class ActorWorker:
         obs_dim, act_dim = check_env_id(config.env_id)
         self.config = config
         rank, self.rank, self.world = context.rank, context.rank, context.world
-        first, end = context.my_batch()  # this replica's environments (replicas may hold one more or less)
-        samples = (end - first) * config.num_steps
-        require(
-            samples >= config.num_minibatches, "num_minibatches", config.num_minibatches,
-            f"exceeds the {samples} samples of each of the {self.world} actor replicas",
-            "use fewer minibatches or fewer actor devices",
-        )  # fmt: skip
+        check_share(config, context)
         self.device = torch.device(context.device.torch_device)
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)

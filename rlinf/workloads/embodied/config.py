@@ -77,6 +77,12 @@ class EmbodiedConfig:
             if getattr(self, name) > most:
                 raise limits.exceeded(name, getattr(self, name), name.replace("_", " "), limit, most)
         integer("seed", self.seed, minimum=0, maximum=MAX_SEED)
+        samples = self.num_envs * self.num_steps  # refused here, not when the actor's workers start up
+        require(
+            self.num_minibatches <= samples, "num_minibatches", self.num_minibatches,
+            f"exceeds the {samples} samples of an iteration (num_envs x num_steps)",
+            f"use at most {samples} minibatches, or more environments or steps",
+        )  # fmt: skip
         for name in ("learning_rate", "obs_clip", "max_grad_norm"):
             positive(name, getattr(self, name))
         for name in ("clip_coef", "value_coef", "entropy_coef"):

@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.api import RunSettings, Workflow
-from rlinf.workloads.embodied.actor_worker import ActorWorker
+from rlinf.api import RunSettings, WorkerContext, Workflow
+from rlinf.workloads.embodied.actor_worker import ActorWorker, check_share
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
 from rlinf.workloads.embodied.env_worker import EnvWorker
 from rlinf.workloads.embodied.rollout_worker import RolloutWorker
@@ -34,6 +34,11 @@ class EmbodiedWorkload:
         """env <-> rollout loop, trajectories to the actor, weight sync back."""
         obs_dim, act_dim = check_env_id(config.env_id)
         return embodied_workflow(config, obs_dim, act_dim)
+
+    def check_replica(self, config: EmbodiedConfig, context: WorkerContext) -> None:
+        """An actor replica's share holds a sample per minibatch (refused before any worker starts)."""
+        if context.component == "actor":
+            check_share(config, context)
 
     def workers(self, config: EmbodiedConfig) -> dict[str, type]:
         """The env, rollout and actor workers."""

@@ -92,7 +92,7 @@ QUICK: list[bool] = [False]
 """``--quick`` (with ``--dry-run-cpu``): the rehearsal scaled to fit the default test suite: profiles of
 :data:`QUICK_PROFILE_S` seconds, at most 2 iterations, 2 plans per validate, the rollout benchmarks at 2 batches of
 24 tokens, no pytest of the GPU tests (they are the suite's own)."""
-QUICK_PROFILE_S = "8"
+QUICK_PROFILE_S = "15"
 QUICK_VALUES = {"--profile-budget": lambda _: QUICK_PROFILE_S, "--iterations": lambda v: str(min(int(v), 2)),
                 "--plans": lambda _: "2", "--new-tokens": lambda _: "24"}  # fmt: skip
 

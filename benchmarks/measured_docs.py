@@ -33,6 +33,9 @@ MAIN_JOB_RUNS = (
     "docs/data/main_job_hopper_run7.json",
     "docs/data/main_job_hopper_run8.json",
 )
+"""Single runs of the main job kept as artifacts before issue 47 (runs not kept are not here: not the accuracy figure)."""
+MAIN_JOB_BENCHMARK = "docs/data/main_job_runs.json"
+"""``python benchmarks/main_job.py --runs 10``: fresh runs of the main job, every one counted (the README's figure)."""
 MACHINE_SPEED_RUNS = ("docs/data/machine_speed.json", "docs/data/machine_speed_run2.json")
 
 
@@ -249,24 +252,41 @@ def hopper_learning() -> str:
 
 # ------------------------------------------------------------------------------------------------ GRPO
 def grpo_learning(path: str = "docs/grpo_executor_learning.json") -> str:
-    """The learning curve of ``benchmarks/learn_grpo_arith.py`` (by default the former arithmetic workload's run)."""
+    """The learning curve of ``benchmarks/learn_grpo_arith.py`` (by default the former arithmetic workload's run):
+    the run's figure is the mean of its last :data:`NUM_LAST` evaluations, on the test set where the run has one."""
     a = artifact(path)
+    tested = a.get("reported_set") == "test"
+    accuracies = [c["heldout_accuracy"] for c in a["curve"]]
+    mean = last_mean(accuracies)
     curve = ", ".join(
         f"{i}: {100 * acc:.1f}"
         for i, acc in [(0, a["warm_start_accuracy"])]
         + [(c["iteration"], c["heldout_accuracy"]) for c in a["curve"]]
     )
+    where = (
+        "test-set accuracy (500 problems no setting was chosen on)"
+        if tested
+        else "held-out accuracy (the one held-out set, which the settings were tuned on)"
+    )
+    notes = [f"Curve, {where.split(' (')[0]} (GRPO iteration: %): {curve}."]
+    if tested:
+        validation = [c["validation_accuracy"] for c in a["curve"]]
+        notes.append(
+            f"Validation set (the 500 problems the warm start was tuned on): "
+            f"{100 * a['warm_start_validation_accuracy']:.1f}% -> {100 * last_mean(validation):.1f}% (mean of the last "
+            f"{NUM_LAST})."
+        )
+    notes.append(f"One run ({conditions(a)} on 2 cores).")
     return "\n".join(
         [
-            "| run | warm-start held-out accuracy | after GRPO | gain | wall time (warm start + workers + GRPO + evals) |",
+            f"| run | warm start, {where} | mean of the last {NUM_LAST} evaluations | gain | wall time (warm start + "
+            "workers + GRPO + evals) |",
             "| --- | --- | --- | --- | --- |",
             f"| collocated, granularity {a['granularity']}, `teacher_error_rate: {a['teacher_error_rate']}` | "
-            f"{100 * a['warm_start_accuracy']:.1f} % | {100 * a['final_accuracy']:.1f} % | "
-            f"**{a['gain_points']:+.1f} points** | {a['wall_s'] / 60:.1f} min ({a['wall_s']:.0f} s) |",
+            f"{100 * a['warm_start_accuracy']:.1f} % | {100 * mean:.1f} % | "
+            f"**{100 * (mean - a['warm_start_accuracy']):+.1f} points** | {a['wall_s'] / 60:.1f} min ({a['wall_s']:.0f} s) |",
             "",
-            fill(
-                f"Curve (GRPO iteration: held-out accuracy %): {curve}. One run ({conditions(a)} on 2 cores)."
-            ),
+            fill(" ".join(notes)),
         ]
     )
 
@@ -527,7 +547,7 @@ def staleness_timing_grpo() -> str:
         run = runs[name]
         return (
             f"{run['measured_median_s']:.4f} s measured against {run['predicted_iteration_s']:.4f} s predicted "
-            f"(bias {run['bias']:+.1%}, median error {run['median_error']:.1%})"
+            f"(bias {run['bias']:+.1%}: measured / predicted - 1)"
         )
 
     plan = yaml.safe_load(runs["k1"]["plan_yaml"])
@@ -560,6 +580,6 @@ def staleness_timing() -> str:
         f"On this project's 2 cores, the main job (`rlinf train examples/hopper_ppo.yaml`) measured its median "
         f"iteration against its prediction in {zero} (k = 0, {len(k0)} runs); with `--max-staleness 1` it chose a "
         f"staleness-1 plan and measured {1e3 * k1['measured_median_s']:.1f} against "
-        f"{1e3 * k1['predicted_iteration_s']:.1f} ms predicted (bias {k1['bias']:+.1%}, median error "
-        f"{k1['median_error']:.1%} over {k1['iterations']} iterations)."
+        f"{1e3 * k1['predicted_iteration_s']:.1f} ms predicted (bias {k1['bias']:+.1%}, measured / predicted - 1, "
+        f"over {k1['iterations']} iterations)."
     )

@@ -583,3 +583,74 @@ def staleness_timing() -> str:
         f"{1e3 * k1['predicted_iteration_s']:.1f} ms predicted (bias {k1['bias']:+.1%}, measured / predicted - 1, "
         f"over {k1['iterations']} iterations)."
     )
+
+
+PROBE_VS_RUN = ("docs/data/probe_vs_run.json",)
+"""Runs of ``benchmarks/probe_vs_run.py``: the main job's plan measured as a probe, as a long bare run and as training."""
+
+
+def probe_vs_run() -> str:
+    """What differs between a profile's probe iterations and a training run (``benchmarks/probe_vs_run.py``)."""
+    lines = [
+        "| run | rounds | training / probe | long bare run / probe | training / long bare run | training's first 6 "
+        "iterations / the rest | single rounds, training / probe | conditions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for number, path in enumerate(PROBE_VS_RUN, start=1):
+        a = artifact(path)
+        m, rounds = a["median"], a["rounds"]
+        each = [r["train_over_probe"] for r in rounds]
+        lines.append(
+            f"| {number} (`{path}`) | {len(rounds)} | {m['train_over_probe']:.3f} | {m['bare_over_probe']:.3f} | "
+            f"{m['train_over_bare']:.3f} | {m['train_early_over_late']:.3f} | {min(each):.2f} to {max(each):.2f} | "
+            f"{conditions(a)} |"
+        )
+    return "\n".join(
+        [*lines, "", fill("Medians over the rounds of each ratio of median iteration times (rounds in rotating arm order).")]
+    )
+
+
+WINNERS_CURSE = "docs/data/winners_curse.json"
+
+
+def winners_curse() -> str:
+    """The winner's curse measured on real profiles (``benchmarks/winners_curse.py``)."""
+    a = artifact(WINNERS_CURSE)
+    rows = [row for profile in a["profiles"].values() for row in profile["splits"]]
+    optimism = [r["optimism"] for r in rows]
+    return fill(
+        f"{len(a['profiles'])} profiles of the main job, {len(rows) // 2 // len(a['profiles'])} random splits each "
+        f"into halves of whole probe iterations ({a['halves']} halves): a half's prediction of the plan it chose was "
+        f"{a['mean_optimism']:+.2%} from the other half's prediction of it on average ({min(optimism):+.1%} to "
+        f"{max(optimism):+.1%}); for the plan the whole profile chose, which no half selected, {a['mean_control']:+.2%}. "
+        f"{a['chose_the_whole_profiles_plan']} of {a['halves']} halves chose the plan the whole profile chose. "
+        f"`{WINNERS_CURSE}`, {conditions(a)}."
+    )
+
+
+MAIN_JOB_BREAKDOWN = "docs/data/main_job_runs_breakdown.json"
+
+
+def main_job_breakdown() -> str:
+    """Each benchmark run's error split into its ops' own durations and the time between them (``bias_breakdown``)."""
+    a = artifact(MAIN_JOB_BREAKDOWN)
+    lines = ["| run | plan | predicted | measured | error | ops | between ops |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for number, r in enumerate(a["runs"], start=1):
+        lines.append(
+            f"| {number} | {plan_text(r['plan'])} | {1e3 * r['predicted_s']:.1f} ms | {1e3 * r['measured_s']:.1f} ms | "
+            f"{r['bias']:+.1%} | {r['ops_explain']:+.1%} | {r['between_ops']:+.1%} |"
+        )
+    ops = sorted(abs(r["ops_explain"]) for r in a["runs"])
+    between = sorted(abs(r["between_ops"]) for r in a["runs"])
+    return "\n".join(
+        [
+            *lines,
+            "",
+            fill(
+                f"Ops = the run's plan simulated with the run's own op durations against its prediction; between ops = "
+                f"the measured median against that replay (`python benchmarks/bias_breakdown.py RUN_DIR ...`, "
+                f"`{MAIN_JOB_BREAKDOWN}`, {conditions(a)}). Median |ops| {statistics.median(ops):.1%}, median |between "
+                f"ops| {statistics.median(between):.1%}."
+            ),
+        ]
+    )

@@ -253,6 +253,21 @@ def main_job_runs() -> str:
     return "\n".join([*lines, "", fill(text)])
 
 
+SUITE = "docs/data/test_suite.json"
+
+
+def suite_time() -> str:
+    """The README's sentence on the default suite's time, from its recorded run (``benchmarks/suite_time.py``)."""
+    a = artifact(SUITE)
+    counts = ", ".join(f"{n} {word}" for word, n in a["outcomes"].items())
+    verdict = "" if a["returncode"] == 0 else f" (it failed: exit {a['returncode']})"
+    return fill(
+        f"The default suite runs on two pytest-xdist workers, each module whole on one worker (`--dist loadscope`), "
+        f"the longest modules first (`tests/conftest.py`): its recorded run took **{a['wall_s'] / 60:.1f} minutes** "
+        f"on 2 cores ({counts}{verdict}; `python benchmarks/suite_time.py`, `{SUITE}`, {conditions(a)})."
+    )
+
+
 def analytic_line() -> str:
     """The README's sentence on the analytic model, from ``docs/analytic_validation.json``."""
     result = artifact("docs/analytic_validation.json")
@@ -268,6 +283,7 @@ def analytic_line() -> str:
 BLOCKS = (
     Block("README.md", "accuracy", accuracy),
     Block("README.md", "analytic", analytic_line),
+    Block("README.md", "suite-time", suite_time),
     Block("README.md", "gpu", lambda: fill(measured_gpu.readme_line())),
     Block("docs/measurements.md", "accuracy", accuracy),
     Block("docs/measurements.md", "validate-hopper-runs", validate.hopper_table),
@@ -296,6 +312,10 @@ BLOCKS = (
     Block("docs/planner.md", "staleness-timing-grpo", docs.staleness_timing_grpo),
     Block("docs/grpo.md", "staleness-timing-grpo", docs.staleness_timing_grpo),
     Block("docs/prediction_bias.md", "interference", docs.interference),
+    Block("docs/prediction_bias.md", "probe-vs-run", docs.probe_vs_run),
+    Block("docs/prediction_bias.md", "winners-curse", docs.winners_curse),
+    Block("docs/prediction_bias.md", "main-job-runs", main_job_runs),
+    Block("docs/prediction_bias.md", "main-job-breakdown", docs.main_job_breakdown),
     Block("docs/prediction_bias.md", "validate-breakdown", docs.validate_breakdown),
     Block("README.md", "planner-optimality-summary", indented(docs.planner_optimality_summary, "  ")),
     Block("docs/ray.md", "ray-vs-local", docs.ray_table),

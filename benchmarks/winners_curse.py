@@ -101,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     started = provenance.begin("python benchmarks/winners_curse.py", argv)
     profiles = {}
     for number, run in enumerate(args.runs):
-        profiles[run.name] = measure(load_trace(run / "profile_trace.json"), args.splits, args.seed + number)
-        print(run, json.dumps([round(r["optimism"], 4) for r in profiles[run.name]["splits"]]), flush=True)
+        label = str(run)  # the run directory as given: two runs may share a folder name
+        profiles[label] = measure(load_trace(run / "profile_trace.json"), args.splits, args.seed + number)
+        profiles[label]["probe_plans"] = len(probe_records(load_trace(run / "profile_trace.json")))
+        print(run, json.dumps([round(r["optimism"], 4) for r in profiles[label]["splits"]]), flush=True)
     rows = [row for profile in profiles.values() for row in profile["splits"]]
     body = {
         "config": CONFIG,

@@ -606,7 +606,13 @@ def probe_vs_run() -> str:
             f"{conditions(a)} |"
         )
     return "\n".join(
-        [*lines, "", fill("Medians over the rounds of each ratio of median iteration times (rounds in rotating arm order).")]
+        [
+            *lines,
+            "",
+            fill(
+                "Medians over the rounds of each ratio of median iteration times (rounds in rotating arm order)."
+            ),
+        ]
     )
 
 
@@ -614,17 +620,39 @@ WINNERS_CURSE = "docs/data/winners_curse.json"
 
 
 def winners_curse() -> str:
-    """The winner's curse measured on real profiles (``benchmarks/winners_curse.py``)."""
+    """The winner's curse measured on real profiles (``benchmarks/winners_curse.py``): per profile, each half's
+    prediction of the plan it chose against the other half's."""
     a = artifact(WINNERS_CURSE)
-    rows = [row for profile in a["profiles"].values() for row in profile["splits"]]
-    optimism = [r["optimism"] for r in rows]
-    return fill(
-        f"{len(a['profiles'])} profiles of the main job, {len(rows) // 2 // len(a['profiles'])} random splits each "
-        f"into halves of whole probe iterations ({a['halves']} halves): a half's prediction of the plan it chose was "
-        f"{a['mean_optimism']:+.2%} from the other half's prediction of it on average ({min(optimism):+.1%} to "
-        f"{max(optimism):+.1%}); for the plan the whole profile chose, which no half selected, {a['mean_control']:+.2%}. "
-        f"{a['chose_the_whole_profiles_plan']} of {a['halves']} halves chose the plan the whole profile chose. "
-        f"`{WINNERS_CURSE}`, {conditions(a)}."
+    lines = [
+        "| profile | probe plans | a half's choice, its own prediction against the other half's | the whole profile's "
+        "choice, the same (control) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for label, profile in a["profiles"].items():
+        rows = profile["splits"]
+        lines.append(
+            f"| `{label}` | {profile['probe_plans']} | "
+            + ", ".join(f"{r['optimism']:+.1%}" for r in rows)
+            + " | "
+            + ", ".join(f"{r['control']:+.1%}" for r in rows)
+            + " |"
+        )
+    rows = [(p["probe_plans"], r) for p in a["profiles"].values() for r in p["splits"]]
+    dense = [r["optimism"] for n, r in rows if n >= 19]
+    sparse = [r["optimism"] for n, r in rows if n < 19]
+    return "\n".join(
+        [
+            *lines,
+            "",
+            fill(
+                f"Over the {a['halves']} halves: mean {a['mean_optimism']:+.1%} (control {a['mean_control']:+.1%}); "
+                f"{a['chose_the_whole_profiles_plan']} chose the plan the whole profile chose. Profiles of 19 or more "
+                f"probe plans (a quiet enough machine to finish them): mean {statistics.fmean(dense):+.1%} over "
+                f"{len(dense)} halves; fewer probe plans (a loaded machine cut the profile short, a half then holds "
+                f"one iteration of many probes): mean {statistics.fmean(sparse):+.1%} over {len(sparse)}. "
+                f"`{WINNERS_CURSE}`, {conditions(a)}."
+            ),
+        ]
     )
 
 
@@ -634,7 +662,10 @@ MAIN_JOB_BREAKDOWN = "docs/data/main_job_runs_breakdown.json"
 def main_job_breakdown() -> str:
     """Each benchmark run's error split into its ops' own durations and the time between them (``bias_breakdown``)."""
     a = artifact(MAIN_JOB_BREAKDOWN)
-    lines = ["| run | plan | predicted | measured | error | ops | between ops |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| run | plan | predicted | measured | error | ops | between ops |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for number, r in enumerate(a["runs"], start=1):
         lines.append(
             f"| {number} | {plan_text(r['plan'])} | {1e3 * r['predicted_s']:.1f} ms | {1e3 * r['measured_s']:.1f} ms | "

@@ -420,3 +420,60 @@ def test_the_staleness_learning_artifact_agrees_with_itself(name: str, key: str)
         for seed, rows in bound["runs"].items():
             values = [r[key] for r in rows if r[key] is not None]
             assert bound["scores"][seed] == pytest.approx(statistics.fmean(values[-3:]))
+
+
+def test_the_main_job_benchmark_counts_every_run_and_agrees_with_itself() -> None:
+    """The README's main-job figure: at least 10 fresh runs, none dropped (a failed run is kept as failed), each with
+    the load it ran under; each run's error is its median iteration over the prediction it printed, minus 1; the
+    summary follows from the runs."""
+    a = provenance_of(measurements.MAIN_JOB_BENCHMARK)
+    assert a["provenance"]["command"].startswith("python benchmarks/main_job.py --runs ")
+    runs, s = a["runs"], a["summary"]
+    assert len(runs) == s["runs"] >= 10 and [r["run"] for r in runs] == list(range(1, len(runs) + 1))
+    done = [r for r in runs if not r["failed"]]
+    assert s["failed"] == len(runs) - len(done)
+    errors = []
+    for r in runs:
+        assert len(r["load_average_before"]) == len(r["load_average_after"]) == 3
+        assert r["command"].startswith("rlinf train examples/hopper_ppo.yaml --out ")
+        if r["failed"]:
+            continue
+        p = r["prediction"]
+        assert (
+            p["held_out"]
+            and p["measured_median_s"] == statistics.median(r["iteration_s"])
+            and len(r["iteration_s"]) == 59
+        )
+        assert p["bias"] == pytest.approx(p["measured_median_s"] / p["predicted_iteration_s"] - 1)
+        low, high = p["interval_s"]
+        assert p["inside_interval"] == (low <= p["measured_median_s"] <= high)
+        assert any(line.startswith("auto: interval ") for line in r["printed"])  # the interval was printed
+        assert r["others_cores_profile"] is not None and r["others_cores_train"] is not None
+        errors.append(p["bias"])
+    assert s["median_bias"] == statistics.median(errors)
+    assert s["inside_interval"] == sum(r["prediction"]["inside_interval"] for r in done)
+    assert s["slower_than_predicted"] == sum(e > 0 for e in errors)
+    held = [r["prediction"]["choosing_half_s"] / r["prediction"]["predicted_iteration_s"] - 1 for r in done]
+    assert s["median_choosing_over_held_out"] == statistics.median(held)
+    readme = (ROOT / "README.md").read_text()
+    assert f"**{s['median_bias']:+.1%}**" in readme and f"**{s['inside_interval']} of {s['runs']}**" in readme
+
+
+def test_the_probe_against_run_and_winners_curse_artifacts_agree_with_themselves() -> None:
+    for path in load("measured_docs").PROBE_VS_RUN:
+        a = provenance_of(path)
+        for r in a["rounds"]:
+            medians = {arm: statistics.median(r[arm]["iteration_s"]) for arm in ("probe", "bare", "train")}
+            assert all(r[arm]["median_s"] == medians[arm] for arm in medians)
+            assert r["train_over_probe"] == medians["train"] / medians["probe"]
+            assert r["bare_over_probe"] == medians["bare"] / medians["probe"]
+            assert len(r["probe"]["iteration_s"]) == 6 and len(r["bare"]["iteration_s"]) == 59
+        assert a["median"]["train_over_probe"] == statistics.median(
+            r["train_over_probe"] for r in a["rounds"]
+        )
+    w = provenance_of("docs/data/winners_curse.json")
+    rows = [row for profile in w["profiles"].values() for row in profile["splits"]]
+    assert w["halves"] == len(rows) and len(w["profiles"]) >= 10
+    for row in rows:
+        assert row["optimism"] == pytest.approx(row["own_s"] / row["other_s"] - 1)
+    assert w["mean_optimism"] == pytest.approx(statistics.fmean(r["optimism"] for r in rows))

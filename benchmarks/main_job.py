@@ -144,7 +144,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "slower_than_predicted": sum(b > 0 for b in biases),
         "inside_interval": sum(bool(r["prediction"].get("inside_interval")) for r in done),
         "median_choosing_over_held_out": statistics.median(held) if held else None,
-        "median_bias_of_former_prediction": statistics.median(former) if former else None,
+        "median_bias_of_whole_profile_prediction": statistics.median(former) if former else None,
     }
 
 

@@ -1,6 +1,6 @@
 """The README's main job, run N times as a user runs it, every run counted: ``rlinf train examples/hopper_ppo.yaml``.
 
-    python benchmarks/main_job.py --runs 10 --artifact docs/data/main_job_runs.json
+    python benchmarks/main_job.py --runs 10 --artifact docs/data/main_job_runs.json [--append]
 
 Each run is a fresh ``python -m rlinf train examples/hopper_ppo.yaml --out DIR --no-progress`` (profile, choose the
 plan with half of the profile, predict it from the other half with an interval, train 60 iterations), one after the
@@ -155,17 +155,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", type=Path, help="keep the run directories here (default: a temporary folder)"
     )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add the runs to the artifact's earlier runs: the summary then counts every run of every batch",
+    )
     args = parser.parse_args(argv)
     started = provenance.begin("python benchmarks/main_job.py", argv)
-    runs: list[dict[str, Any]] = []
+    earlier: dict[str, Any] = json.loads(args.artifact.read_text()) if args.append else {}
+    runs: list[dict[str, Any]] = list(earlier.get("runs", []))
+    batches = [*earlier.get("earlier_batches", []), earlier["provenance"]] if earlier else []
     with tempfile.TemporaryDirectory() as scratch:
         base = args.keep or Path(scratch)
-        for index in range(1, args.runs + 1):
+        for index in range(len(runs) + 1, len(runs) + args.runs + 1):
             runs.append(record(index, base / f"run{index}"))
             shown = {k: runs[-1].get(k) for k in ("run", "failed", "chosen_plan", "others_cores_profile",
                                                   "others_cores_train")}  # fmt: skip
             print(json.dumps(shown | {"prediction": runs[-1].get("prediction", {}).get("bias")}), flush=True)
-    body = {"config": CONFIG, "summary": summary(runs), "runs": runs}
+    body = {"config": CONFIG, "summary": summary(runs), "runs": runs, "earlier_batches": batches}
     provenance.write_artifact(args.artifact, body, started)
     print(json.dumps(body["summary"], indent=1))
     print(f"wrote {args.artifact}")

@@ -220,7 +220,7 @@ def main_job_runs() -> str:
     a = artifact(MAIN_JOB_BENCHMARK)
     lines = [
         "| run | predicted (held out) | interval | measured median | error | inside | the choosing half | the whole "
-        "profile (before) | other processes' cores: profile / training | load average |",
+        "profile (before) | other processes' cores while training | load average |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in a["runs"]:
@@ -245,7 +245,10 @@ def main_job_runs() -> str:
     former = [r["prediction"]["measured_median_s"] / r["full_profile_s"] - 1 for r in done]
     plans = sorted({r["chosen_plan"] for r in done})
     text = (
-        f"Error = {ONE_MEASURE} of the run's median iteration (iterations 2-60). Median over the {s['runs']} runs "
+        f"Error = {ONE_MEASURE} of the run's median iteration (iterations 2-60). Other processes' cores while the "
+        f"run trained: busy CPU time of the machine less the run's own processes' (`benchmarks/machine_load.py`); the "
+        f"artifact's figure for the profile is left out: it counted the profile's short-lived worker processes as "
+        f"other processes' (fixed since, for later runs). Median over the {s['runs']} runs "
         f"{s['median_bias']:+.1%}, {s['slower_than_predicted']} slower than predicted; {s['inside_interval']} of "
         f"{s['runs']} inside their interval. The choosing half predicted its own choice "
         f"{s['median_choosing_over_held_out']:+.1%} from the held-out half (the median over runs: the winner's curse, "

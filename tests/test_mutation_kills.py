@@ -268,3 +268,80 @@ def test_offloading_a_component_that_shares_no_device_warns() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", RlinfWarning)
         shared.validate_for(workflow, 8)  # shares device 4 with the reward: no warning
+
+
+# ------------------------------------------------------------------------------------------ the cost model
+def test_data_movement_is_priced_by_its_link_when_nothing_was_measured() -> None:
+    from factories import grpo_trace
+
+    from rlinf.core.costs import LINK_LATENCY_S, fit
+    from rlinf.core.program import Op
+
+    costs = fit(grpo_trace(cluster_spec="2x8xH100"))
+    links, device = costs.cluster.links, costs.cluster.device
+    size = 10**9
+
+    def move(kind: str, link: str) -> float:
+        op = Op(index=0, kind=kind, component="rollout", name=kind, num_bytes=size, link=link, devices=(0,))
+        return costs.movement_seconds(op)
+
+    assert move("transfer", "local") == 0.0  # the same devices: nothing moves
+    assert move("transfer", "intra_node") == pytest.approx(
+        LINK_LATENCY_S["intra_node"] + size / links.intra_node_bytes_per_s
+    )
+    assert move("transfer", "inter_node") == pytest.approx(
+        LINK_LATENCY_S["inter_node"] + size / links.inter_node_bytes_per_s
+    )
+    assert move("transfer", "host") == pytest.approx(
+        LINK_LATENCY_S["host"] + size / links.host_device_bytes_per_s
+    )
+    for kind in ("onload", "offload"):  # between host and device memory, whatever the link says
+        assert move(kind, "local") == pytest.approx(size / links.host_device_bytes_per_s)
+    assert move("sync_weights", "local") == pytest.approx(size / device.memory_bandwidth_bytes_per_s)
+    assert len({move("transfer", link) for link in ("intra_node", "inter_node", "host")}) == 3
+
+
+def test_a_movement_measured_at_two_sizes_or_more_is_priced_from_its_curve_over_bytes() -> None:
+    from factories import grpo_trace
+
+    from rlinf.core.costs import fit
+    from rlinf.core.program import Op
+    from rlinf.core.trace import CostSample
+
+    trace = grpo_trace()
+    moves = [
+        CostSample(component="rollout", op="transfer", devices=1, samples=1, seconds=s, num_bytes=b)
+        for b, s in ((1000, 1.0), (1000, 3.0), (3000, 4.0), (5000, 5.0))
+    ]
+    import attrs
+
+    costs = fit(attrs.evolve(trace, samples=trace.samples + tuple(moves)), statistic="mean")
+    curve = costs.movement_curves[("rollout", "transfer")]
+    assert curve.xs == (1000.0, 3000.0, 5000.0) and curve.ys == (2.0, 4.0, 5.0)  # the mean at each size
+
+    def seconds(num_bytes: int) -> float:
+        op = Op(
+            index=0,
+            kind="transfer",
+            component="rollout",
+            name="transfer",
+            num_bytes=num_bytes,
+            link="intra_node",
+        )
+        return costs.seconds(op)
+
+    assert seconds(2000) == pytest.approx(3.0) and seconds(5000) == pytest.approx(5.0)
+
+
+def test_plans_load_from_files_hash_by_value_and_name_their_devices(tmp_path) -> None:
+    from rlinf.core.plan import load_plan
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(APART)
+    plan = load_plan(path, 8)
+    assert plan == plan_from_yaml(APART, 8) and hash(plan) == hash(plan_from_yaml(APART, 8))
+    assert len({plan, plan_from_yaml(APART, 8), plan_from_yaml(COLLOCATED + STREAM, 8)}) == 2
+    assert plan.devices_of("rollout") == (0, 1, 2, 3) and plan.devices_of("actor") == (6, 7)
+    path.write_text("placement: {rollout: x-y}\n")
+    with pytest.raises(ConfigError, match=r"rollout.*is not a device range"):
+        load_plan(path, 8)

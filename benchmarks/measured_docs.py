@@ -685,3 +685,47 @@ def main_job_breakdown() -> str:
             ),
         ]
     )
+
+
+MUTATION = "docs/data/mutation.json"
+
+
+def mutation() -> str:
+    """The mutation run's figures per module (``benchmarks/mutation_report.py``) and where the surviving logic
+    mutants are, by function."""
+    a = artifact(MUTATION)
+    kinds = ("killed", "survived: draft index", "survived: message wording", "survived: logic")
+    lines = [
+        "| module | mutants | killed | survived: draft index (equivalent) | survived: message wording | survived: logic |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    totals = dict.fromkeys(("mutants", *kinds), 0)
+    for module, counts in a["modules"].items():
+        lines.append(
+            f"| `rlinf/core/{module}.py` | {counts['mutants']} | "
+            + " | ".join(str(counts.get(kind, 0)) for kind in kinds)
+            + " |"
+        )
+        for key in totals:
+            totals[key] += counts.get(key, 0)
+    lines.append("| all | " + " | ".join(str(totals[key]) for key in ("mutants", *kinds)) + " |")
+    by_function: dict[str, int] = {}
+    for survivor in a["survivors"]:
+        if survivor["category"] == "logic":
+            name = survivor["mutant"].rsplit("__mutmut_", 1)[0].split(".")
+            function = name[-1].removeprefix("x_").replace("xǁ", "").replace("ǁ", ".")
+            key = f"{name[2]}.{function}"
+            by_function[key] = by_function.get(key, 0) + 1
+    listed = ", ".join(f"`{k}` {n}" for k, n in sorted(by_function.items(), key=lambda kv: (-kv[1], kv[0])))
+    untested = totals.get("no tests", 0)
+    return "\n".join(
+        [
+            *lines,
+            "",
+            fill(
+                f"Killed {totals['killed'] / totals['mutants']:.1%}. Surviving logic mutants by function: {listed}. "
+                + (f"{untested} mutants no selected test reached. " if untested else "")
+                + f"`{MUTATION}` (every survivor with its diff), {conditions(a)}."
+            ),
+        ]
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from factories import HOPPER_CONFIG, HOPPER_SMALL, made_up_seconds
 
 import rlinf.app.profiling
 from planner.search import is_own
@@ -22,17 +23,7 @@ from rlinf.core.errors import ConfigError
 from rlinf.core.lowering import lower
 from rlinf.core.trace import CostSample, Trace, load_trace
 
-CONFIG = "examples/hopper_ppo.yaml"
-SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "execution.checkpoint_every=100"]
-
-
-def _seconds(op_name: str, samples: int, num_bytes: int) -> float:
-    """Made-up costs: a per-op round trip plus a per-environment part; the actor's train dominates."""
-    if op_name == "train":
-        return 0.02
-    if op_name in ("env_step", "act"):
-        return 5e-4 + 1e-4 * samples
-    return 1e-4 + num_bytes / 1e9
+CONFIG, SMALL, _seconds = HOPPER_CONFIG, HOPPER_SMALL, made_up_seconds
 
 
 def synthetic_trace(overrides: list[str] = SMALL) -> Trace:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from factories import HOPPER_CONFIG, HOPPER_SMALL, made_up_seconds
 
 from rlinf.app.held_out import choose_and_predict, halves, iterations_of, probe_ratios
 from rlinf.app.jobs import load_job_config
@@ -22,16 +23,7 @@ from rlinf.core.errors import RlinfError
 from rlinf.core.lowering import lower
 from rlinf.core.trace import CostSample, Trace
 
-CONFIG = "examples/hopper_ppo.yaml"
-SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "execution.checkpoint_every=100"]
-
-
-def _seconds(op_name: str, samples: int, num_bytes: int) -> float:
-    if op_name == "train":
-        return 0.02
-    if op_name in ("env_step", "act"):
-        return 5e-4 + 1e-4 * samples
-    return 1e-4 + num_bytes / 1e9
+CONFIG, SMALL, _seconds = HOPPER_CONFIG, HOPPER_SMALL, made_up_seconds
 
 
 def profiled(

@@ -281,6 +281,11 @@ SUITE = "docs/data/test_suite.json"
 
 def suite_time() -> str:
     """The README's sentence on the default suite's time, from its recorded run (``benchmarks/suite_time.py``)."""
+    if not (ROOT / SUITE).is_file():
+        return fill(
+            "No recorded run of the default suite yet (two pytest-xdist workers, each module whole on one worker, "
+            f"the longest first): `python benchmarks/suite_time.py --artifact {SUITE}` records one."
+        )
     a = artifact(SUITE)
     counts = ", ".join(f"{n} {word}" for word, n in a["outcomes"].items())
     verdict = "" if a["returncode"] == 0 else f" (it failed: exit {a['returncode']})"

@@ -5,7 +5,8 @@
 For a ``rlinf train --mode auto`` run directory (``profile_trace.json``, ``trace.json``, ``plan.yaml``,
 ``metrics.jsonl``), three iteration times of the run's plan:
 
-* ``predicted``: what the run predicted (the profile, probes evened out, fitted as the auto mode fits it);
+* ``predicted``: what the run predicted (its ``prediction.json``: since issue 47 from the half of the profile that did
+  not choose the plan; for an older run, the whole profile, probes evened out, fitted as the auto mode fitted it);
 * ``replayed``: the same simulation with the cost model fitted to the run's *own* op samples (its counted
   iterations), i.e. the ops at the durations they actually had in this run;
 * ``measured``: the median measured iteration.
@@ -24,6 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+import provenance
 
 from rlinf.app.profiling import evened
 from rlinf.app.validation import simulated
@@ -49,7 +52,11 @@ def breakdown(run_dir: Path) -> dict[str, Any]:
     )
     plan = load_plan(run_dir / "plan.yaml", run.cluster.num_devices)
     program = lower(run.workflow, plan, run.cluster)
-    predicted = simulated(program, profile, run.cluster).iteration_s
+    shown = run_dir / "prediction.json"
+    if shown.is_file():
+        predicted = json.loads(shown.read_text())["predicted_iteration_s"]
+    else:
+        predicted = simulated(program, profile, run.cluster).iteration_s
     replayed = simulated(program, run, run.cluster).iteration_s
     in_profile, in_run = _mean_by_op(profile.samples), _mean_by_op(run.samples)
     ops = [
@@ -79,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write the breakdowns here")
     args = parser.parse_args(argv)
+    started = provenance.begin("python benchmarks/bias_breakdown.py", argv)
     results = [breakdown(run) for run in args.runs]
     for r in results:
         print(
@@ -91,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = "-" if op["profile_ms"] is None else f"{op['profile_ms']:.2f}"
             print(f"    {op['op']:<40} profile {shown:>7} ms  run {op['run_ms']:7.2f} ms  {ratio}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        provenance.write_artifact(args.json, {"runs": results}, started)
     return 0
 
 

@@ -8,7 +8,7 @@ against the median measured in that run.
 The profiles (5 MB each) are not in the tree: each run names the commit and path that hold its profile in git
 history (``profile``), and this script reads it from there (``git show COMMIT:PATH``), or, for a run added since
 (no commit), from the path it was written to; ``--profile LABEL=FILE`` reads one from a file instead (JSON, or JSON compressed with xz, as ``tests/data/`` holds two). Per run it
-stores, plan by plan: the relative error with the probes as measured and with their speeds evened out
+stores, plan by plan: the error ``|measured / predicted - 1|`` with the probes as measured and with their speeds evened out
 (:func:`rlinf.app.profiling.even_probe_speeds`), the signed error of a measured plan that was also a probe when
 predicted from its own probe's samples alone, and the training step's median in each probe.
 """
@@ -98,7 +98,7 @@ def replay_run(run: dict[str, Any], trace: Trace) -> dict[str, Any]:
                 raise ValueError(
                     f"{name}: today's validate would predict it from other probes than the run did"
                 )
-            replay[key][name] = abs(_predicted_s(left_out, plan, num_devices) - measured_s) / measured_s
+            replay[key][name] = abs(measured_s / _predicted_s(left_out, plan, num_devices) - 1)
     for plan, samples in by_plan:
         if plan.describe() in measured:
             own = _predicted_s(attrs.evolve(trace, samples=samples), plan, num_devices)

@@ -140,3 +140,18 @@ def llm_7b(**changes: object) -> LLMWorkload:
         actor_model_parallel=2,
     )
     return attrs.evolve(base, **changes)
+
+
+HOPPER_CONFIG = "examples/hopper_ppo.yaml"
+HOPPER_SMALL = ["num_steps=4", "num_epochs=1", "num_minibatches=2", "execution.checkpoint_every=100"]
+"""Overrides that make the Hopper config's iterations take milliseconds (auto-mode and held-out tests)."""
+
+
+def made_up_seconds(op_name: str, samples: int, num_bytes: int) -> float:
+    """Made-up costs of the Hopper job's ops: a per-op round trip plus a per-environment part; the actor's train
+    dominates."""
+    if op_name == "train":
+        return 0.02
+    if op_name in ("env_step", "act"):
+        return 5e-4 + 1e-4 * samples
+    return 1e-4 + num_bytes / 1e9

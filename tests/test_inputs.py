@@ -17,7 +17,7 @@ from rlinf.core import limits
 from rlinf.core.cluster import parse_cluster
 from rlinf.core.config_structure import structure_config
 from rlinf.core.errors import ConfigError
-from rlinf.core.inputs import decode_text, load_json, parse_json, parse_yaml, read_bytes
+from rlinf.core.inputs import decode_console_text, decode_text, load_json, parse_json, parse_yaml, read_bytes
 from rlinf.core.outputs import check_output_dir, check_output_file
 from rlinf.core.plan import parse_devices
 
@@ -49,6 +49,25 @@ def test_read_bytes_refuses_what_is_not_a_readable_regular_file(tmp_path: Path) 
 def test_decode_text_refuses_other_encodings(data: bytes, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         decode_text(data, "trace", "t.json")
+
+
+def test_a_console_log_as_published_keeps_its_text_without_stray_zero_bytes_or_cut_characters() -> None:
+    log = b"\x1b[36m(pid=1)\x1b[0m device: \x00\nstep:0 - timing/gen:1.5\n" + "100%|\u2588|".encode()
+    text, cleaning = decode_console_text(log, "path", "run.log")
+    assert text == log.replace(b"\x00", b"").decode() and cleaning == {
+        "zero_bytes_dropped": 1,
+        "invalid_utf8_replaced": 0,
+    }
+    cut = "\u2588".encode()[:2]  # a block character cut by a process's output buffer
+    text, cleaning = decode_console_text(b"step:0 - a:1\n" + cut + b"\n", "path", "run.log")
+    assert text == "step:0 - a:1\n\ufffd\n" and cleaning == {
+        "zero_bytes_dropped": 0,
+        "invalid_utf8_replaced": 1,
+    }
+    with pytest.raises(ConfigError, match="is not text"):  # UTF-16 without a byte-order mark: half zero bytes
+        decode_console_text("step:0 - timing/gen:1.5\n".encode("utf-16-le"), "path", "run.log")
+    with pytest.raises(ConfigError, match="is UTF-16 text"):
+        decode_console_text(b"\xff\xfe" + "step".encode("utf-16-le"), "path", "run.log")
 
 
 def test_decode_text_drops_a_utf8_byte_order_mark() -> None:

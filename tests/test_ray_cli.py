@@ -54,9 +54,7 @@ def test_cli_auto_mode_on_ray_survives_a_killed_actor_and_matches_an_uninterrupt
     assert run.returncode == 0, err[-3000:]
 
     def chosen(printed: str) -> list[str]:
-        return [
-            line.split(": predicted")[0] for line in printed.splitlines() if line.startswith("auto: chose")
-        ]
+        return [line.split("; ")[0] for line in printed.splitlines() if line.startswith("auto: chose")]
 
     assert len(chosen(out)) == 1 and chosen(out) == chosen(local.stdout), out  # one plan on both backends
     assert "iteration 4: measured" in out

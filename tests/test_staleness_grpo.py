@@ -36,6 +36,18 @@ def single_thread() -> Iterator[None]:
         yield
 
 
+def last_step_computes(run: Path) -> set[str]:
+    """The components whose compute ops did work in the run's last step (its ``timeline.json``: under a bound, the
+    drain step, which trains the last batch and runs what sits behind the buffer; the ops of the rollout side are
+    skipped there and last no time, under 0.1 ms, where a compute op of this setup takes milliseconds)."""
+    events = json.loads((run / "timeline.json").read_text())["traceEvents"]
+    return {
+        e["name"].split(".")[0]
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "compute" and e["dur"] > 100  # microseconds
+    }
+
+
 def computed(run: Path) -> list[dict]:
     """Per step, every metric that does not measure time (durations and rates end in ``_s``)."""
     lines = (run / "metrics.jsonl").read_text().splitlines()
@@ -95,6 +107,11 @@ def test_behind_the_buffer_the_inference_scores_with_the_sampling_weights(
         straight
     )  # where the buffer sits changes when the scoring runs, not what it computes
     assert "buffer_before:\n- inference" in (run / "plan.yaml").read_text()
+    # ... and it does change when: behind the buffer the inference scores the last batch in the drain step, beside
+    # the actor; before the actor's buffer it scored that batch in the step that sampled it (a lowering that
+    # ignored buffer_before would run the same program as the straight run, and pass every line above)
+    assert last_step_computes(run) == {"inference", "actor"}
+    assert last_step_computes(straight) == {"actor"}
 
 
 # ---------------------------------------------------------------------------------------------- real runs
@@ -149,8 +166,13 @@ def test_behind_the_buffer_a_run_resumes_exactly(grpo_cache: Path, behind: tuple
         (checkpoints / entry["file"]).unlink()
     manifest["checkpoints"] = [entry for entry in manifest["checkpoints"] if entry["iteration"] <= 2]
     (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    (resumed / "timeline.json").unlink()  # written again by the resumed run's last step
     assert train(grpo_cache, resumed, "--resume", str(resumed), plan=plan) == 0
     assert computed(resumed) == computed(run)
+    assert last_step_computes(resumed) == {
+        "inference",
+        "actor",
+    }  # resumed behind the buffer, not before the actor
 
 
 # ---------------------------------------------------------------------------------------------- the workers

@@ -168,3 +168,69 @@ def test_each_log_names_its_rollout_engine_and_its_decode_steps_pay_that_engines
     assert "rollout vllm, priced as vllm-0.6" in engine["source"], engine
     fixed = engine_step_cost("vllm-0.6").fixed_step_s
     assert engine["decode_step_overhead_s"] == provenance["workload"]["decode_step_overhead_s"] == fixed
+
+
+FULL = [entry for entry in SOURCES if "full_file" in entry]
+
+
+@pytest.mark.parametrize("entry", FULL, ids=[entry["file"].removesuffix(".log") for entry in FULL])
+def test_each_full_published_log_imports_whole_as_downloaded(entry, tmp_path, capsys):
+    """The whole published file, byte for byte (its checksum is the published one): NUL bytes, colour codes,
+    progress bars, Ray's interleaved worker output, warnings and all; every step's phase times are the log's."""
+    import hashlib
+    import lzma
+
+    data = lzma.decompress((DATA / entry["full_file"]).read_bytes())
+    assert hashlib.sha256(data).hexdigest() == entry["published_sha256"]
+    path = tmp_path / entry["file"]
+    path.write_bytes(data)
+    trace_path = tmp_path / "trace.json"
+    command = [
+        "trace",
+        "import",
+        "--format",
+        "verl",
+        str(path),
+        *entry["import_args"],
+        "--date",
+        "2026-01-01",
+    ]
+    assert main([*command, "--out", str(trace_path)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    trace = load_trace(trace_path)
+    logged = logged_timers(path)
+    steps = sorted(step for step, timers in logged.items() if "gen" in timers)
+    imported_from = trace.provenance["imported_from"]
+    assert imported_from["steps"] == {"count": len(steps), "first": steps[0], "last": steps[-1]}
+    assert len(steps) > 100  # the whole run, not an excerpt's 20-odd steps
+    for (component, op), timers in PHASES.items():
+        if not any(t in logged[steps[0]] for t in timers):
+            continue
+        seconds = [s.seconds for s in trace.samples if s.component == component and s.op == op]
+        expected = [sum(logged[s].get(t, 0.0) for t in timers) for s in steps]
+        assert seconds == pytest.approx(expected, rel=1e-12, abs=1e-12), (component, op)
+    zeros = data.count(b"\x00")
+    if zeros:  # the file the issue found refused: read, and the trace says what was dropped
+        assert imported_from["text_cleaning"] == {"zero_bytes_dropped": zeros, "invalid_utf8_replaced": 0}
+        assert f"dropped {zeros} zero byte(s)" in printed
+    else:
+        assert "text_cleaning" not in imported_from
+    assert b"\x1b[" in data  # colour codes are in every published file
+
+
+def test_at_least_one_full_log_holds_each_kind_of_line_the_importer_must_survive():
+    kinds = {
+        "zero byte": b"\x00",
+        "colour code": b"\x1b[",
+        "progress bar": b"it/s]",
+        "warning": b"Warning",
+    }
+    kinds["traceback"] = b"Traceback (most recent call last)"
+    found = {name: False for name in kinds}
+    for entry in FULL:
+        import lzma
+
+        data = lzma.decompress((DATA / entry["full_file"]).read_bytes())
+        for name, marker in kinds.items():
+            found[name] |= marker in data
+    assert found == {name: True for name in kinds}, found

@@ -35,13 +35,16 @@ def test_report_errors_and_top1() -> None:
         PlanFidelity(name="c", predicted_s=3.0, measured_s=3.0),
     ]
     result = report(plans)
-    assert [p.error for p in plans] == pytest.approx([0.1 / 1.1, 1.0, 0.0])
-    assert result.median_error == pytest.approx(0.1 / 1.1) and result.max_error == pytest.approx(1.0)
+    # rlinf's one error measure: |measured / predicted - 1|
+    assert [p.error for p in plans] == pytest.approx([0.1, 0.5, 0.0])
+    assert result.median_error == pytest.approx(0.1) and result.max_error == pytest.approx(0.5)
     assert not result.top1_match and result.top1_regret == pytest.approx(
         0.1
     )  # predicted best a is 10% slower
     assert result.kendall_tau == pytest.approx(1 / 3)
-    assert relative_error(0.95, 1.0) == pytest.approx(0.05)
+    assert relative_error(0.95, 1.0) == pytest.approx(1 / 0.95 - 1)
+    with pytest.raises(ConfigError, match="predicted=0.0: must be > 0"):
+        relative_error(0.0, 1.0)
     with pytest.raises(ConfigError, match="measured_s=0: must be > 0"):
         PlanFidelity(name="x", predicted_s=1.0, measured_s=0)
 
@@ -155,8 +158,8 @@ def test_validate_json_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for plan in result["plans"]:
         assert plan["predicted_s"] > 0 and plan["measured_s"] > 0
         assert plan["error"] == pytest.approx(
-            abs(plan["predicted_s"] - plan["measured_s"]) / plan["measured_s"]
-        )
+            abs(plan["measured_s"] / plan["predicted_s"] - 1)
+        )  # one measure
     on_cores = [p["error"] for p in result["plans"] if not p["oversubscribed"]]
     assert result["max_error"] == pytest.approx(max(on_cores))
     assert isinstance(result["top1_match"], bool)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import platform
 import statistics
 import sys
@@ -367,7 +368,7 @@ def profile(
         deadline = time.monotonic() + share_s if used else None  # the executor's clock
         bar.set_description(f"profile {plan.describe()}")
         mark_phase("probe_started", probe=plan.describe())
-        count, first_sample = 0, len(samples)
+        count, first_sample, times = 0, len(samples), []
         try:
             with (backends or local_backends(num_cores, watchdog=watchdog))(logical) as backend:
                 for index in range(settings.warmup_iterations + settings.iterations_per_plan):
@@ -383,6 +384,7 @@ def profile(
                     if index >= settings.warmup_iterations:
                         samples.extend(dispatch_inclusive_samples(result.timeline))
                         lengths.extend(job.response_lengths(result, config))
+                        times.append(result.timeline.iteration_s)
                         count += 1
                     bar.update(max(0, min(round(clock() - started), settings_total) - bar.n))
                     # Stop when the next iteration would not fit in the probe's share.
@@ -407,7 +409,12 @@ def profile(
             used.append(plan.describe())
             by_plan.append((plan, tuple(samples[first_sample:])))
             recorded.append(
-                {"plan": plan.to_dict(), "devices": logical, "samples": len(samples) - first_sample}
+                {
+                    "plan": plan.to_dict(),
+                    "devices": logical,
+                    "samples": len(samples) - first_sample,
+                    "iteration_s": times,
+                }
             )
             iterations += count
     bar.close()
@@ -449,10 +456,32 @@ def profile(
     )
 
 
+RECORD_KEYS = frozenset({"plan", "devices", "samples", "iteration_s"})
+"""The keys of one entry of a profile's ``probe_plan_samples`` (``iteration_s`` is optional)."""
+
+
+@attrs.frozen(kw_only=True)
+class ProbeRecord:
+    """One probe plan of a profile, as its provenance records it (:func:`probe_records`)."""
+
+    plan: Plan
+    num_devices: int
+    """Logical devices the probe ran on."""
+    samples: tuple[CostSample, ...]
+    """Its measured iterations' samples, one iteration after the other."""
+    iteration_s: tuple[float, ...]
+    """Its measured iterations' times (empty for a profile written before rlinf recorded them)."""
+
+
 def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tuple[CostSample, ...]], ...]:
     """The samples of a profiled trace per probe plan that measured them, in order, from its provenance's
     ``probe_plan_samples`` (written by :func:`profile`: the probes' samples come first, samples merged in later
     follow); empty for a trace that does not record them (an imported or synthesized one, or an older profile)."""
+    return tuple((record.plan, record.samples) for record in probe_records(trace, field))
+
+
+def probe_records(trace: Trace, field: str = "trace") -> tuple[ProbeRecord, ...]:
+    """:func:`samples_by_plan` with each probe's logical devices and measured iteration times."""
     entries = trace.provenance.get("probe_plan_samples")
     if entries is None:
         return ()
@@ -462,8 +491,9 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
     out, start = [], 0
     for i, entry in enumerate(entries):
         require(
-            isinstance(entry, dict) and set(entry) == {"plan", "devices", "samples"},
-            f"{where}[{i}]", entry, "must be an object with plan, devices and samples", fix,
+            isinstance(entry, dict) and {"plan", "devices", "samples"} <= set(entry) <= RECORD_KEYS,
+            f"{where}[{i}]", entry, "must be an object with plan, devices, samples and optionally iteration_s",
+            fix,
         )  # fmt: skip
         devices, count = entry["devices"], entry["samples"]
         for key, value in (("devices", devices), ("samples", count)):
@@ -474,8 +504,20 @@ def samples_by_plan(trace: Trace, field: str = "trace") -> tuple[tuple[Plan, tup
                 "must be an integer >= 1",
                 fix,
             )
-        plan = plan_from_dict(entry["plan"], devices, source=f"{where}[{i}].plan")
-        out.append((plan, tuple(trace.samples[start : start + count])))
+        times = entry.get("iteration_s", [])
+        require(
+            isinstance(times, list)
+            and all(type(t) in (int, float) and math.isfinite(t) and t > 0 for t in times),
+            f"{where}[{i}].iteration_s", times, "must be a list of positive seconds", fix,
+        )  # fmt: skip
+        out.append(
+            ProbeRecord(
+                plan=plan_from_dict(entry["plan"], devices, source=f"{where}[{i}].plan"),
+                num_devices=devices,
+                samples=tuple(trace.samples[start : start + count]),
+                iteration_s=tuple(float(t) for t in times),
+            )
+        )
         start += count
     require(
         start <= len(trace.samples),

@@ -76,6 +76,7 @@ def train(
     progress: bool = True,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
     predicted: Timeline | None = None,
+    prediction_facts: dict[str, Any] | None = None,
     backend: str = "local",
     address: str | None = None,
     nodes: Sequence[int] | None = None,
@@ -84,7 +85,9 @@ def train(
     machine: Machine = CPU_MACHINE,
 ) -> TrainResult:
     """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
-    ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration.
+    ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration;
+    ``prediction_facts`` (:meth:`rlinf.app.held_out.Prediction.to_dict`: where it came from, its interval) go into
+    ``prediction.json`` beside how it held.
     ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
     continues from a checkpoint of ``run_dir`` (:func:`rlinf.app.checkpoint.load_latest`) as if never stopped. When a
     worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
@@ -109,7 +112,7 @@ def train(
     if resume is not None and resume.iteration >= options.iterations:
         written = _write_outputs(
             job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
-            only_missing=True,
+            only_missing=True, prediction_facts=prediction_facts,
         )  # fmt: skip
         return TrainResult(
             run_dir=run_dir, metrics=tuple(history), program=program, complete_before=True, written=written
@@ -120,8 +123,9 @@ def train(
         backend=backend, address=address, nodes=nodes, resume=resume, max_restarts=max_restarts,
     )  # fmt: skip
     written = _write_outputs(
-        job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir
-    )
+        job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
+        prediction_facts=prediction_facts,
+    )  # fmt: skip
     return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program, written=written)
 
 
@@ -350,6 +354,7 @@ def _write_outputs(
     run_dir: Path,
     *,
     only_missing: bool = False,
+    prediction_facts: dict[str, Any] | None = None,
 ) -> tuple[str, ...]:
     """The run's final files: the measured trace (every counted iteration's ops as cost samples), the last
     iteration's timeline and Gantt chart, and with a prediction its timeline and the pair chart. Returns the
@@ -379,8 +384,13 @@ def _write_outputs(
         "gantt.png": lambda path: write_gantt_png(last, path),
     }
     if predicted is not None:
-        accuracy = prediction_accuracy(predicted.iteration_s, measured)
+        facts = prediction_facts or {}
+        interval = facts.get("interval_s")
+        accuracy = prediction_accuracy(
+            predicted.iteration_s, measured, None if interval is None else (interval[0], interval[1])
+        )
         if accuracy is not None:
+            accuracy = {**accuracy, **{k: v for k, v in facts.items() if k != "predicted_iteration_s"}}
             outputs["prediction.json"] = lambda path: write_text_atomic(
                 path, json.dumps(accuracy, indent=1) + "\n"
             )
@@ -395,26 +405,35 @@ def _write_outputs(
     return tuple(written)
 
 
-def prediction_accuracy(predicted_s: float, measured: Sequence[MeasuredIteration]) -> dict[str, Any] | None:
-    """How the prediction held over a run's counted iterations (warm-up, fill and drain steps aside): ``bias``
-    (signed median of measured / predicted - 1: positive, the prediction was fast), the median, 90th percentile and
-    largest absolute error of single iterations, and the median measured time; ``None`` without counted ones."""
+def prediction_accuracy(
+    predicted_s: float,
+    measured: Sequence[MeasuredIteration],
+    interval_s: tuple[float, float] | None = None,
+) -> dict[str, Any] | None:
+    """How the prediction held over a run's counted iterations (warm-up, fill and drain steps aside), in rlinf's one
+    error measure, ``measured / predicted - 1`` (positive: the run was slower than predicted): ``bias``, that of
+    the median measured iteration (the run's figure, the median of its iterations' errors); the median, 90th
+    percentile and largest absolute error of single iterations; with ``interval_s`` whether the median measured
+    iteration fell inside it. ``None`` without counted iterations."""
     import numpy as np
 
     times = [m.timeline.iteration_s for m in measured if m.counted]
     if not times:
         return None
-    ratios = np.asarray(times) / predicted_s - 1.0
-    errors = np.abs(np.asarray(times) - predicted_s) / np.asarray(times)
-    return {
+    median = float(np.median(times))
+    errors = np.abs(np.asarray(times) / predicted_s - 1.0)
+    out = {
         "predicted_iteration_s": predicted_s,
-        "measured_median_s": float(np.median(times)),
+        "measured_median_s": median,
         "iterations": len(times),
-        "bias": float(np.median(ratios)),
+        "bias": median / predicted_s - 1.0,
         "median_error": float(np.median(errors)),
         "p90_error": float(np.percentile(errors, 90)),
         "max_error": float(errors.max()),
     }
+    if interval_s is not None:
+        out["inside_interval"] = bool(interval_s[0] <= median <= interval_s[1])
+    return out
 
 
 def _restart(

@@ -48,7 +48,7 @@ from rlinf.commands.llm_args import (
 from rlinf.commands.trace_import_record import ASSUMPTIONS, imported_from, replay_plan, report
 from rlinf.core.cluster import Cluster
 from rlinf.core.errors import ConfigError, require
-from rlinf.core.inputs import read_text
+from rlinf.core.inputs import decode_console_text, read_bytes, read_text
 from rlinf.core.outputs import check_output_file, writing
 from rlinf.core.workflow import Workflow
 
@@ -105,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
     _check_sharding_flag(args.actor_sharding)
     path = Path(args.path)
     file_format = args.input_format or format_of(str(path))
-    text = read_text(path, "path", what="run's log (console, JSONL or CSV)")
+    if file_format == "console":  # as published: stray zero bytes, cut characters
+        raw = read_bytes(path, "path", what="run's log (console, JSONL or CSV)")
+        text, cleaning = decode_console_text(raw, "path", str(path))
+    else:
+        text, cleaning = read_text(path, "path", what="run's log (console, JSONL or CSV)"), {}
     sharding, sharding_source = _sharding(args, text)
     log, old_prefixes = _read_log(text, path, file_format, names)
     _check_lengths(log, names, path)
@@ -167,8 +171,15 @@ def run(args: argparse.Namespace) -> int:
         "assumptions": ASSUMPTIONS,
         "command": command,
     }
+    if any(cleaning.values()):
+        provenance["imported_from"]["text_cleaning"] = cleaning
     trace = attrs.evolve(description, workflow=workflow, provenance=provenance, samples=samples)
     print(report(trace, summary, path, limit_record))
+    if any(cleaning.values()):
+        print(
+            f"read {path.name} as published: dropped {cleaning['zero_bytes_dropped']} zero byte(s), replaced "
+            f"{cleaning['invalid_utf8_replaced']} byte sequence(s) that are not UTF-8"
+        )
     with writing(args.out, "--out"):
         trace.save(args.out)
     print(f"wrote {args.out}: {len(samples)} samples, {workflow.name} on {cluster.spec()}")

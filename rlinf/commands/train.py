@@ -229,7 +229,7 @@ def _plan_and_train(
     """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
     from rlinf.app.runner import train
 
-    predicted = None
+    predicted, facts = None, None
     resume = _resume(args)
     if args.plan:
         path = Path(args.plan)
@@ -249,7 +249,8 @@ def _plan_and_train(
                 "drop --mode or change the plan",
             )
     elif (args.mode or job.settings.mode) == "auto":
-        plan, logical, config, predicted = _auto(job, config, num_devices, args)
+        plan, logical, prediction = _auto(job, config, num_devices, args)
+        predicted, facts = prediction.timeline, prediction.to_dict()
     else:
         plan, logical = job.fixed_plan(args.mode or job.settings.mode, num_devices, config)
         if _max_staleness(job, args):
@@ -271,6 +272,7 @@ def _plan_and_train(
         devices=devices,
         progress=not args.no_progress,
         predicted=predicted,
+        prediction_facts=facts,
         on_iteration=None if predicted is None else functools.partial(_report_iteration, job),
         backend=args.backend,
         address=args.address,
@@ -287,10 +289,13 @@ def _plan_and_train(
     accuracy = Path(result.run_dir) / "prediction.json"
     if predicted is not None and accuracy.is_file():
         held = json.loads(accuracy.read_text())
+        inside = held.get("inside_interval")
         print(
             f"prediction: measured median {held['measured_median_s']:.4f} s against {held['predicted_iteration_s']:.4f} s "
-            f"predicted over {held['iterations']} iterations: bias {100 * held['bias']:+.1f}% (measured / predicted - 1), "
-            f"median error {100 * held['median_error']:.1f}%, 90th percentile {100 * held['p90_error']:.1f}%"
+            f"predicted over {held['iterations']} iterations: {100 * held['bias']:+.1f}% (measured / predicted - 1)"
+            + ("" if inside is None else f", {'inside' if inside else 'outside'} the interval")
+            + f"; single iterations: median |error| {100 * held['median_error']:.1f}%, 90th percentile "
+            f"{100 * held['p90_error']:.1f}%"
         )
     print(
         f"{plan.describe()}: {iterations} iterations, {job.summary(_last_steady(result.metrics))}; wrote {result.run_dir}"
@@ -381,9 +386,12 @@ def _backends(args: argparse.Namespace, num_devices: int, job_watchdog_s: float)
     return open_backend
 
 
-def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any, Any]:
-    """Profile (or load the trace), merge earlier runs' samples, plan; print the choice and the runner-ups."""
-    from rlinf.app.auto import Candidate, plan_from_trace
+def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> tuple[Any, int, Any]:
+    """Profile (or load the trace), merge earlier runs' samples, choose the plan with one half of the profile and
+    predict it from the other (:func:`rlinf.app.held_out.choose_and_predict`); print the choice, the prediction with
+    its interval and the runner-ups."""
+    from rlinf.app.auto import Candidate
+    from rlinf.app.held_out import choose_and_predict
     from rlinf.app.profiling import ProfileSettings, merge_traces, other_processor, profile
     from rlinf.core.trace import load_trace
 
@@ -415,7 +423,7 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     trace.save(out / "profile_trace.json")
-    auto = plan_from_trace(
+    auto, prediction = choose_and_predict(
         job,
         config,
         trace,
@@ -426,9 +434,19 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
     )
     best = auto.chosen
     print(
-        f"auto: chose {best.plan.describe()} (from {best.source}): predicted {best.predicted_s:.4f} s/iteration; "
-        f"{len(auto.candidates)} plans simulated in {auto.search_s:.1f} s"
+        f"auto: chose {best.plan.describe()} (from {best.source}); {len(auto.candidates)} plans simulated in "
+        f"{auto.search_s:.1f} s"
     )
+    print(f"auto: predicted {prediction.iteration_s:.4f} s/iteration, {prediction.note}" + (
+        f" (the choosing half: {prediction.choosing_s:.4f} s)" if prediction.held_out else ""
+    ))  # fmt: skip
+    if prediction.interval_s is not None and prediction.coverage is not None:
+        low, high = prediction.interval_s
+        print(
+            f"auto: interval {low:.4f} to {high:.4f} s: where {len(prediction.ratios)} probe plans measured against "
+            f"their own out-of-sample prediction (x{min(prediction.ratios):.2f} to x{max(prediction.ratios):.2f}); "
+            f"a run like a probe lands inside with probability {prediction.coverage:.0%}"
+        )
 
     def shape(plan: Any) -> tuple:
         return plan.placements, tuple(sorted(plan.granularity.items()))
@@ -441,10 +459,10 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             runner_ups.append(other)
     for other in runner_ups:
         print(
-            f"auto:   runner-up {other.plan.describe()} ({other.source}): {other.predicted_s:.4f} s "
-            f"(+{100 * (other.predicted_s / best.predicted_s - 1):.1f}%)"
+            f"auto:   runner-up {other.plan.describe()} ({other.source}): "
+            f"+{100 * (other.predicted_s / best.predicted_s - 1):.1f}% by the choosing half"
         )
-    return best.plan, best.num_devices, config, auto.predicted
+    return best.plan, best.num_devices, prediction
 
 
 def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:

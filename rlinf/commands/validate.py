@@ -132,16 +132,16 @@ def _turn_range(row: Any) -> str:
 
 
 def _print(rows: list, on_cores: Any, every: Any, result: dict[str, Any]) -> None:
-    print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'error':>7}  turns (ms)")
+    print(f"{'plan':<64} {'source':<15} {'predicted':>9} {'measured':>9} {'m/p - 1':>7}  turns (ms)")
     for row in rows:
         mark = (" *" if row.oversubscribed else "") + (" p" if row.in_profile else "")
         print(
             f"{row.name + mark:<64} {row.source:<15} {row.predicted_s:>8.4f}s {row.measured_s:>8.4f}s "
-            f"{100 * row.error:>6.1f}%  {_turn_range(row)}"
+            f"{100 * (row.measured_s / row.predicted_s - 1):>+6.1f}%  {_turn_range(row)}"
         )
     print(
         f"plans on {result['num_devices']} cores: bias {100 * on_cores.bias:+.1f}% (median of measured / predicted "
-        f"- 1; + means predicted too fast), median error {100 * on_cores.median_error:.1f}%, "
+        f"- 1; + means predicted too fast), median |error| {100 * on_cores.median_error:.1f}%, "
         f"max {100 * on_cores.max_error:.1f}%, simulator's best is measured best: "
         f"{'yes' if on_cores.top1_match else _miss(on_cores)}, "
         f"Kendall's tau {on_cores.kendall_tau:.2f}"

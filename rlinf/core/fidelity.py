@@ -1,6 +1,7 @@
 """Simulator fidelity: how well predicted iteration times match measured ones, plan by plan (pure functions).
 
-* the relative error of each plan, ``|predicted - measured| / measured``, and its median and maximum;
+* the error of each plan in rlinf's one error measure, ``measured / predicted - 1`` (the README's, ``rlinf train``'s
+  and this report's), its absolute value's median and maximum;
 * the bias: the signed median of ``measured / predicted - 1`` over the plans (positive: predictions too fast), the
   part of the error that is systematic rather than spread; the verdict asks for both (:data:`MAX_BIAS`,
   :data:`MIN_WITHIN_TURNS`);
@@ -86,7 +87,7 @@ class PlanFidelity:
 
     @property
     def error(self) -> float:
-        """Relative absolute error of the prediction."""
+        """``|measured / predicted - 1|`` (:func:`relative_error`)."""
         return relative_error(self.predicted_s, self.measured_s)
 
 
@@ -176,9 +177,9 @@ class FidelityReport:
 
 
 def relative_error(predicted: float, measured: float) -> float:
-    """``|predicted - measured| / measured``."""
-    require(measured > 0, "measured", measured, "must be > 0", "give a measured time")
-    return abs(predicted - measured) / measured
+    """``|measured / predicted - 1|``: rlinf's one error measure, as an absolute value."""
+    require(predicted > 0, "predicted", predicted, "must be > 0", "give a predicted time")
+    return abs(measured / predicted - 1)
 
 
 def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:

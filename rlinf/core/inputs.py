@@ -98,6 +98,34 @@ def decode_text(data: bytes, field: str, name: str) -> str:
         ) from None
 
 
+MAX_STRAY_ZERO_BYTES = 0.01
+"""The largest share of zero bytes a console log may hold and still be read as text, beyond
+:data:`FEW_ZERO_BYTES` (published veRL logs carry a few: a C string printed with its terminator); UTF-16 text without
+a byte-order mark holds one in every two or four bytes."""
+FEW_ZERO_BYTES = 8
+
+
+def decode_console_text(data: bytes, field: str, name: str) -> tuple[str, dict[str, int]]:
+    """The UTF-8 text of a console log as published: stray zero bytes dropped and bytes that are not UTF-8 (a
+    multi-byte character cut by a process's output buffer) replaced by U+FFFD, both counted in the returned
+    ``{"zero_bytes_dropped": n, "invalid_utf8_replaced": m}``. UTF-16/32 text, and data with more than
+    :data:`MAX_STRAY_ZERO_BYTES` zero bytes and more than :data:`FEW_ZERO_BYTES` (binary, or UTF-16 without a byte-order mark), are refused as
+    :func:`decode_text` refuses them."""
+    zeros = data.count(b"\x00")
+    if zeros > max(FEW_ZERO_BYTES, MAX_STRAY_ZERO_BYTES * len(data)):
+        decode_text(data, field, name)  # refuses it: binary, or UTF-16 without a byte-order mark
+    cleaned = data.replace(b"\x00", b"")
+    try:
+        return decode_text(cleaned, field, name), {"zero_bytes_dropped": zeros, "invalid_utf8_replaced": 0}
+    except ConfigError as error:
+        if "is not UTF-8 text" not in str(error):
+            raise
+    if cleaned.startswith(_UTF8_BOM):
+        cleaned = cleaned[len(_UTF8_BOM) :]
+    text = cleaned.decode("utf-8", errors="replace")
+    return text, {"zero_bytes_dropped": zeros, "invalid_utf8_replaced": text.count("\ufffd")}
+
+
 def read_text(path: str | Path, field: str, *, what: str = "file", limits: Limits | None = None) -> str:
     """:func:`read_bytes` then :func:`decode_text`."""
     return decode_text(read_bytes(path, field, what=what, limits=limits), field, str(path))

@@ -360,7 +360,47 @@ FIGURES = (
     Block("docs/capacity.md", "capacity-answer-7b", capacity_answer),
     Block("docs/capacity.md", "capacity-7b", capacity_table),
     Block("docs/capacity.md", "capacity-whatif-7b", capacity_whatif_table),
+    Block("docs/replanning.md", "drift-7b", lambda: drift_table()),
 )
+
+
+DRIFT_SCHEDULE = "examples/drift/r1_zero_lengths.yaml"
+DRIFT_OUT = "docs/data/drift_7b"
+
+
+def drift_table() -> str:
+    """The 7B trace under the example response-length drift: the three strategies' whole runs."""
+    data = _json(["simulate", "--trace", str(ROOT / TRACE), "--drift", str(ROOT / DRIFT_SCHEDULE)])
+    replanning = data["strategies"][-1]["total_s"]
+    lines = [
+        "| strategy | whole run | device-hours | plans | against re-planning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for strategy in data["strategies"]:
+        total = strategy["total_s"]
+        plans = len({piece["plan"] for piece in strategy["pieces"]})
+        if total is None:
+            lines.append(
+                f"| {strategy['name']} | out of device memory at iteration {strategy['failed_at_iteration']} | - | "
+                f"{plans} | - |"
+            )
+            continue
+        lines.append(
+            f"| {strategy['name']} | {total / 3600:.2f} h | {strategy['device_hours']:,.0f} | {plans} | "
+            f"{total / replanning:.3f}x |"
+        )
+    switches = [
+        f"- switch at iteration {s['iteration']} ({s['switch_s']:.1f} s): {s['reason']}"
+        for s in data["strategies"][-1]["switches"]
+    ]
+    return "\n".join(lines) + ("\n\n" + "\n".join(switches) if switches else "")
+
+
+def write_drift_figure() -> None:
+    """docs/data/drift_7b/drift.png and drift.json, as ``rlinf simulate --drift --out`` writes them."""
+    code = rlinf(["simulate", "--trace", TRACE, "--drift", DRIFT_SCHEDULE, "--out", DRIFT_OUT])
+    if code != 0:
+        raise RuntimeError(f"rlinf simulate --drift exited {code}")
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -419,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
             (ROOT / path).write_text(text)
         write_capacity_charts()
         write_async_gantt()
+        write_drift_figure()
     elif args.check:
         stale = differences(texts, tables)
         if stale:

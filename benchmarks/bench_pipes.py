@@ -1,4 +1,6 @@
-"""The cost of one small message through a worker pipe: ``multiprocessing``'s ``Connection.send`` + ``recv`` (the
+"""The cost of one small message through a worker pipe, before and after issue 48's transport.
+
+``multiprocessing``'s ``Connection.send`` + ``recv`` (the
 transport before issue 48) against :mod:`executor.pipes` (pickle, frame, a non-blocking write, a read into a
 buffer allocated once), both in one process, so that no scheduling is timed.
 

@@ -1,5 +1,6 @@
-"""Streaming granularity chosen by the planner vs whole-batch hand-off for GRPO on a Hugging Face causal LM, with
-the real executor, on the workload's natural response lengths (no knob forces a long tail).
+"""GRPO on a Hugging Face causal LM: the planner's streaming granularity against whole-batch hand-off.
+
+With the real executor, on the workload's natural response lengths (no knob forces a long tail).
 
     python benchmarks/bench_streaming_hf.py [--profile-budget 120] [--iterations 30] [--cache DIR]
 

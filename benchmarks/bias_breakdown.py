@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 from rlinf.app.profiling import evened
 from rlinf.app.validation import simulated
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write the breakdowns here")
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/bias_breakdown.py", argv)
+    started = suite.begin("python benchmarks/bias_breakdown.py", argv)
     results = [breakdown(run) for run in args.runs]
     for r in results:
         print(
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = "-" if op["profile_ms"] is None else f"{op['profile_ms']:.2f}"
             print(f"    {op['op']:<40} profile {shown:>7} ms  run {op['run_ms']:7.2f} ms  {ratio}")
     if args.json:
-        provenance.write_artifact(args.json, {"runs": results}, started)
+        suite.write_artifact(args.json, {"runs": results}, started)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Learning benchmark of the GRPO workload's addition task through the executor: ``rlinf train`` from scratch (the
+"""Learning benchmark of the GRPO workload's addition task through the executor, from scratch.
+
+``rlinf train`` from scratch (the
 model, its BPE and the warm start built into a fresh cache), then the held-out accuracy curves from the run's
 metrics.
 
@@ -21,7 +23,7 @@ import shutil
 import time
 from pathlib import Path
 
-import provenance
+import suite
 
 from rlinf.app.jobs import load_job_config
 from rlinf.cli import main as rlinf_main
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         SETS,
         *(item for pair in args.set for item in ("--set", pair)),
     ]
-    measurement = provenance.begin("python benchmarks/learn_grpo_arith.py", argv)
+    measurement = suite.begin("python benchmarks/learn_grpo_arith.py", argv)
     job, config = load_job_config(args.config, [SETS, *args.set])
     started = time.perf_counter()
     code = rlinf_main(command)
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "mean_reward": [m["mean_reward"] for m in metrics],
         "iteration_s": [m["iteration_s"] for m in metrics],
     }
-    provenance.write_artifact(args.png.with_suffix(".json"), document, measurement)
+    suite.write_artifact(args.png.with_suffix(".json"), document, measurement)
     print(
         f"test-set accuracy: warm start {100 * warm:.1f}% -> {100 * last_mean:.1f}% (mean of the last {NUM_LAST} "
         f"evaluations; {100 * (last_mean - warm):+.1f} points) in {wall_s / 60:.1f} min wall (warm start included); "

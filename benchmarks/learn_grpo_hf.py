@@ -1,4 +1,6 @@
-"""Learning benchmark of GRPO on a Hugging Face causal LM through the executor: ``rlinf train`` from scratch (model
+"""Learning benchmark of GRPO on a Hugging Face causal LM through the executor, from scratch.
+
+``rlinf train`` from scratch (model
 built, BPE trained and warm start trained into a fresh cache), then the held-out accuracy and reward curves and
 the response-length histogram from the run's metrics. The gain it reports is the mean of the last three
 evaluations on the **test** set (never used to choose settings) minus the warm start's test accuracy; the

@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, get_job
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/learn_hopper.py", argv)
+    started = suite.begin("python benchmarks/learn_hopper.py", argv)
     job, config = learning_config(args.seed)
     plan, logical = job.fixed_plan("collocated", args.devices, config)
     history: list[dict] = []
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             for m in result.metrics
         ],
     }
-    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    suite.write_artifact(out.with_suffix(".json"), summary, started)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("config", "iterations")}, indent=1))
     return 0
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, load_job_config
@@ -153,12 +153,12 @@ def scored(setting: Setting, by_seed: dict[Any, list[dict]]) -> dict[str, Any]:
 def rescore(workload: str, path: Path, argv: list[str] | None) -> int:
     """Recompute the scores of the artifact at ``path`` from the runs it holds; record that it was rescored."""
     setting = SETTINGS[workload]
-    started = provenance.begin("python benchmarks/learn_staleness.py", argv)
+    started = suite.begin("python benchmarks/learn_staleness.py", argv)
     artifact = json.loads(path.read_text())
     for bound in artifact["bounds"].values():
         bound.update(scored(setting, bound["runs"]))
     artifact["score"] = setting.score_name
-    done = provenance.finish(started)
+    done = suite.finish(started)
     artifact["rescored"] = {key: done[key] for key in ("command", "commit", "date")}
     write_text_atomic(path, json.dumps(artifact, indent=1) + "\n")
     print(json.dumps({k: b["scores"] for k, b in artifact["bounds"].items()}, indent=1))
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rescore:
         return rescore(args.workload, args.rescore, argv)
-    started = provenance.begin("python benchmarks/learn_staleness.py", argv)
+    started = suite.begin("python benchmarks/learn_staleness.py", argv)
     setting = SETTINGS[args.workload]
     seeds = setting.seeds[: args.seeds] if args.seeds else setting.seeds
     out = Path(args.out or f"docs/staleness_{args.workload}.png")
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 for seed, metrics in by_seed.items()
             },
         }
-    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    suite.write_artifact(out.with_suffix(".json"), summary, started)
     print(
         json.dumps(
             {k: {"mean": b["mean_score"], "scores": b["scores"]} for k, b in summary["bounds"].items()},

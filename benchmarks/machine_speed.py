@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 CHUNK_ADDS = 100_000
 """Additions in one chunk of work (about 3.3 ms of one core at this machine's fast level)."""
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    started = provenance.begin("python benchmarks/machine_speed.py", argv)
+    started = suite.begin("python benchmarks/machine_speed.py", argv)
     cores = sorted(os.sched_getaffinity(0))
     bins = {str(core): values for core, values in measure(cores, args.seconds).items()}
     body = {
@@ -171,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         **summarise(bins),
         "bins_ms": bins,
     }
-    written = (
-        provenance.write_artifact(args.out, body, started) if args.out else provenance.document(body, started)
-    )
+    written = suite.write_artifact(args.out, body, started) if args.out else suite.document(body, started)
     if args.png:
         plot(written, args.png)
     print(json.dumps({k: v for k, v in written.items() if k != "bins_ms"}, indent=1))

@@ -1,5 +1,7 @@
-"""Measured figures of the docs pages on each part (executor, GRPO, Ray, planner, plan-then-run), rendered from
-their JSON artifacts. Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
+"""The measured figures of the docs' pages on each part, rendered from their JSON artifacts.
+
+The parts: executor, GRPO, Ray, planner, plan-then-run.
+Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
 
 from __future__ import annotations
 

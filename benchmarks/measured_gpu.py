@@ -1,5 +1,6 @@
-"""The GPU check's figures in ``docs/gpu.md``, rendered from the artifacts ``benchmarks/gpu_check.py`` wrote
-(``docs/data/gpu_check_<device>.json``). Part of ``benchmarks/measurements.py``."""
+"""The GPU check's figures in ``docs/gpu.md``, rendered from the artifacts of ``gpu_check.py``.
+
+The artifacts are ``docs/data/gpu_check_<device>.json``. Part of ``benchmarks/measurements.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The simulator's fidelity as measured by ``rlinf validate``, rendered from its studies: the Hopper runs
+"""The simulator's fidelity as ``rlinf validate`` measured it, rendered from its studies.
+
+The Hopper runs
 (``docs/data/validate_hopper.json``: every run, and today's replay of their profiles) and the GRPO runs
 (``docs/grpo_validate*.json``). Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
 

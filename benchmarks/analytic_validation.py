@@ -121,10 +121,7 @@ def straggler_demo(gantt: Path | None = None) -> dict[str, Any]:
         shutil.copyfile(ROOT / plan, Path(folder) / plan)
         with contextlib.redirect_stdout(io.StringIO()):
             rlinf(shlex.split(STRAGGLER_SYNTH)[1:])
-        output = io.StringIO()
-        with contextlib.redirect_stdout(output):
-            rlinf(shlex.split(STRAGGLER_SIMULATE)[1:])
-        result = json.loads(output.getvalue())
+        result = suite.rlinf_json(shlex.split(STRAGGLER_SIMULATE)[1:])
         if gantt is not None:
             shutil.copyfile(Path(folder) / "straggler" / "gantt.png", gantt)
     (tail,) = result["straggler"]["components"]
@@ -396,19 +393,16 @@ def resynthesis_command(out: str) -> str:
     return command.replace(f"--out {SHIPPED}", f"--out {out}") + " --date 2026-01-01"
 
 
-def _rlinf_json(argv: str) -> dict[str, Any]:
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output):
-        rlinf(shlex.split(argv)[1:])
-    return json.loads(output.getvalue())
-
-
 def plans_of(trace: str) -> dict[str, Any]:
     """The collocated plan's iteration, and the planner's best plan synchronously and at staleness 1."""
-    collocated = _rlinf_json(f"rlinf simulate --trace {trace} --plan {COLLOCATED_PLAN} --json")
+    collocated = suite.rlinf_json(
+        shlex.split(f"rlinf simulate --trace {trace} --plan {COLLOCATED_PLAN} --json")[1:]
+    )
     out: dict[str, Any] = {"collocated_s": round(collocated["iteration_s"], 1)}
     for staleness in (0, 1):
-        chosen = _rlinf_json(f"rlinf plan --trace {trace} --max-staleness {staleness} --json")
+        chosen = suite.rlinf_json(
+            shlex.split(f"rlinf plan --trace {trace} --max-staleness {staleness} --json")[1:]
+        )
         out[f"staleness_{staleness}"] = {
             "plan": chosen["plan"],
             "mode": chosen["mode"],

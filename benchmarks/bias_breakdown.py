@@ -46,7 +46,7 @@ def breakdown(run_dir: Path) -> dict[str, Any]:
     """The three iteration times of one run and its per-op means (see the module docstring)."""
     profile = evened(load_trace(run_dir / "profile_trace.json"))
     run = load_trace(run_dir / "trace.json")
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = suite.metrics_of(run_dir)
     measured = statistics.median(
         m["iteration_s"] for m in metrics[1:] if m.get("phase", "steady") == "steady"
     )

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import functools
 import io
-import json
 import re
 import sys
 import tempfile
@@ -74,16 +73,6 @@ CAPACITY_CHARTS = {
 }
 
 
-def _json(args: list[str]) -> dict:
-    """One rlinf command's ``--json`` output."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = rlinf([*args, "--json"])
-    if code != 0:
-        raise RuntimeError(f"rlinf {' '.join(args)} exited {code}")
-    return json.loads(out.getvalue())
-
-
 # ------------------------------------------------------------------------------------------ computations
 @functools.cache
 def case(path: str, num_devices: int, with_brute_force: bool = False) -> Case:
@@ -120,7 +109,9 @@ def simulate_table() -> str:
     """The 7B trace on its cluster under each example plan."""
     lines = ["| plan | iteration | samples/s | tokens/s | bubble |", "| --- | --- | --- | --- | --- |"]
     for name, plan in PLANS.items():
-        result = _json(["simulate", "--trace", str(ROOT / TRACE), "--plan", str(ROOT / plan)])
+        result = suite.rlinf_json(
+            ["simulate", "--trace", str(ROOT / TRACE), "--plan", str(ROOT / plan), "--json"]
+        )
         speed = result["throughput"]
         lines.append(
             f"| {name} | {result['iteration_s']:.1f} s | {speed['samples_per_s']:.2f} | "

@@ -18,7 +18,6 @@ former arithmetic workload, whose only held-out set was the one its settings wer
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path
@@ -36,20 +35,11 @@ SETS = "eval.sets=[test, validation]"
 
 def plot(curve: list[tuple[int, float]], warm: float, path: Path, title: str) -> None:
     """Held-out accuracy per iteration, with the warm start as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(figsize=(6, 4))
-    axes.plot([0] + [i for i, _ in curve], [100 * warm] + [100 * a for _, a in curve], marker="o")
-    axes.axhline(100 * warm, color="gray", linestyle="--", label="warm start")
-    axes.set(xlabel="GRPO iteration", ylabel="test-set accuracy (%, greedy)", title=title)
-    axes.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with suite.figure(path, (6, 4), dpi=120) as axes:
+        axes.plot([0] + [i for i, _ in curve], [100 * warm] + [100 * a for _, a in curve], marker="o")
+        axes.axhline(100 * warm, color="gray", linestyle="--", label="warm start")
+        axes.set(xlabel="GRPO iteration", ylabel="test-set accuracy (%, greedy)", title=title)
+        axes.legend()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     wall_s = time.perf_counter() - started
     if code != 0:
         return code
-    metrics = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text().splitlines()]
+    metrics = suite.metrics_of(args.out)
     warm = float(metrics[0]["warm_start_accuracy"])
     evaluated = [m for m in metrics if "heldout_accuracy" in m]
     curve = [(m["iteration"], float(m["heldout_accuracy"])) for m in evaluated]

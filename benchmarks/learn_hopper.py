@@ -46,26 +46,18 @@ def learning_config(seed: int) -> tuple[Job[EmbodiedConfig], EmbodiedConfig]:
 
 def plot(history: list[dict], path: Path) -> None:
     """Episodic return against env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points = [(m["env_steps"], m["episodic_return"]) for m in history if m["episodic_return"] is not None]
-    figure, axes = plt.subplots(figsize=(7, 4))
-    axes.plot(
-        [p[0] for p in points],
-        [p[1] for p in points],
-        label="mean episodic return (episodes finished per iteration)",
-    )
-    axes.axhline(TARGET_RETURN, color="gray", linestyle="--", label=f"target {TARGET_RETURN:.0f}")
-    axes.set_xlabel("env steps")
-    axes.set_ylabel("episodic return")
-    axes.set_title("Hopper-v5, embodied PPO on the rlinf executor (collocated, 2 CPU cores)")
-    axes.legend(loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    with suite.figure(path, (7, 4), dpi=120) as axes:
+        axes.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            label="mean episodic return (episodes finished per iteration)",
+        )
+        axes.axhline(TARGET_RETURN, color="gray", linestyle="--", label=f"target {TARGET_RETURN:.0f}")
+        axes.set_xlabel("env steps")
+        axes.set_ylabel("episodic return")
+        axes.set_title("Hopper-v5, embodied PPO on the rlinf executor (collocated, 2 CPU cores)")
+        axes.legend(loc="lower right")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,35 +113,27 @@ def run_one(setting: Setting, k: int, seed: int, devices: int, run_dir: Path) ->
 
 def plot(setting: Setting, runs: dict[int, dict[int, list[dict]]], path: Path) -> None:
     """One curve per bound and seed (a colour per bound)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
-        for i, metrics in enumerate(seeds.values()):
-            points = [
-                (m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None
-            ]
-            axes.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                color=color,
-                alpha=0.8,
-                linewidth=1.2,
-                label=f"max_staleness {k}" if i == 0 else None,
-            )
-    axes.set_xlabel(setting.x_key.replace("_", " ") + ("" if setting.x_key == "samples" else " sampled"))
-    axes.set_ylabel(setting.y_key.replace("_", " "))
-    axes.set_title(
-        f"{setting.name}: learning at equal samples by staleness bound ({len(runs[0])} seeds each)"
-    )
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    with suite.figure(path, (7, 4), dpi=110) as axes:
+        for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
+            for i, metrics in enumerate(seeds.values()):
+                points = [
+                    (m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None
+                ]
+                axes.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    color=color,
+                    alpha=0.8,
+                    linewidth=1.2,
+                    label=f"max_staleness {k}" if i == 0 else None,
+                )
+        axes.set_xlabel(setting.x_key.replace("_", " ") + ("" if setting.x_key == "samples" else " sampled"))
+        axes.set_ylabel(setting.y_key.replace("_", " "))
+        axes.set_title(
+            f"{setting.name}: learning at equal samples by staleness bound ({len(runs[0])} seeds each)"
+        )
+        axes.grid(alpha=0.3)
+        axes.legend()
 
 
 def scored(setting: Setting, by_seed: dict[Any, list[dict]]) -> dict[str, Any]:

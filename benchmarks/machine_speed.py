@@ -116,36 +116,28 @@ def summarise(bins_ms: dict[str, list[float]]) -> dict[str, Any]:
 
 def plot(artifact: dict[str, Any], path: Path) -> None:
     """Each core's bin times over the run and the slow threshold (of the faster core's fast level), as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(9, 3.2))
-    for core, values in artifact["bins_ms"].items():
-        seconds = [artifact["bin_s"] * (i + 0.5) for i in range(len(values))]
-        summary = artifact["cores"][core]
-        axes.plot(
-            seconds,
-            values,
-            lw=1,
-            label=f"core {core}: slow {100 * summary['slow_fraction']:.0f}% of the time",
+    with suite.figure(path, (9, 3.2), dpi=110) as axes:
+        for core, values in artifact["bins_ms"].items():
+            seconds = [artifact["bin_s"] * (i + 0.5) for i in range(len(values))]
+            summary = artifact["cores"][core]
+            axes.plot(
+                seconds,
+                values,
+                lw=1,
+                label=f"core {core}: slow {100 * summary['slow_fraction']:.0f}% of the time",
+            )
+        fast = min(summary["p10_ms"] for summary in artifact["cores"].values())
+        axes.axhline(
+            fast * artifact["slow_over_fast_threshold"], color="grey", ls="--", lw=0.8, label="slow threshold"
         )
-    fast = min(summary["p10_ms"] for summary in artifact["cores"].values())
-    axes.axhline(
-        fast * artifact["slow_over_fast_threshold"], color="grey", ls="--", lw=0.8, label="slow threshold"
-    )
-    axes.set_xlabel("seconds")
-    axes.set_ylabel("ms per chunk of fixed work")
-    axes.set_ylim(bottom=0)
-    p = artifact["provenance"]
-    axes.set_title(
-        f"Same work, same core: {p['date'][:10]}, commit {p['commit']}, nothing else running", fontsize=10
-    )
-    axes.legend(loc="lower right", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+        axes.set_xlabel("seconds")
+        axes.set_ylabel("ms per chunk of fixed work")
+        axes.set_ylim(bottom=0)
+        p = artifact["provenance"]
+        axes.set_title(
+            f"Same work, same core: {p['date'][:10]}, commit {p['commit']}, nothing else running", fontsize=10
+        )
+        axes.legend(loc="lower right", fontsize=8)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,7 +113,7 @@ def record(index: int, out: Path) -> dict[str, Any]:
     run = {"run": index, "date": date, **run_once(out)}
     if run["returncode"] != 0 or not (out / "prediction.json").is_file():
         return {**run, "failed": True}
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = suite.metrics_of(out)
     prediction = json.loads((out / "prediction.json").read_text())
     return {
         **run,

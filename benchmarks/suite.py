@@ -26,7 +26,9 @@ phase by phase, which the 1-minute load average blurs (Linux only)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import json
 import os
 import re
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +89,7 @@ def begin(script: str, argv: Sequence[str] | None = None) -> Started:
     arguments = list(sys.argv[1:] if argv is None else argv)
     return Started(
         command=" ".join([script, *(shlex.quote(a) for a in arguments)]),
-        commit=_git("rev-parse", "--short", "HEAD") or "unknown",
+        commit=commit(),
         uncommitted_code_changes=bool(
             _git("status", "--porcelain", "--untracked-files=no", "--", ":/", ":/!docs", ":/!*.md")
         ),
@@ -119,6 +121,11 @@ def write_artifact(path: str | Path, body: dict[str, Any], started: Started) -> 
     written = document(body, started)
     write_text_atomic(path, json.dumps(written, indent=1) + "\n")
     return written
+
+
+def commit() -> str:
+    """The checkout's short commit hash (``unknown`` outside a git checkout)."""
+    return _git("rev-parse", "--short", "HEAD") or "unknown"
 
 
 def _load_average() -> tuple[float, float, float]:
@@ -299,3 +306,45 @@ class LoadSampler:
             return None
         (t0, busy0, ours0), (t1, busy1, ours1) = inside[0], inside[-1]
         return max(0.0, (busy1 - busy0) - (ours1 - ours0)) / (t1 - t0)
+
+
+# ------------------------------------------------------------------------------------ runs, metrics, figures
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """A JSON-lines file, one object per non-empty line."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def metrics_of(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run directory's ``metrics.jsonl``: one object per iteration."""
+    return read_jsonl(Path(run_dir) / "metrics.jsonl")
+
+
+def rlinf_json(argv: Sequence[str]) -> dict[str, Any]:
+    """One ``rlinf`` command run in this process (``argv`` without ``rlinf``, ``--json`` among it): what it
+    printed, parsed; its other output is dropped and a failure raises."""
+    from rlinf.cli import main as rlinf
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = rlinf(list(argv))
+    if code not in (0, None):
+        raise RuntimeError(f"rlinf {' '.join(argv)} exited {code}")
+    return json.loads(out.getvalue())
+
+
+@contextlib.contextmanager
+def figure(path: str | Path, size: tuple[float, float], dpi: int = 120) -> Iterator[Any]:
+    """The axes of one matplotlib figure (headless), laid out and saved as ``path`` when the block ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawing, axes = plt.subplots(figsize=size)
+    try:
+        yield axes
+        drawing.tight_layout()
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        drawing.savefig(path, dpi=dpi)
+    finally:
+        plt.close(drawing)

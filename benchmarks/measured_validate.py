@@ -6,12 +6,12 @@ The Hopper runs
 
 from __future__ import annotations
 
-import functools
-import json
 import statistics
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from suite import artifact, load
 
 from rlinf.app.profiling import split_iterations
 from rlinf.core.fidelity import PlanFidelity
@@ -30,23 +30,12 @@ MEDIAN_BOUND, MAX_BOUND = 0.05, 0.10
 """The bounds the issue set on one run: median error <= 5%, maximum <= 10%."""
 
 
-@functools.cache
-def artifact(path: str) -> dict[str, Any]:
-    return json.loads((ROOT / path).read_text())
-
-
 def hopper_runs() -> list[dict[str, Any]]:
     return artifact(HOPPER)["runs"]
 
 
 def grpo_runs() -> list[dict[str, Any]]:
     return [artifact(path) for path in GRPO]
-
-
-def load(provenance: dict[str, Any]) -> str:
-    """How a figure states the 1-minute load average of the run that measured it."""
-    before, after = provenance["load_average_before"][0], provenance["load_average_after"][0]
-    return f"load average {before:.1f} -> {after:.1f}"
 
 
 def percent(value: float) -> str:

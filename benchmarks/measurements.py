@@ -37,14 +37,9 @@ from measured_docs import (
     PLANNER_TRACES,
     RAY_RUNS,
     STREAMING_RUNS,
-    conditions,
-    fill,
-    plan_text,
     planner_means,
-    ratio_x,
 )
-from measured_validate import artifact, load
-from suite import Block, indented
+from suite import Block, artifact, conditions, fill, indented, load, plan_text, ratio_x
 
 from rlinf.core.files import write_text_atomic
 

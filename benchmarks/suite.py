@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import io
 import json
 import os
@@ -35,6 +36,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -348,3 +350,40 @@ def figure(path: str | Path, size: tuple[float, float], dpi: int = 120) -> Itera
         drawing.savefig(path, dpi=dpi)
     finally:
         plt.close(drawing)
+
+
+# --------------------------------------------------------------------------- figures rendered from artifacts
+@functools.cache
+def artifact(path: str) -> dict[str, Any]:
+    """A committed JSON artifact, by its path from the repository root (read once per process)."""
+    return json.loads((ROOT / path).read_text())
+
+
+def load(provenance: dict[str, Any]) -> str:
+    """How a figure states the 1-minute load average of the run that measured it."""
+    before, after = provenance["load_average_before"][0], provenance["load_average_after"][0]
+    return f"load average {before:.1f} -> {after:.1f}"
+
+
+def conditions(a: dict[str, Any]) -> str:
+    """Commit and load average of an artifact, whichever way its benchmark recorded them."""
+    if "provenance" in a:
+        return f"commit {a['provenance']['commit']}, {load(a['provenance'])}"
+    before = a["load_average"]["before"] if "load_average" in a else a["load_average_1min"]["before"]
+    after = a["load_average"]["after"] if "load_average" in a else a["load_average_1min"]["after"]
+    before, after = (v[0] if isinstance(v, list) else v for v in (before, after))
+    return f"commit {a['commit']}, load average {before:.1f} -> {after:.1f}"
+
+
+def fill(text: str) -> str:
+    """A paragraph of a generated block, wrapped at 115 characters."""
+    return textwrap.fill(text, 115)
+
+
+def ratio_x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def plan_text(name: str) -> str:
+    """A plan's name as the docs write it."""
+    return name.replace(" | ", ", ")

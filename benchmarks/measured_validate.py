@@ -83,11 +83,6 @@ def within_turn_range(run: dict[str, Any]) -> tuple[int, int]:
     return sum(verdicts), len(verdicts)
 
 
-def typical(values: list[float]) -> str:
-    """A figure over runs: its median over the runs first, then the range."""
-    return f"{percent(statistics.median(values))} (the median over runs; {percent(min(values))} to {percent(max(values))})"
-
-
 def machine(run: dict[str, Any]) -> str:
     return run["provenance"].get("processor", "not recorded")
 

@@ -1,4 +1,6 @@
-"""Auto mode vs fixed modes: throughput of the plan ``rlinf train --mode auto`` chooses against the collocated,
+"""Auto mode against fixed modes: throughput of the plan ``--mode auto`` chooses, measured.
+
+The plan ``rlinf train --mode auto`` chooses against the collocated,
 hybrid and disaggregated plans of the same config, each fixed mode at its best measured granularity, with the real
 executor (training included). Throughput is the iteration's work over its median time: env steps for Hopper,
 the workflow's unit otherwise (GRPO: samples, prompts x group size).
@@ -25,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor.devices import available_cores
 from rlinf.app.auto import plan_from_trace
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         help="measure each fixed mode at the config's granularity only, not at every uniform one",
     )
     args = parser.parse_args(argv)
-    measurement = provenance.begin("python benchmarks/bench_auto_mode.py", argv)
+    measurement = suite.begin("python benchmarks/bench_auto_mode.py", argv)
 
     job, config = load_job_config(args.config, args.set)
     started = time.perf_counter()
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "best_fixed_plan": rows[best_of_mode[best_fixed]]["plan"],
         "auto_over_best_fixed": rows["auto"][rate] / rows[best_of_mode[best_fixed]][rate],
     }
-    report = provenance.document(report, measurement)
+    report = suite.document(report, measurement)
     print(json.dumps(report, indent=1))
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=1) + "\n")

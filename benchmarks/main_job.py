@@ -8,7 +8,7 @@ other; none is dropped (a run that fails is recorded as failed and counts agains
 holds what ``rlinf train`` printed about its plan and prediction, its ``prediction.json`` (predicted, interval,
 measured median, ``bias`` = measured median / predicted - 1: rlinf's one error measure), every counted iteration's
 time, the load it ran under (the load average before and after, and the cores other processes kept busy during the
-profile and during training: :mod:`machine_load`), and what the whole profile, the samples that chose the plan,
+profile and during training: :class:`suite.LoadSampler`), and what the whole profile, the samples that chose the plan,
 predicts for it: the prediction rlinf showed before it held out half its profile (``full_profile_s``; with the plan
 the whole profile chooses, ``full_profile_choice``). The summary: the median ``bias`` over the runs, how many runs
 measured inside their printed interval, and the winner's-curse measurement (the choosing half's prediction of its own
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import provenance
-from machine_load import LoadSampler
+import suite
+from suite import LoadSampler
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "examples/hopper_ppo.yaml"
@@ -113,7 +113,7 @@ def record(index: int, out: Path) -> dict[str, Any]:
     run = {"run": index, "date": date, **run_once(out)}
     if run["returncode"] != 0 or not (out / "prediction.json").is_file():
         return {**run, "failed": True}
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = suite.metrics_of(out)
     prediction = json.loads((out / "prediction.json").read_text())
     return {
         **run,
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         help="add the runs to the artifact's earlier runs: the summary then counts every run of every batch",
     )
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/main_job.py", argv)
+    started = suite.begin("python benchmarks/main_job.py", argv)
     earlier: dict[str, Any] = json.loads(args.artifact.read_text()) if args.append else {}
     runs: list[dict[str, Any]] = list(earlier.get("runs", []))
     batches = [*earlier.get("earlier_batches", []), earlier["provenance"]] if earlier else []
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "others_cores_train")}  # fmt: skip
             print(json.dumps(shown | {"prediction": runs[-1].get("prediction", {}).get("bias")}), flush=True)
     body = {"config": CONFIG, "summary": summary(runs), "runs": runs, "earlier_batches": batches}
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(json.dumps(body["summary"], indent=1))
     print(f"wrote {args.artifact}")
     return 0

@@ -1,5 +1,6 @@
-"""Batch shapes x plans: each combination runs one iteration under the executor's watchdog, or is refused up front
-with one line; none hangs (issue 48).
+"""Batch shapes x plans: each runs one iteration under the watchdog or is refused up front (issue 48).
+
+A refusal is one line; no combination hangs.
 
     python benchmarks/shape_sweep.py [--cases 240] [--seed 48] [--watchdog 30] [--json docs/data/shape_sweep.json]
 
@@ -176,7 +177,7 @@ def run_case(case: Case, *, watchdog_s: float, cache: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import provenance
+    import suite
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=240)
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("runs/hf_grpo_cache"))
     parser.add_argument("--json", type=Path, default=Path("docs/data/shape_sweep.json"))
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/shape_sweep.py", argv)
+    started = suite.begin("python benchmarks/shape_sweep.py", argv)
     outcomes = []
     for index, case in enumerate(draw_cases(args.cases, args.seed)):
         done = run_case(case, watchdog_s=args.watchdog, cache=args.cache)
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             for o in outcomes
         ],
     }
-    provenance.write_artifact(args.json, body, started)
+    suite.write_artifact(args.json, body, started)
     print(f"{dict(body['counts'])}; wrote {args.json}")
     return 0 if counts["stalled"] == counts["failed"] == 0 else 1
 

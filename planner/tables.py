@@ -268,7 +268,7 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
                 )
     return CostTables(
         space=space,
-        costs=attrs.evolve(costs, _warned=set()),
+        costs=costs,
         component_sizes=component_sizes,
         group_sizes=_group_sizes(space, component_sizes, core_sizes),
         switch_s=switch,

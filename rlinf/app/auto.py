@@ -72,7 +72,6 @@ def plan_from_trace(
     import warnings
 
     import planner
-    from planner.judge import quiet_copy
     from rlinf.app.profiling import COST_STATISTIC, evened, left_out_plans, same_compute, samples_by_plan
     from rlinf.core.costs import fit
     from rlinf.core.errors import ConfigError, ExtrapolationWarning
@@ -148,7 +147,7 @@ def plan_from_trace(
         if logical not in costs_by_devices:
             costs_by_devices[logical] = fit(trace, machine.cluster(logical), statistic=COST_STATISTIC)
         program = lower(workflow, plan, machine.cluster(logical))
-        timeline = simulate(program, quiet_copy(costs_by_devices[logical]))
+        timeline = simulate(program, costs_by_devices[logical])
         candidates.append(
             Candidate(plan=plan, num_devices=logical, predicted_s=timeline.iteration_s, source=source)
         )

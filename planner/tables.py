@@ -20,11 +20,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from planner.space import Group, PlanSpace, micro_batch_counts
+from planner.space import Group, PlanSpace
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import CostModel
 from rlinf.core.errors import ExtrapolationWarning
-from rlinf.core.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_ranges
+from rlinf.core.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_counts, micro_batch_ranges
 from rlinf.core.program import Op
 from rlinf.core.workflow import Workflow
 

@@ -14,13 +14,14 @@ from planner.baselines import closed_form, fixed_collocated, fixed_disaggregated
 from planner.cpsat import best_points
 from planner.judge import judge
 from planner.search import planner_points, prepare
-from planner.space import PlanPoint, build_space, canonical_granularity, micro_batch_counts
+from planner.space import PlanPoint, build_space, canonical_granularity
 from planner.surrogate import estimate
 from planner.tables import _profile, micro_batch_options
 from rlinf.cli import main
 from rlinf.core.cluster import GIB
 from rlinf.core.costs import fit
 from rlinf.core.errors import ConfigError, InfeasiblePlanError
+from rlinf.core.lowering import micro_batch_counts
 from rlinf.core.plan import load_plan, plan_from_yaml
 from rlinf.core.trace import load_trace
 

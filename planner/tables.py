@@ -295,7 +295,9 @@ def _sync_seconds(costs: CostModel, src: str, dst: str, num_bytes: int, link: st
         num_bytes=num_bytes,
         link=link,
     )
-    return costs.movement_seconds(op)
+    with warnings.catch_warnings():  # probing, like the profiles: the judged plans' simulations warn
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        return costs.movement_seconds(op)
 
 
 def _profile(

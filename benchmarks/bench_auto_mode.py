@@ -30,9 +30,10 @@ from pathlib import Path
 import suite
 
 from executor.devices import available_cores
+from planner.modes import fixed_plan
 from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import load_job_config
-from rlinf.app.jobs.plans import fixed_plan, uniform_granularities
+from rlinf.app.jobs.plans import uniform_granularities
 from rlinf.app.profiling import ProfileSettings, measure_plans, profile
 from rlinf.core.errors import ConfigError
 from rlinf.core.files import write_text_atomic

@@ -38,7 +38,6 @@ import numpy as np
 import suite
 
 from executor.devices import available_cores
-from planner.judge import quiet_copy
 from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import Job, load_job_config
 from rlinf.app.profiling import (
@@ -79,7 +78,7 @@ def is_whole_batch(plan: Plan) -> bool:
 
 def predicted_s(job: Job, config: Any, trace: Trace, plan: Plan, num_devices: int) -> float:
     """The simulated iteration time of ``plan`` from ``trace``, as the planner predicts it."""
-    costs = quiet_copy(fit(trace, cpu_cluster(num_devices), statistic=COST_STATISTIC))
+    costs = fit(trace, cpu_cluster(num_devices), statistic=COST_STATISTIC)
     return simulate(job.lower(plan, config, num_devices), costs).iteration_s
 
 

@@ -251,7 +251,6 @@ BOUND_SPLIT_PLAN_NOTE = (
 
 def bound_split_plan() -> dict[str, float]:
     """The simulated iteration of :data:`BOUND_SPLIT_PLAN` on the 7B trace's 32 GPUs, with when each side works."""
-    from planner.judge import quiet_copy
     from rlinf.core.lowering import lower
     from rlinf.core.plan import plan_from_yaml
     from simulator import simulate
@@ -260,7 +259,7 @@ def bound_split_plan() -> dict[str, float]:
     out: dict[str, float] = {}
     for prefix, behind in (("", ""), ("behind_", "buffer_before: [inference]\n")):
         program = lower(trace.workflow, plan_from_yaml(BOUND_SPLIT_PLAN + behind, 32), cluster)
-        timeline = simulate(program, quiet_copy(costs))
+        timeline = simulate(program, costs)
         spans = {
             name: [
                 (timeline.start_s[op.index], timeline.end_s[op.index])

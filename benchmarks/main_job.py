@@ -77,7 +77,6 @@ def run_once(out: Path) -> dict[str, Any]:
 def in_sample(out: Path) -> dict[str, Any]:
     """What the whole profile (every sample, those that chose the plan among them) predicts: for the plan the run
     trained, and the plan it would choose itself, as rlinf chose and predicted before it held out half its profile."""
-    from planner.judge import quiet_copy
     from rlinf.app.auto import plan_from_trace
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import COST_STATISTIC, evened
@@ -93,9 +92,7 @@ def in_sample(out: Path) -> dict[str, Any]:
     plan = load_plan(out / "plan.yaml", num_devices)
     cluster = profile.cluster.with_num_devices(max(num_devices, plan.num_logical[0]))
     program = lower(profile.workflow, plan, cluster)
-    full_s = simulate(
-        program, quiet_copy(fit(evened(profile), cluster, statistic=COST_STATISTIC))
-    ).iteration_s
+    full_s = simulate(program, fit(evened(profile), cluster, statistic=COST_STATISTIC)).iteration_s
     auto = plan_from_trace(job, config, profile, num_devices, seed=job.settings.seed)
     return {
         "full_profile_s": full_s,

@@ -30,7 +30,6 @@ from typing import Any
 import attrs
 import suite
 
-from planner.judge import quiet_copy
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import COST_STATISTIC, samples_by_plan
 from rlinf.app.validation import out_of_sample
@@ -80,7 +79,7 @@ def _job() -> tuple[Any, Any]:
 def _predicted_s(trace: Trace, plan: Plan, num_devices: int) -> float:
     job, config = _job()
     cluster = cpu_cluster(num_devices)
-    costs = quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))
+    costs = fit(trace, cluster, statistic=COST_STATISTIC)
     return simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from rlinf.commands import values
-from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
+from rlinf.commands.machine_args import add_machine_arguments, add_profiling_arguments, resolve_machine
 from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
 from rlinf.core.phases import mark as mark_phase
@@ -50,20 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="auto mode: merge the samples of an earlier run's trace.json into the trace (repeatable)",
     )
-    parser.add_argument(
-        "--profile-budget",
-        type=values.positive_seconds,
-        default=120.0,
-        help="auto mode: profiling seconds (default 120)",
-    )
-    parser.add_argument(
-        "--profile-iterations",
-        type=int,
-        default=6,
-        metavar="N",
-        help="measured iterations per probe plan, after its 2 warm-up ones (default 6; fewer: more probe plans "
-        "fit a short --profile-budget)",
-    )
+    add_profiling_arguments(parser, budget_help="auto mode: profiling seconds (default 120)")
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument(
         "--iterations", type=int, help="training iterations (default: the config's execution.iterations)"

@@ -18,6 +18,7 @@ import numpy as np
 
 import executor
 from executor.routing import layout_of
+from planner.modes import fixed_plan
 from rlinf.api.worker_context import component_facts, context_for
 from rlinf.api.workload import Workload
 from rlinf.app.jobs import plans
@@ -70,15 +71,25 @@ class Job(Generic[C]):
         if method is not None:
             method(config)
 
-    def fixed_plan(self, mode: str, num_devices: int, config: C) -> tuple[Plan, int]:
-        """The fixed ``mode`` plan (:func:`rlinf.app.jobs.plans.fixed_plan`) with the run's granularity and
-        offload, and its logical devices."""
-        return plans.fixed_plan(
+    def fixed_plan(
+        self,
+        mode: str,
+        num_devices: int,
+        config: C,
+        *,
+        max_staleness: int = 0,
+        buffer_before: tuple[str, ...] = (),
+    ) -> tuple[Plan, int]:
+        """The fixed ``mode`` plan (:func:`planner.modes.fixed_plan`) with the run's granularity and offload, at
+        ``max_staleness`` with the buffer before ``buffer_before``, and its logical devices."""
+        return fixed_plan(
             self.workflow(config),
             mode,
             num_devices,
             granularity=self.settings.granularity,
             offload=self.settings.offload,
+            max_staleness=max_staleness,
+            buffer_before=buffer_before,
         )
 
     def lower(

@@ -87,8 +87,14 @@ def response_logprobs(
     """``[b, width]`` float32: log pi_T(response token t | everything before it) for ``t < width`` (a row's
     columns past its response hold the log-probability of padding; mask them), where pi_T is
     ``softmax(logits / temperature)``: the distribution the rollout samples from. Differentiable when grad is on."""
-    logits = model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
-    return logits_to_response_logprobs(logits, tokens, prompt_len, width, temperature)
+    return logits_to_response_logprobs(
+        model_logits(model, tokens, mask), tokens, prompt_len, width, temperature
+    )
+
+
+def model_logits(model: Any, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The logits of a ``transformers`` causal LM over ``tokens`` (``mask``: its attention mask), without a cache."""
+    return model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
 
 
 def logits_to_response_logprobs(

@@ -33,8 +33,8 @@ def simulate(
 ) -> Timeline:
     """Predict the timeline of one iteration of ``program``: a step of ``phase`` of its run
     (:meth:`rlinf.core.program.Program.schedule`; the plan's steady state by default). The ops of the components
-    a fill or drain step idles (:meth:`rlinf.core.schedule.Phase.idle`) take no time and no memory there, as the
-    executor only signals them.
+    a fill or drain step idles (:meth:`rlinf.core.schedule.Phase.idle`) take no time and no activation memory
+    there, as the executor only signals them.
 
     With ``stochastic=True`` the durations that depend on random quantities (response lengths of streamed
     generation) are drawn from the trace's distributions with ``seed``; otherwise expected values are used and

@@ -26,9 +26,9 @@ from rlinf import (
     WorkerContext,
     Workflow,
     concat_payloads,
+    stamp_of,
     structure_config,
 )
-from rlinf.api import stamp_of
 
 OBS, ACTIONS = 4, 2
 

@@ -5,6 +5,10 @@ batches a buffer holds between runs leave in a checkpoint as typed records (olde
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,6 +22,8 @@ import executor
 from executor.stamps import BufferedBatch
 from rlinf.api import Stamp, stamp_of
 from rlinf.app import state_codec
+from rlinf.app.checkpoint import load_latest, save_checkpoint
+from rlinf.cli import main
 from rlinf.core.errors import ConfigError
 from rlinf.core.lowering import lower
 from rlinf.core.plan import plan_from_yaml
@@ -213,3 +219,56 @@ def attrs_equal(a: BufferedBatch, b: BufferedBatch) -> bool:
         and a.payload.keys() == b.payload.keys()
         and all(np.array_equal(a.payload[k], b.payload[k]) for k in a.payload)
     )
+
+
+# ---------------------------------------------------------------------------------------------- a real run
+HOPPER_K1 = ["train", "examples/hopper_ppo.yaml", "--no-progress", "--mode", "disaggregated"]
+HOPPER_K1 += ["--max-staleness", "1", "--iterations", "4", "--set", "execution.checkpoint_every=2"]
+HOPPER_K1 += [arg for item in ("num_envs=4", "num_steps=16", "num_epochs=1") for arg in ("--set", item)]
+
+
+def _computed(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
+
+
+def _keep_only_step_2(run: Path, rewrite: Callable[[list], list]) -> None:
+    """Drop the checkpoints after step 2 and write step 2's buffered batches as ``rewrite`` returns them."""
+    checkpoints = run / "checkpoints"
+    manifest = json.loads((checkpoints / "manifest.json").read_text())
+    for entry in [e for e in manifest["checkpoints"] if e["iteration"] > 2]:
+        (checkpoints / entry["file"]).unlink()
+    manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["iteration"] <= 2]
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    state = load_latest(checkpoints).state
+    assert state["iteration"] == 2 and state["buffered"]
+    save_checkpoint(checkpoints, 2, {**state, "buffered": rewrite(state["buffered"])})
+
+
+def test_a_run_resumes_exactly_from_a_checkpoint_with_positional_buffered_batches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hopper one step off, resumed after step 2 from a checkpoint whose buffered batch is written the way
+    checkpoints were before batches were stamped (``[worker, age, op, producer, payload]``): it computes steps 3 to
+    5 as the uninterrupted run did. A record that is neither form stops the resume in one line, exit code 2."""
+    straight = tmp_path / "straight"
+    assert main([*HOPPER_K1, "--out", str(straight)]) == 0
+    written = load_latest(straight / "checkpoints").state["buffered"]
+    assert all(
+        set(entry) == {"worker", "age", "op", "producer", "policy_version", "payload"} for entry in written
+    )
+    old = tmp_path / "old"
+    shutil.copytree(straight, old)
+    _keep_only_step_2(
+        old, lambda entries: [[e["worker"], e["age"], e["op"], e["producer"], e["payload"]] for e in entries]
+    )
+    assert main([*HOPPER_K1, "--resume", str(old), "--out", str(old)]) == 0
+    assert _computed(old) == _computed(straight)
+    broken = tmp_path / "broken"
+    shutil.copytree(straight, broken)
+    _keep_only_step_2(broken, lambda entries: [{"worker": 0}])
+    capsys.readouterr()
+    assert main([*HOPPER_K1, "--resume", str(broken), "--out", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint buffered batch 0=['worker']: must be a record with exactly" in err
+    assert "Traceback" not in err and len([line for line in err.splitlines() if "error" in line]) == 1

@@ -22,7 +22,7 @@ import executor
 from executor.stamps import BufferedBatch
 from rlinf.api import Stamp, stamp_of
 from rlinf.app import state_codec
-from rlinf.app.checkpoint import load_latest, save_checkpoint
+from rlinf.app.checkpoint import checkpoint_name, load_latest, save_checkpoint
 from rlinf.cli import main
 from rlinf.core.errors import ConfigError
 from rlinf.core.lowering import lower
@@ -233,15 +233,12 @@ def _computed(run: Path) -> list[dict]:
 
 
 def _keep_only_step_2(run: Path, rewrite: Callable[[list], list]) -> None:
-    """Drop the checkpoints after step 2 and write step 2's buffered batches as ``rewrite`` returns them."""
+    """Leave only the checkpoint of step 2, its buffered batches written as ``rewrite`` returns them."""
     checkpoints = run / "checkpoints"
-    manifest = json.loads((checkpoints / "manifest.json").read_text())
-    for entry in [e for e in manifest["checkpoints"] if e["iteration"] > 2]:
-        (checkpoints / entry["file"]).unlink()
-    manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["iteration"] <= 2]
-    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
-    state = load_latest(checkpoints).state
+    state = state_codec.decode((checkpoints / checkpoint_name(2)).read_bytes())
     assert state["iteration"] == 2 and state["buffered"]
+    shutil.rmtree(checkpoints)
+    checkpoints.mkdir()
     save_checkpoint(checkpoints, 2, {**state, "buffered": rewrite(state["buffered"])})
 
 

@@ -99,8 +99,7 @@ class Schedule:
         return self.num_iterations + self.max_staleness
 
     def step(self, number: int) -> Step:
-        """Step ``number`` (from 1; a step past :attr:`num_steps` continues the run as if it had more iterations'
-        worth of drain)."""
+        """Step ``number`` (from 1; past :attr:`num_steps`, a drain step with nothing left to train)."""
         if number < 1:
             raise ValueError(f"step {number}: steps count from 1")
         k, n = self.max_staleness, self.num_iterations

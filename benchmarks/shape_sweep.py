@@ -30,7 +30,6 @@ import attrs
 import executor
 from executor.devices import physical_units, run_devices
 from rlinf.app.jobs import load_job_config
-from rlinf.app.runner import step_phase
 from rlinf.core.errors import RlinfError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,9 +165,8 @@ def run_case(case: Case, *, watchdog_s: float, cache: Path) -> Outcome:
     watchdog = executor.Watchdog(floor_s=watchdog_s)
     try:
         with executor.LocalBackend(devices, watchdog=watchdog) as backend:
-            for step in range(1, 2 + program.max_staleness):
-                phase = step_phase(step, 1, program.max_staleness)
-                executor.run(program, specs, backend=backend, phase=phase)
+            for step in program.schedule(1):
+                executor.run(program, specs, backend=backend, step=step)
     except executor.StallError as error:
         return outcome("stalled", str(error))
     except Exception as error:  # a failure the sweep reports (worker errors, bugs)

@@ -20,6 +20,7 @@ from rlinf.core.payloads import concat_payloads
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.program import Op, Program
 from rlinf.core.run_settings import RunSettings
+from rlinf.core.schedule import Stamp, stamp_of
 from rlinf.core.timeline import Span, Timeline
 from rlinf.core.trace import CostSample, Trace
 from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
@@ -42,6 +43,7 @@ __all__ = [
     "RlinfWarning",
     "RunSettings",
     "Span",
+    "Stamp",
     "Timeline",
     "Trace",
     "WeightSync",
@@ -54,5 +56,6 @@ __all__ = [
     "fit",
     "lower",
     "parse_cluster",
+    "stamp_of",
     "structure_config",
 ]

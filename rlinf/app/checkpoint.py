@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from executor.stamps import BufferedBatch
 from rlinf.app import state_codec
 from rlinf.core import files
 from rlinf.core.errors import ConfigError, RlinfWarning
@@ -314,6 +315,13 @@ def resume_workers(backend: Any, program: Any, specs: Mapping[str, Any], loaded:
     backend.start(program, specs)
     backend.restore(loaded.state["workers"])
     if loaded.state.get("buffered"):  # a staleness bound's samples produced but not yet trained on
-        backend.rebuffer(loaded.state["buffered"])
+        backend.rebuffer(
+            [
+                BufferedBatch.from_checkpoint(
+                    i, entry, checkpoint_step=loaded.iteration, max_staleness=program.max_staleness
+                )
+                for i, entry in enumerate(loaded.state["buffered"])
+            ]
+        )
     restore_driver_rng(loaded.state["driver_rng"])
     return loaded.iteration + 1

@@ -166,8 +166,9 @@ def _train_loop(
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
     # steps that train on the batch produced k steps before, the last k of them on the training side alone: every
-    # batch produced is trained on once.
-    steps = options.iterations + lag
+    # batch produced is trained on once (rlinf.core.schedule).
+    schedule = program.schedule(options.iterations)
+    steps = schedule.num_steps
     metrics_path = run_dir / "metrics.jsonl"
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     started = time.perf_counter()
@@ -191,10 +192,10 @@ def _train_loop(
             iteration = first
             while iteration <= steps:
                 due = iteration % options.checkpoint_every == 0 or iteration == steps
-                phase = step_phase(iteration, options.iterations, lag)
+                step = schedule.step(iteration)
                 try:
                     driver_cpu = time.process_time()
-                    last = executor.run(program, specs, backend=workers, phase=phase, expected=predicted)
+                    last = executor.run(program, specs, backend=workers, step=step, expected=predicted)
                     driver_cpu = time.process_time() - driver_cpu
                     snapshot = workers.snapshot() if due else None
                     buffered = workers.buffered() if due and lag else None
@@ -221,11 +222,11 @@ def _train_loop(
                     )
                     continue
                 # The workload counts what was produced so far (a drain step produces nothing new).
-                metrics = job.iteration_metrics(last, config, min(iteration, options.iterations))
+                metrics = job.iteration_metrics(last, config, step.produced_iterations)
                 metrics["iteration"] = iteration
                 if lag:
-                    metrics["phase"] = phase
-                    metrics["trained_iterations"] = max(0, min(iteration - lag, options.iterations))
+                    metrics["phase"] = step.phase.value
+                    metrics["trained_iterations"] = step.trained_iterations
                 metrics["wall_s"] = time.perf_counter() - started
                 if last.op_overhead_s:
                     metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
@@ -233,7 +234,7 @@ def _train_loop(
                 if predicted is not None:
                     metrics["predicted_iteration_s"] = predicted.iteration_s
                 # Fill and drain steps leave one side idle: their ops are not costs of the plan's steady state.
-                counted = phase == "steady" and (iteration > first or steps == first)
+                counted = step.measures_plan and (iteration > first or steps == first)
                 measured.append(
                     MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted)
                 )
@@ -263,21 +264,13 @@ def _train_loop(
                         "measured": _measured_state(measured),
                     }
                     if buffered is not None:
-                        state["buffered"] = buffered
+                        state["buffered"] = [batch.to_checkpoint() for batch in buffered]
                     save_checkpoint(run_dir / "checkpoints", iteration, state)
                 iteration += 1
             bar.close()
     finally:
         writer.close()
     return measured
-
-
-def step_phase(step: int, iterations: int, lag: int) -> str:
-    """The phase of run ``step`` (from 1) of a training of ``iterations`` under a staleness bound ``lag``: ``fill``
-    for the first ``lag`` steps, ``drain`` after the ``iterations``-th, ``steady`` between (always without one)."""
-    if step <= lag:
-        return "fill"
-    return "drain" if step > iterations else "steady"
 
 
 def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:

@@ -29,6 +29,7 @@ from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import load_plan
+from rlinf.core.schedule import Phase
 
 DEFAULT_MAX_RESTARTS = 3
 """Worker failures a run survives by restarting from its newest checkpoint."""
@@ -458,10 +459,11 @@ def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
 
     measured, predicted = metrics["iteration_s"], metrics["predicted_iteration_s"]
     fields = ", ".join(f"{key} {value}" for key, value in job.progress(metrics).items())
-    phase = metrics.get("phase", "steady")
-    if phase != "steady":  # under a staleness bound: one side alone, not the plan's steady state
-        side = "the rollout side alone" if phase == "fill" else "the training side alone"
-        tqdm.write(f"step {metrics['iteration']} ({phase}, {side}): measured {measured:.4f} s; {fields}")
+    phase = Phase.of_record(metrics)
+    if phase is not Phase.STEADY:  # under a staleness bound: one side alone, not the plan's steady state
+        tqdm.write(
+            f"step {metrics['iteration']} ({phase.value}, {phase.label}): measured {measured:.4f} s; {fields}"
+        )
         return
     tqdm.write(
         f"iteration {metrics['iteration']}: measured {measured:.4f} s = predicted {predicted:.4f} s "
@@ -472,5 +474,5 @@ def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
 def _last_steady(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The last step that both sampled and trained (under a staleness bound the last steps only drain the buffer:
     they generate nothing, so they would summarise a run as idle)."""
-    steady = [m for m in metrics if m.get("phase", "steady") == "steady"]
+    steady = [m for m in metrics if Phase.of_record(m) is Phase.STEADY]
     return steady[-1] if steady else metrics[-1]

@@ -17,9 +17,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlinf import (
+from rlinf.api import (
     Component,
     Edge,
+    IterationResult,
     Loop,
     RunSettings,
     WeightSync,
@@ -263,7 +264,7 @@ class PPOCritic:
     def workers(self, config: PPOConfig) -> dict[str, type]:
         return {"env": Env, "policy": Policy, "critic": Critic, "actor": Actor}
 
-    def metrics(self, result: Any, config: PPOConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: PPOConfig, iteration: int) -> dict[str, Any]:
         returns = [r for i in result.infos for r in i.info.get("episode_returns", [])]
         reported = ("_loss", "_lag_max", "_lag_mean")  # the critic's and actor's losses, the actor's lag
         losses = {k: float(v) for i in result.infos for k, v in i.info.items() if k.endswith(reported)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from rlinf.api.worker_context import micro_batch_counts
+from rlinf.core.component_facts import micro_batch_counts
 from rlinf.core.errors import ConfigError, RlinfError, require
 from rlinf.core.lowering import loop_pinned, micro_batch_ranges
 from rlinf.core.plan import Placement, Plan

@@ -1,4 +1,4 @@
-"""Embodied PPO as a workload (:class:`rlinf.Workload`): env and rollout in a loop pipelined by the plan, the
+"""Embodied PPO as a workload (:class:`rlinf.api.Workload`): env and rollout in a loop pipelined by the plan, the
 actor trained on the trajectories, weights synced back every iteration."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlinf.api import RunSettings, WorkerContext, Workflow
+from rlinf.api import IterationResult, RunSettings, WorkerContext, Workflow
 from rlinf.workloads.embodied.actor_worker import ActorWorker, check_share
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
 from rlinf.workloads.embodied.env_worker import EnvWorker
@@ -44,7 +44,7 @@ class EmbodiedWorkload:
         """The env, rollout and actor workers."""
         return {"env": EnvWorker, "rollout": RolloutWorker, "actor": ActorWorker}
 
-    def metrics(self, result: Any, config: EmbodiedConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: EmbodiedConfig, iteration: int) -> dict[str, Any]:
         """Returns of finished episodes, env steps/s (whole iteration and rollout loop), losses."""
         timeline = result.timeline
         env_steps = config.num_envs * config.num_steps

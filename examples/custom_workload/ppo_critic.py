@@ -10,6 +10,7 @@ Train it with ``rlinf train examples/custom_workload/config.yaml`` (any ``--mode
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -27,6 +28,7 @@ from rlinf.api import (
     WorkerContext,
     Workflow,
     concat_payloads,
+    episode_mean,
     structure_config,
 )
 
@@ -273,11 +275,11 @@ class PPOCritic:
                 "env_steps_per_s": steps / result.timeline.iteration_s, "episodes": len(returns),
                 "episodic_return": float(np.mean(returns)) if returns else None, **losses}  # fmt: skip
 
-    def summary(self, metrics: dict) -> str:
-        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
-        return (
-            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s, return {shown}"
-        )
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        mean, episodes = episode_mean(recent)  # over the episodes the last iterations finished
+        shown = "none finished" if mean is None else f"{mean:.1f} over {episodes} episodes"
+        last = recent[-1]
+        return f"{last['env_steps']} env steps, {last['env_steps_per_s']:.0f} env steps/s, return {shown}"
 
 
 WORKLOAD = PPOCritic()

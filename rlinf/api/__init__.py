@@ -9,7 +9,7 @@ example to it, with :mod:`rlinf.algorithms` for the RL math).
 - the macro flow's values: :class:`Workflow`, :class:`Component`, :class:`Edge`, :class:`Loop`,
   :class:`WeightSync`;
 - payloads: :data:`Payload`, :func:`concat_payloads` to join the payloads a worker receives,
-  :func:`reported_response_lengths`;
+  :func:`reported_response_lengths`, :func:`episode_mean` (the mean return of the episodes of recent iterations, for ``summary``);
 - configs and errors: :func:`structure_config` for a typed config; :class:`ConfigError` (one line naming the field,
   its value and the fix), :class:`RlinfError`, :class:`RlinfWarning`, and the checks that raise it
   (:func:`require`, :func:`integer`, :func:`number`, :func:`positive`, :func:`non_negative`);
@@ -19,7 +19,7 @@ example to it, with :mod:`rlinf.algorithms` for the RL math).
 
 from rlinf.api.iteration import IterationResult, WorkerInfo
 from rlinf.api.worker_context import WorkerContext
-from rlinf.api.workload import Payload, Worker, Workload, reported_response_lengths
+from rlinf.api.workload import Payload, Worker, Workload, episode_mean, reported_response_lengths
 from rlinf.core.config_structure import structure_config
 from rlinf.core.errors import (
     ConfigError,
@@ -60,6 +60,7 @@ __all__ = [
     "Workload",
     "concat_payloads",
     "current_limits",
+    "episode_mean",
     "integer",
     "limit_exceeded",
     "mark_phase",

@@ -104,8 +104,11 @@ class Workload(Protocol, Generic[C]):
         ``info`` mappings the workers returned, each with its ``component``, ``rank``, ``op_name`` and ``info``.
         Include ``iteration_s`` (the timeline's ``iteration_s``) and a throughput."""
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
-        """One line about the last iteration, printed when training ends."""
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        """One line about how the run ended, printed when training ends: ``recent`` are the :meth:`metrics` of
+        its last iterations (up to 10 that both sampled and trained, oldest first), so that a figure some
+        iterations lack (the return of the episodes an iteration finished) is still stated
+        (:func:`episode_mean`)."""
 
     def response_lengths(self, result: IterationResult, config: C) -> Sequence[int]:
         """Optional (language workloads): the generated tokens of every response of one measured iteration
@@ -118,6 +121,19 @@ def reported_response_lengths(result: IterationResult) -> list[int]:
     """The lengths the workers of one iteration reported under ``info["response_lengths"]``, in record order: what
     a workload whose rollout reports them returns from :meth:`Workload.response_lengths`."""
     return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+
+
+def episode_mean(
+    recent: Sequence[Mapping[str, Any]], key: str = "episodic_return", count_key: str = "episodes"
+) -> tuple[float | None, int]:
+    """The mean of ``key`` over the episodes the iterations of ``recent`` finished (each iteration's ``key`` is
+    the mean of its ``count_key`` episodes, ``None`` when it finished none), and the number of episodes; ``(None,
+    0)`` when none finished."""
+    total = sum(int(m.get(count_key) or 0) for m in recent if m.get(key) is not None)
+    if total == 0:
+        return None, 0
+    weighted = sum(float(m[key]) * int(m[count_key]) for m in recent if m.get(key) is not None)
+    return weighted / total, total
 
 
 WORKLOAD_METHODS = ("load_config", "workflow", "workers", "metrics", "summary")

@@ -187,9 +187,9 @@ class Job(Generic[C]):
                 shown[label] = str(value)
         return shown
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
-        """The workload's one-line summary."""
-        return str(self.workload.summary(metrics))
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        """The workload's one-line summary of the run's ``recent`` iterations (:func:`rlinf.app.console.recent_metrics`)."""
+        return str(self.workload.summary(recent))
 
 
 def get_job(reference: str, *, base: Path = Path("."), settings: RunSettings | None = None) -> Job[Any]:

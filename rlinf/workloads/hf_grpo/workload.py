@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -238,9 +238,10 @@ class GrpoHfWorkload:
         trace's response-length distribution."""
         return reported_response_lengths(result)
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
         """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration (and how far
         behind the actor its responses were sampled, when they were)."""
+        metrics = recent[-1]
         text = (
             f"{metrics['samples']} samples, {metrics['tokens_per_s']:.0f} generated tokens/s (last iteration), "
             f"mean reward {metrics['mean_reward']:.3f}, response length mean {metrics['response_len_mean']:.0f} "

@@ -18,17 +18,17 @@ from rlinf.core.export import device_groups, write_chrome_trace, write_gantt_png
 from rlinf.core.files import write_text_atomic
 from rlinf.core.lowering import lower
 from rlinf.core.outputs import check_output_dir, writing
-from rlinf.core.plan import load_plan
-from rlinf.core.program import Program
+from rlinf.core.plan import Plan, load_plan
 from rlinf.core.timeline import Timeline
 from simulator import simulate
 
 CRITICAL_PATH_SHOWN = 6
-LARGE_PROGRAM_OPS = 200_000
-"""Programs of this many ops or more are announced with their size before they are simulated."""
-OPS_PER_S = 15_000
-"""Ops lowered, simulated and reported per second on one core (measured: a synthesized 1.5B trace's plan of 100,000
-micro-batches, about 700,000 ops, in 51 s on a shared 2-core machine)."""
+LARGE_PLAN_MICRO_BATCHES = 30_000
+"""Plans with this many micro-batches (summed over their edges) or more are announced with an estimate up front."""
+MICRO_BATCHES_PER_S = 5_000
+"""Micro-batches (summed over a plan's edges) lowered, simulated and reported per second (measured: a synthesized
+1.5B trace's plan of 100,000 micro-batches on each of its 3 edges, 700,002 ops, in 57 s on a shared 2-core
+machine)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     with (
         cycle_collection.paused()
     ):  # millions of ops and spans: the collector's passes cost more than the work
+        _say_size(plan)
         program = lower(trace.workflow, plan, cluster)
-        _say_size(program)
         costs = fit(trace, cluster)
         timeline = simulate(program, costs, seed=args.seed, stochastic=args.stochastic)
         report = build_report(timeline, cluster, trace_path=str(args.trace), plan_path=str(plan_path))
@@ -80,12 +80,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_size(program: Program) -> None:
-    """Up front, on stderr, for a program large enough to take a while: its size and about how long it takes."""
-    if len(program.ops) >= LARGE_PROGRAM_OPS:
+def _say_size(plan: Plan) -> None:
+    """Up front, on stderr, for a plan large enough to take a while: its micro-batches and about how long lowering,
+    simulating and reporting them take."""
+    micro_batches = sum(plan.granularity.values())
+    if micro_batches >= LARGE_PLAN_MICRO_BATCHES:
         print(
-            f"rlinf simulate: {len(program.ops):,} ops to simulate (about {len(program.ops) / OPS_PER_S:,.0f} s "
-            f"at {OPS_PER_S:,} ops/s)",
+            f"rlinf simulate: {micro_batches:,} micro-batches over the plan's edges, about "
+            f"{micro_batches / MICRO_BATCHES_PER_S:,.0f} s to simulate at {MICRO_BATCHES_PER_S:,} a second",
             file=sys.stderr,
             flush=True,
         )

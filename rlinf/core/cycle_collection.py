@@ -1,9 +1,10 @@
 """Python's cycle collector, paused while a pure computation builds and drops a great many objects.
 
 Lowering, simulating and searching allocate hundreds of thousands of small objects (ops, events, spans, table
-rows) that reference counting frees. The collector's passes over a heap of millions of them took most of the time
-of a large ``rlinf simulate`` (20,000 micro-batches: 21.1 s with it, 9.9 s without; 100,000: 107 s and 51 s)
-and about 5% of a plan search (``tests/bench_planner.py``)."""
+rows) that reference counting frees. The collector's passes over a heap of millions of them took a third to half
+the time of a large ``rlinf simulate`` (a synthesized 1.5B trace's plan of 100,000 micro-batches, 700,000 ops:
+91 s wall, 36 s CPU with them; 57 s and 26 s without, on a shared 2-core machine) and about 5% of a plan search
+(``tests/bench_planner.py``)."""
 
 from __future__ import annotations
 

@@ -97,3 +97,15 @@ def test_drain_steps_are_left_out_of_the_recent_iterations() -> None:
     assert iteration_line({"iteration": 3, "iteration_s": 0.5, "phase": "drain"}, {}).startswith(
         "step 3 (drain, the training side alone)"
     )
+
+
+def test_in_a_terminal_the_bar_alone_shows_the_running_figures() -> None:
+    lines, notes = io.StringIO(), io.StringIO()
+    console = Console(total=3, initial=0, desc="train", bar=True, lines=lines, notes=notes)
+    for iteration in (1, 2, 3):
+        console.iteration(iteration, {"ret": f"{iteration}.5"}, f"iteration {iteration}: measured 0.1000 s")
+    console.note("rlinf: a worker failed; restarted the workers at iteration 2", at=1)
+    console.close()
+    assert lines.getvalue() == ""  # no per-iteration line beside the bar
+    assert "3/3" in notes.getvalue() and "ret=3.5" in notes.getvalue()
+    assert "restarted the workers at iteration 2" in notes.getvalue()

@@ -65,7 +65,8 @@ from executor.protocol import Worker, share_slice, state_tensors
 from executor.routing import Layout, Replica
 from executor.stamps import attach, detach
 from executor.watchdog import IDLE, LOCK, RUNNING, SENDING, WAITING, StatusBoard
-from rlinf.api.worker_context import ComponentFacts, context_for
+from rlinf.api.worker_context import WorkerContext
+from rlinf.core.component_facts import ComponentFacts
 from rlinf.core.payloads import num_rows, slice_rows
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.schedule import Stamp, StampedPayload, check_lag, synced_version
@@ -159,7 +160,10 @@ def build_worker(spec: WorkerSpec, replica: Replica, device: Device) -> Worker:
     """The worker of ``replica``, set up with the spec's config and the replica's context: the component's facts
     with the replica's rank, world and ``device`` (bound, its collective group joined)."""
     worker: Worker = spec.factory()
-    worker.setup(spec.config, context_for(spec.facts, rank=replica.rank, world=replica.world, device=device))
+    worker.setup(
+        spec.config,
+        WorkerContext.for_replica(spec.facts, rank=replica.rank, world=replica.world, device=device),
+    )
     return worker
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
-from collections.abc import Iterator
 
 import attrs
 
@@ -17,6 +14,7 @@ from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
 from planner.spread import SPREAD_SOURCE, spread_loop_plans
 from planner.tables import CostTables, build_tables
+from rlinf.core import cycle_collection
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import CostModel
 from rlinf.core.errors import InfeasiblePlanError
@@ -106,20 +104,6 @@ def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int
     return refined(tables, *solve(tables, k=max(1, k // 4), time_limit_s=time_limit_s, seed=seed), k=k)
 
 
-@contextlib.contextmanager
-def _without_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector paused: a search allocates hundreds of thousands of short-lived objects (ops,
-    events, table rows), which reference counting frees, and the collector's passes over them took about 5% of a
-    search (``tests/bench_planner.py``). It resumes, as it was, when the search ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def candidates(
     workflow: Workflow,
     cluster: Cluster,
@@ -156,7 +140,7 @@ def _own_points(
     return points
 
 
-@_without_cycle_collection()
+@cycle_collection.paused()
 def search(
     workflow: Workflow,
     cluster: Cluster,
@@ -173,7 +157,7 @@ def search(
     too) plus the fixed-collocated, fixed-disaggregated and closed-form baselines' plans, and each of those with its
     loop spread over every device it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by
     simulation) wins. Same inputs and seed give the same plan. Python's cycle collector pauses meanwhile
-    (:func:`_without_cycle_collection`)."""
+    (:func:`rlinf.core.cycle_collection.paused`)."""
     started = time.perf_counter()
     space, tables = prepare(
         workflow,

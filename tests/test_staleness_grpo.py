@@ -130,8 +130,8 @@ def test_each_response_records_a_policy_one_step_behind_the_trainer(straight: Pa
     assert [m["behaviour_kl"] != 0.0 for m in trained] == [lag > 0 for lag in lags]
     assert all(m["optimizer_steps"] == 2 for m in trained)
     printed = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
-    assert "policy lag 1 (behaviour KL " in WORKLOAD.summary(printed[-1])
-    assert "policy lag" not in WORKLOAD.summary(printed[1])  # not when the samples were fresh
+    assert "policy lag 1 (behaviour KL " in WORKLOAD.summary([printed[-1]])
+    assert "policy lag" not in WORKLOAD.summary([printed[1]])  # not when the samples were fresh
 
 
 def test_a_run_under_a_bound_resumes_exactly(grpo_cache: Path, straight: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ Train it with ``rlinf train examples/custom_workload/config.yaml`` (any ``--mode
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,15 +18,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlinf import (
+from rlinf.api import (
     Component,
     Edge,
+    IterationResult,
     Loop,
     RunSettings,
     WeightSync,
     WorkerContext,
     Workflow,
     concat_payloads,
+    episode_mean,
     stamp_of,
     structure_config,
 )
@@ -260,7 +263,7 @@ class PPOCritic:
     def workers(self, config: PPOConfig) -> dict[str, type]:
         return {"env": Env, "policy": Policy, "critic": Critic, "actor": Actor}
 
-    def metrics(self, result: Any, config: PPOConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: PPOConfig, iteration: int) -> dict[str, Any]:
         returns = [r for i in result.infos for r in i.info.get("episode_returns", [])]
         reported = ("_loss", "_lag_max", "_lag_mean")  # the critic's and actor's losses, the actor's lag
         losses = {k: float(v) for i in result.infos for k, v in i.info.items() if k.endswith(reported)}
@@ -269,11 +272,11 @@ class PPOCritic:
                 "env_steps_per_s": steps / result.timeline.iteration_s, "episodes": len(returns),
                 "episodic_return": float(np.mean(returns)) if returns else None, **losses}  # fmt: skip
 
-    def summary(self, metrics: dict) -> str:
-        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
-        return (
-            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s, return {shown}"
-        )
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        mean, episodes = episode_mean(recent)  # over the episodes the last iterations finished
+        shown = "none finished" if mean is None else f"{mean:.1f} over {episodes} episodes"
+        last = recent[-1]
+        return f"{last['env_steps']} env steps, {last['env_steps_per_s']:.0f} env steps/s, return {shown}"
 
 
 WORKLOAD = PPOCritic()

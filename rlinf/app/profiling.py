@@ -15,7 +15,7 @@ iteration it does not expect to finish within its share; a probe stopped at its 
 without a measured iteration is left out and never chosen by auto-planning. :func:`measure_plans` measures several plans one at a time, in turns
 with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
 plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
-its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
+its responses' lengths (:meth:`rlinf.api.Workload.response_lengths`) has those of every measured iteration recorded
 as the trace's response-length distribution.
 """
 

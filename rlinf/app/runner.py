@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from rlinf.app.checkpoint import (
     resume_workers,
     save_checkpoint,
 )
+from rlinf.app.console import Console, Progress, iteration_figures, iteration_line
 from rlinf.app.jobs import C, Job
 from rlinf.app.run_dir import (
     append_metrics,
@@ -73,7 +73,7 @@ def train(
     run_dir: str | Path,
     *,
     devices: tuple[executor.Device, ...] | None = None,
-    progress: bool = True,
+    progress: Progress = True,
     on_iteration: Callable[[dict[str, Any]], None] | None = None,
     predicted: Timeline | None = None,
     prediction_facts: dict[str, Any] | None = None,
@@ -87,7 +87,8 @@ def train(
     """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
     ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration;
     ``prediction_facts`` (:meth:`rlinf.app.held_out.Prediction.to_dict`: where it came from, its interval) go into
-    ``prediction.json`` beside how it held.
+    ``prediction.json`` beside how it held. ``progress``: a bar in a terminal, else a line every few iterations
+    (:mod:`rlinf.app.console`).
     ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
     continues from a checkpoint of ``run_dir`` (:func:`rlinf.app.checkpoint.load_latest`) as if never stopped. When a
     worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
@@ -148,7 +149,7 @@ def _train_loop(
     measured: list[MeasuredIteration],
     *,
     devices: tuple[executor.Device, ...],
-    progress: bool,
+    progress: Progress,
     on_iteration: Callable[[dict[str, Any]], None] | None,
     predicted: Timeline | None,
     backend: str,
@@ -159,7 +160,6 @@ def _train_loop(
 ) -> list[MeasuredIteration]:
     """Run the iterations left, appending to ``history`` (the metrics) and ``measured``; returns ``measured``."""
     from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
 
     options = job.settings
     specs = job.worker_specs(config, plan, program)
@@ -182,12 +182,8 @@ def _train_loop(
         ) as workers:
             first = 1 if resume is None else resume_workers(workers, program, specs, resume)
             mark_phase("workers_started")
-            bar = tqdm(
-                total=steps,
-                initial=first - 1,
-                desc=f"train {plan.mode}",
-                unit="it",
-                disable=not progress,
+            console = Console.open(
+                total=steps, initial=first - 1, desc=f"train {plan.mode}", progress=progress
             )
             iteration = first
             while iteration <= steps:
@@ -213,12 +209,10 @@ def _train_loop(
                     first = iteration = 1 if restarted is None else restarted.iteration + 1
                     measured[:] = [] if restarted is None else _measured_from(restarted.state, program)
                     history[:] = metrics_until(metrics_path, iteration - 1)
-                    bar.n = iteration - 1
-                    bar.refresh()
-                    tqdm.write(
+                    console.note(
                         f"rlinf: {error}; restarted the workers at iteration {iteration} "
                         f"({restarts_left} restarts left)",
-                        file=sys.stderr,
+                        at=iteration - 1,
                     )
                     continue
                 # The workload counts what was produced so far (a drain step produces nothing new).
@@ -245,11 +239,12 @@ def _train_loop(
                     if isinstance(value, (int, float)) and key != "iteration":
                         writer.add_scalar(key, value, iteration)
                 writer.flush()
-                bar.update(1)
-                bar.set_postfix(
-                    {**job.progress(metrics), **_time_fields(metrics)}
-                    if predicted is not None
-                    else job.progress(metrics)
+                fields = job.progress(metrics)
+                console.iteration(
+                    iteration,
+                    iteration_figures(metrics, fields),
+                    iteration_line(metrics, fields),
+                    phase=step.phase,
                 )
                 if on_iteration is not None:
                     on_iteration(metrics)
@@ -267,7 +262,7 @@ def _train_loop(
                         state["buffered"] = [batch.to_checkpoint() for batch in buffered]
                     save_checkpoint(run_dir / "checkpoints", iteration, state)
                 iteration += 1
-            bar.close()
+            console.close()
     finally:
         writer.close()
     return measured
@@ -441,8 +436,3 @@ def _restart(
     workers.start(program, specs)  # fresh workers are in their iteration-1 state
     restore_driver_rng(initial_rng)
     return None
-
-
-def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:
-    """Measured and predicted iteration time for the progress bar."""
-    return {"it_s": f"{metrics['iteration_s']:.3f}", "pred_s": f"{metrics['predicted_iteration_s']:.3f}"}

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from rlinf.core.errors import ConfigError, RlinfWarning, require
 from rlinf.core.outputs import check_output_dir
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import load_plan
-from rlinf.core.schedule import Phase
 
 DEFAULT_MAX_RESTARTS = 3
 """Worker failures a run survives by restarting from its newest checkpoint."""
@@ -79,7 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         help="run directory, new or without a run in it (default: a new runs/<workload>-<YYYYmmdd-HHMMSS>)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a line every 10 iterations or 60 s (RLINF_LOG_EVERY=N or Ns), as in a log",
+    )
     parser.add_argument(
         "--backend",
         choices=("local", "ray"),
@@ -215,6 +217,7 @@ def _plan_and_train(
     job: Any, config: Any, args: argparse.Namespace, cores: tuple[int, ...], num_devices: int
 ) -> int:
     """Pick the plan (``--plan``, auto or a fixed mode), then train under it."""
+    from rlinf.app.console import closing_summary, recent_metrics
     from rlinf.app.runner import train
 
     predicted, facts = None, None
@@ -258,10 +261,9 @@ def _plan_and_train(
         logical,
         args.out,
         devices=devices,
-        progress=not args.no_progress,
+        progress="lines" if args.no_progress else True,
         predicted=predicted,
         prediction_facts=facts,
-        on_iteration=None if predicted is None else functools.partial(_report_iteration, job),
         backend=args.backend,
         address=args.address,
         nodes=nodes,
@@ -275,8 +277,8 @@ def _plan_and_train(
         print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
         return 0
     accuracy = Path(result.run_dir) / "prediction.json"
-    if predicted is not None and accuracy.is_file():
-        held = json.loads(accuracy.read_text())
+    held = json.loads(accuracy.read_text()) if predicted is not None and accuracy.is_file() else None
+    if held is not None:
         inside = held.get("inside_interval")
         print(
             f"prediction: measured median {held['measured_median_s']:.4f} s against {held['predicted_iteration_s']:.4f} s "
@@ -285,9 +287,13 @@ def _plan_and_train(
             + f"; single iterations: median |error| {100 * held['median_error']:.1f}%, 90th percentile "
             f"{100 * held['p90_error']:.1f}%"
         )
+    summary = job.summary(recent_metrics(result.metrics))
     print(
-        f"{plan.describe()}: {iterations} iterations, {job.summary(_last_steady(result.metrics))}; wrote {result.run_dir}"
-    )
+        closing_summary(
+            plan=plan.describe(), iterations=iterations, workload_summary=summary, prediction=held,
+            run_dir=str(result.run_dir),
+        )
+    )  # fmt: skip
     return 0
 
 
@@ -451,28 +457,3 @@ def _auto(job: Any, config: Any, num_devices: int, args: argparse.Namespace) -> 
             f"+{100 * (other.predicted_s / best.predicted_s - 1):.1f}% by the choosing half"
         )
     return best.plan, best.num_devices, prediction
-
-
-def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
-    """One line per iteration: measured against predicted time, and the job's progress fields."""
-    from tqdm import tqdm
-
-    measured, predicted = metrics["iteration_s"], metrics["predicted_iteration_s"]
-    fields = ", ".join(f"{key} {value}" for key, value in job.progress(metrics).items())
-    phase = Phase.of_record(metrics)
-    if phase is not Phase.STEADY:  # under a staleness bound: one side alone, not the plan's steady state
-        tqdm.write(
-            f"step {metrics['iteration']} ({phase.value}, {phase.label}): measured {measured:.4f} s; {fields}"
-        )
-        return
-    tqdm.write(
-        f"iteration {metrics['iteration']}: measured {measured:.4f} s = predicted {predicted:.4f} s "
-        f"{100 * (measured / predicted - 1):+.1f}%; {fields}"
-    )
-
-
-def _last_steady(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The last step that both sampled and trained (under a staleness bound the last steps only drain the buffer:
-    they generate nothing, so they would summarise a run as idle)."""
-    steady = [m for m in metrics if Phase.of_record(m) is Phase.STEADY]
-    return steady[-1] if steady else metrics[-1]

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 
 from planner.modes import Layout, halves, layout_plan, on_cores
-from rlinf.api.worker_context import micro_batch_counts
+from rlinf.core.component_facts import micro_batch_counts
 from rlinf.core.errors import ConfigError, RlinfError, require
 from rlinf.core.lowering import loop_pinned, micro_batch_ranges
 from rlinf.core.plan import Plan

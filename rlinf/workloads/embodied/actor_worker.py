@@ -14,8 +14,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
-from rlinf.api import Payload, WorkerContext, concat_payloads, stamp_of
-from rlinf.core.errors import require
+from rlinf.api import Payload, WorkerContext, concat_payloads, require, stamp_of
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload
 

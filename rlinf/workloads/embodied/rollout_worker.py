@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
-from rlinf.api import Payload, WorkerContext, concat_payloads
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError, Payload, WorkerContext, concat_payloads
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import ActorCritic, load_payload
 

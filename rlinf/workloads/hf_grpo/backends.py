@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError
 from rlinf.workloads.hf_grpo.checkpoints import load_model
 from rlinf.workloads.hf_grpo.config import BACKEND_NAMES, BackendConfig
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams, generate_all, stream_groups

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError
 from rlinf.workloads.hf_grpo.backends import PolicyBackend, require_cuda_device
 from rlinf.workloads.hf_grpo.checkpoints import load_model
 from rlinf.workloads.hf_grpo.megatron_layout import from_megatron, layout_of, to_megatron

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf import ConfigError, WorkerContext
+from rlinf.api import ConfigError, WorkerContext
 from rlinf.workloads.hf_grpo.backend_registry import rollout_backend
 from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, payload_tensors
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig

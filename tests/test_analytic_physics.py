@@ -217,6 +217,7 @@ def test_cli_synth_takes_the_decode_step_overhead_and_records_it(tmp_path, capsy
     assert slow.provenance["workload"]["decode_step_overhead_s"] == 0.01
     assert seconds_of(slow, "rollout", 8, 64) > seconds_of(plain, "rollout", 8, 64) + 0.01 * 100
     assert seconds_of(slow, "actor", 8, 64) == seconds_of(plain, "actor", 8, 64)
+    capsys.readouterr()  # the good runs' progress lines
     assert main([*flags, "--decode-step-overhead-s", "-1", "--out", str(tmp_path / "bad.json")]) == 2
     error = capsys.readouterr().err
     assert "decode_step_overhead_s=" in error and len(error.strip().splitlines()) == 1

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlinf.commands import values
 from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
+from rlinf.commands.train_args import add_profile_arguments
 from rlinf.core.errors import require
 from rlinf.core.fidelity import MAX_BIAS, MIN_WITHIN_TURNS
 from rlinf.core.outputs import check_output_dir
@@ -41,20 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_machine_arguments(parser)
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
-    parser.add_argument(
-        "--profile-budget",
-        type=values.positive_seconds,
-        default=120.0,
-        help="profiling seconds (default 120)",
-    )
-    parser.add_argument(
-        "--profile-iterations",
-        type=int,
-        default=6,
-        metavar="N",
-        help="measured iterations per probe plan, after its 2 warm-up ones (default 6; fewer: more probe plans "
-        "fit a short --profile-budget)",
-    )
+    add_profile_arguments(parser)
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )

@@ -44,7 +44,14 @@ from rlinf.app.run_checkpoint import (
     load_run_checkpoint,
     resume_workers,
 )
-from rlinf.app.run_dir import append_metrics, keep_stall, metrics_until, remove_temporaries, require_fresh
+from rlinf.app.run_dir import (
+    append_metrics,
+    begin_segment,
+    keep_stall,
+    metrics_until,
+    remove_temporaries,
+    require_fresh,
+)
 from rlinf.core.errors import ConfigError
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
@@ -138,6 +145,7 @@ def run(request: RunRequest, choice: PlanChoice, *, on_iteration: OnIteration | 
     program = log.program(segment)
     if segment.state is not None and segment.state.iteration >= request.settings.iterations:
         log.rewind(segment)
+        log.history = metrics_until(request.out / "metrics.jsonl", segment.state.iteration)
         written = _write_outputs(request, choice, log.measured, only_missing=True)
         return TrainResult(
             run_dir=request.out,
@@ -155,20 +163,18 @@ def run(request: RunRequest, choice: PlanChoice, *, on_iteration: OnIteration | 
 
 
 def first_segment(request: RunRequest, choice: PlanChoice) -> Segment:
-    """The run's first segment: fresh in a fresh run directory, or with ``request.resume`` from the run's newest valid
-    checkpoint (refused unless it was written by the same workload, config and plan); ``plan.yaml`` written."""
+    """The run's first segment: fresh, in a run directory without a run, or with ``request.resume`` from the run's
+    newest valid checkpoint (refused unless it was written by the same workload, config and plan)."""
     run_dir, job = request.out, request.job
-    if request.resume:
-        checkpoint = load_run_checkpoint(run_dir / "checkpoints")
-        checkpoint.check_resumable(
-            workload=job.name, config=job.recorded(request.config), plan=choice.plan.to_dict()
-        )
-        remove_temporaries(run_dir)
-    else:
+    if not request.resume:
         require_fresh(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "plan.yaml", choice.plan.to_yaml())
-    return Segment.fresh(choice) if not request.resume else Segment.from_checkpoint(choice, checkpoint)
+        return Segment.fresh(choice)
+    checkpoint = load_run_checkpoint(run_dir / "checkpoints")
+    remove_temporaries(run_dir)
+    checkpoint.check_resumable(
+        workload=job.name, config=job.recorded(request.config), plan=choice.plan.to_dict()
+    )
+    return Segment.from_checkpoint(choice, checkpoint)
 
 
 def _run_segments(request: RunRequest, segment: Segment, log: _Log, on_iteration: OnIteration | None) -> None:
@@ -221,14 +227,14 @@ def _run_segment(
     job, config, settings = request.job, request.config, request.settings
     program = log.program(segment)
     specs = job.worker_specs(config, segment.plan, program)
+    first = segment.first_iteration
+    log.begin(segment, first)
     if segment.state is None:
         workers.start(program, specs)  # fresh workers are in their iteration-1 state
         initial_rng.restore()
-        first = 1
     else:
-        first = resume_workers(workers, program, specs, segment.state)
+        resume_workers(workers, program, specs, segment.state)
     mark_phase("workers_started")
-    log.begin(segment)
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
     # steps that train on the batch produced k steps before, the last k of them on the training side alone: every
@@ -308,16 +314,15 @@ class _Log:
         return self.programs[plan]
 
     def rewind(self, segment: Segment) -> None:
-        """Go back to where ``segment`` starts: the metrics up to it and its measured iterations (from its
-        checkpoint; a live start keeps them)."""
+        """Go back to the measured iterations where ``segment`` starts (its checkpoint's; a live start keeps them)."""
         if segment.start is not Start.LIVE:
-            self.history = metrics_until(self.request.out / "metrics.jsonl", segment.first_iteration - 1)
             self.measured = (
                 [] if segment.state is None else _measured_from(segment.state, self.program(segment))
             )
 
-    def begin(self, segment: Segment) -> None:
-        """:meth:`rewind` to ``segment``, and show it on the progress bar."""
+    def begin(self, segment: Segment, first: int) -> None:
+        """:meth:`rewind` to ``segment``, whose first iteration is ``first``, record its plan and cut the metrics
+        back to its start (:func:`rlinf.app.run_dir.begin_segment`), and show it on the progress bar."""
         from torch.utils.tensorboard import SummaryWriter
         from tqdm import tqdm
 
@@ -326,16 +331,16 @@ class _Log:
         self.predicted = None if prediction is None else prediction.timeline
         if self.writer is None:
             self.writer = SummaryWriter(str(self.request.out / "tensorboard"))
-        initial = segment.first_iteration - 1
         if self.bar is None:
             steps = self.request.settings.iterations + self.program(segment).max_staleness
             self.bar = tqdm(
-                total=steps, initial=initial, desc=f"train {segment.plan.mode}", unit="it",
+                total=steps, initial=first - 1, desc=f"train {segment.plan.mode}", unit="it",
                 disable=not self.request.progress,
             )  # fmt: skip
         else:
-            self.bar.n = initial
+            self.bar.n = first - 1
             self.bar.refresh()
+        self.history = begin_segment(self.request.out, segment.plan.to_yaml(), first - 1)
 
     def record(self, metrics: dict[str, Any], measured: MeasuredIteration) -> None:
         """Append one iteration: its metrics to the file, TensorBoard and the bar, its timeline to the measured."""

@@ -19,6 +19,8 @@ A run directory may come from anyone, so the manifest is checked before anything
 each entry's file must be exactly ``iter_NNNNNN.safetensors`` for its iteration (no path, so nothing outside the
 directory), neither the directory nor the file may be a symbolic link, and checkpoints of the old pickle format
 (``.pt``, manifest version 1) are refused, since loading them could run code.
+
+What a training run's checkpoint holds, as a typed record, is :mod:`rlinf.app.run_checkpoint`.
 """
 
 from __future__ import annotations

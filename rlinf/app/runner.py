@@ -170,10 +170,10 @@ def first_segment(request: RunRequest, choice: PlanChoice) -> Segment:
         require_fresh(run_dir)
         return Segment.fresh(choice)
     checkpoint = load_run_checkpoint(run_dir / "checkpoints")
-    remove_temporaries(run_dir)
     checkpoint.check_resumable(
         workload=job.name, config=job.recorded(request.config), plan=choice.plan.to_dict()
     )
+    remove_temporaries(run_dir)
     return Segment.from_checkpoint(choice, checkpoint)
 
 

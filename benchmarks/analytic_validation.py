@@ -11,9 +11,12 @@ fitted to a named subset of the runs (NeMo RL's) and evaluated on the others; th
 redone with each input a user would not know moved down and up. The one-step-off rows are simulated with their
 disaggregated plans at ``max_staleness: 1``; the async/sync section sets each system's published asynchronous gain
 beside rlinf's (benchmarks/analytic_validation_async.py). The straggler demo synthesizes a long chain-of-thought
-trace and simulates it with the rlinf command line, as a user would.
-tests/test_analytic_validation.py recomputes all of it and fails when the doc or its JSON no longer state it.
-"""
+trace and simulates it with the rlinf command line, as a user would. Block ``planner-7b``: the shipped 7B trace
+(which keeps the earlier model) re-synthesized with this page's model by its own command less the earlier model's
+switches, then planned (``rlinf plan``, synchronous and ``--max-staleness 1``) and priced collocated
+(``rlinf simulate``) beside the shipped trace, with each component's seconds on the best plan's devices against a
+linear share of its seconds on the whole cluster.
+tests/test_analytic_validation.py recomputes all of it and fails when the doc or its JSON no longer state it."""
 
 from __future__ import annotations
 
@@ -31,15 +34,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import analytic_validation_async
 import attrs
 import numpy as np
-
-# benchmarks/ is not a package: find the modules beside us, and this checkout's rlinf before an installed one.
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
-
-import analytic_validation_async  # noqa: E402
-import analytic_validation_plans  # noqa: E402
-from analytic_validation_model import (  # noqa: E402
+import suite
+from analytic_validation_model import (
     ABLATION,
     NOW,
     PREVIOUS,
@@ -51,10 +50,9 @@ from analytic_validation_model import (  # noqa: E402
     sigma_of,
     step_line,
 )
-from analytic_validation_rows import RUNS  # noqa: E402
-from analytic_validation_runs import PublishedRun  # noqa: E402
-from analytic_validation_steps import step_checks  # noqa: E402
-from analytic_validation_tables import (  # noqa: E402
+from analytic_validation_rows import RUNS
+from analytic_validation_runs import PublishedRun
+from analytic_validation_tables import (
     ablation_table,
     engine_cost_table,
     engine_map_table,
@@ -63,12 +61,16 @@ from analytic_validation_tables import (  # noqa: E402
     sensitivity_table,
     sources,
     step_check_table,
+    step_checks,
     straggler_table,
     summarize,
     summary_line,
 )
 
-from rlinf.cli import main as rlinf  # noqa: E402
+from rlinf.cli import main as rlinf
+from rlinf.core.costs import fit
+from rlinf.core.plan import plan_from_dict
+from rlinf.core.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "analytic_validation.md"
@@ -119,10 +121,7 @@ def straggler_demo(gantt: Path | None = None) -> dict[str, Any]:
         shutil.copyfile(ROOT / plan, Path(folder) / plan)
         with contextlib.redirect_stdout(io.StringIO()):
             rlinf(shlex.split(STRAGGLER_SYNTH)[1:])
-        output = io.StringIO()
-        with contextlib.redirect_stdout(output):
-            rlinf(shlex.split(STRAGGLER_SIMULATE)[1:])
-        result = json.loads(output.getvalue())
+        result = suite.rlinf_json(shlex.split(STRAGGLER_SIMULATE)[1:])
         if gantt is not None:
             shutil.copyfile(Path(folder) / "straggler" / "gantt.png", gantt)
     (tail,) = result["straggler"]["components"]
@@ -146,7 +145,7 @@ def report(runs: tuple[PublishedRun, ...] = RUNS, gantt: Path | None = None) -> 
     moved = {run.key: [None if r is None else round(r, 3) for r in sensitivity(run)] for run in runs}
     demo = straggler_demo(gantt)
     asynchronous = analytic_validation_async.report(runs, now)
-    plans = analytic_validation_plans.report()
+    plans = planner_7b_report()
     summaries = {
         "summary": summarize(runs, ratios[NOW.key]),
         "summary_long_cot": summarize([runs[i] for i in long_cot], [ratios[NOW.key][i] for i in long_cot]),
@@ -313,7 +312,7 @@ def tables_block(runs: tuple[PublishedRun, ...], predictions: dict[str, Any], he
     lines += [
         "",
         "The model's decode step against the long-context rows of the table that gives `vllm-v1` (not read to "
-        "derive its costs; `benchmarks/analytic_validation_steps.py`):",
+        "derive its costs; `benchmarks/analytic_validation_tables.py`):",
         "",
     ]
     lines += step_check_table(step_checks())
@@ -348,47 +347,185 @@ def straggler_block(demo: dict[str, Any]) -> str:
     )
 
 
+KIND = "analytic-validation"
+
+
 def block(name: str) -> re.Pattern[str]:
     """A generated block of the doc: between ``<!-- analytic-validation:NAME -->`` and its closing marker."""
-    return re.compile(
-        rf"(<!-- analytic-validation:{name} -->\n)(.*?)\n?(<!-- /analytic-validation:{name} -->)", re.S
-    )
+    return suite.pattern(KIND, name)
 
 
 def write(result: dict[str, Any]) -> None:
     """Rewrite the doc's blocks and its JSON."""
-    text = DOC.read_text()
-    for name, content in result["blocks"].items():
-        text, count = block(name).subn(lambda m, c=content: m.group(1) + c + "\n" + m.group(3), text)
-        if count != 1:
-            raise SystemExit(f"{DOC} has {count} blocks {name}, not 1")
-    DOC.write_text(text)
+    bodies = {(str(DOC), name): content for name, content in result["blocks"].items()}
+    DOC.write_text(suite.rewrite(KIND, {str(DOC): DOC.read_text()}, bodies)[str(DOC)])
     DOC_JSON.write_text(json.dumps(result, indent=1) + "\n")
 
 
 def differences(result: dict[str, Any]) -> list[str]:
     """The doc's blocks that differ from ``result`` (and ``json`` when its JSON does)."""
-    text = DOC.read_text()
-    out = []
-    for name, content in result["blocks"].items():
-        found = block(name).search(text)
-        if found is None or found.group(2) != content:
-            out.append(name)
+    bodies = {(str(DOC), name): content for name, content in result["blocks"].items()}
+    out = [key.rsplit(":", 1)[1] for key in suite.differences(KIND, {str(DOC): DOC.read_text()}, bodies)]
     if json.loads(DOC_JSON.read_text()) != json.loads(json.dumps(result)):
         out.append("json")
     return out
 
 
-def main() -> None:
+# ------------------------------------------------------------- the 7B trace planned (block planner-7b)
+SHIPPED = "traces/grpo_7b_h100.json"
+EARLIER_MODEL = (
+    "--decode-step-overhead-s 0",
+    "--terms none",
+    "--pp 1",
+    "--train-efficiency none",
+    "--weight-sync none",
+)
+"""The switches of the shipped trace's command that keep the earlier model; dropped, the command gets this page's."""
+COLLOCATED_PLAN = "examples/plans/collocated.yaml"
+
+
+def resynthesis_command(out: str) -> str:
+    """The shipped 7B trace's provenance command without the earlier model's switches, writing ``out``."""
+    command = json.loads((ROOT / SHIPPED).read_text())["provenance"]["command"]
+    for switch in EARLIER_MODEL:
+        assert f" {switch} " in command, switch
+        command = command.replace(f" {switch} ", " ")
+    return command.replace(f"--out {SHIPPED}", f"--out {out}") + " --date 2026-01-01"
+
+
+def plans_of(trace: str) -> dict[str, Any]:
+    """The collocated plan's iteration, and the planner's best plan synchronously and at staleness 1."""
+    collocated = suite.rlinf_json(
+        shlex.split(f"rlinf simulate --trace {trace} --plan {COLLOCATED_PLAN} --json")[1:]
+    )
+    out: dict[str, Any] = {"collocated_s": round(collocated["iteration_s"], 1)}
+    for staleness in (0, 1):
+        chosen = suite.rlinf_json(
+            shlex.split(f"rlinf plan --trace {trace} --max-staleness {staleness} --json")[1:]
+        )
+        out[f"staleness_{staleness}"] = {
+            "plan": chosen["plan"],
+            "mode": chosen["mode"],
+            "iteration_s": round(chosen["predicted_iteration_s"], 1),
+            "gain": round(collocated["iteration_s"] / chosen["predicted_iteration_s"], 3),
+        }
+    out["curves"] = curves_of(trace, out["staleness_1"]["plan"])
+    return out
+
+
+def curves_of(trace_path: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """Per component of ``plan``: its seconds on its devices, and the linear share of its seconds on the whole
+    cluster (``whole x all devices / its devices``): below the linear share, the work per device pays; and the
+    collocated weight sync's resharding, which a split plan does not pay."""
+    trace = load_trace(trace_path)
+    costs = fit(trace)
+    workflow = trace.workflow
+    placed = plan_from_dict(plan, trace.cluster.num_devices, source="plan")
+    out: dict[str, Any] = {}
+    for component in ("rollout", "actor", "inference"):
+        devices = len(placed.devices_of(component))
+        everything = trace.cluster.num_devices
+        op = {"rollout": "generate", "actor": "train", "inference": "infer"}[component]
+        own = costs.compute_seconds(component, op, devices, workflow.batch_size)
+        whole = costs.compute_seconds(component, op, everything, workflow.batch_size)
+        out[component] = {
+            "devices": devices,
+            "seconds": round(own, 1),
+            "linear_s": round(whole * everything / devices, 1),
+            "efficiency": round(whole * everything / devices / own, 3),
+        }
+    (sync,) = (s for s in workflow.weight_sync if s.dst == "rollout")
+    out["reshard_s"] = round(sync.reshard_s, 1)
+    return out
+
+
+def planner_7b_report() -> dict[str, Any]:
+    """Both traces planned; the re-synthesis command."""
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        for path in (SHIPPED, COLLOCATED_PLAN):
+            (Path(folder) / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / path, Path(folder) / path)
+        command = resynthesis_command("grpo_7b_now.json")
+        with contextlib.redirect_stdout(io.StringIO()):
+            rlinf(shlex.split(command)[1:])
+        result = {"command": command, "now": plans_of("grpo_7b_now.json"), "shipped": plans_of(SHIPPED)}
+    return {**result, "block": planner_7b_block(result)}
+
+
+def _describe(plan: dict[str, Any]) -> str:
+    placement = ", ".join(f"{name} {devices}" for name, devices in sorted(plan["placement"].items()))
+    extra = [f"offload {', '.join(plan['offload'])}"] if plan.get("offload") else []
+    if plan.get("max_staleness"):
+        extra.append(
+            f"max_staleness {plan['max_staleness']}, buffer before {', '.join(plan['buffer_before'])}"
+        )
+    return placement + ("; " + "; ".join(extra) if extra else "")
+
+
+def planner_7b_block(result: dict[str, Any]) -> str:
+    """The commands, the two traces' plans side by side, and the curves of the best plan."""
+    lines = [
+        "```",
+        result["command"],
+        "rlinf simulate --trace grpo_7b_now.json --plan examples/plans/collocated.yaml",
+        "rlinf plan --trace grpo_7b_now.json                  # synchronous plans",
+        "rlinf plan --trace grpo_7b_now.json --max-staleness 1",
+        "```",
+        "",
+        "| trace | collocated (s) | best synchronous plan | s | gain | best plan, --max-staleness 1 | s | gain |",
+        "| --- | ---: | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for name, label in (
+        ("now", "re-synthesized, this page's model"),
+        ("shipped", f"{SHIPPED} (earlier model)"),
+    ):
+        row = result[name]
+        sync, stale = row["staleness_0"], row["staleness_1"]
+        lines.append(
+            f"| {label} | {row['collocated_s']:.1f} | {sync['mode']}: {_describe(sync['plan'])} "
+            f"| {sync['iteration_s']:.1f} | {sync['gain']:.2f}x | {stale['mode']}: {_describe(stale['plan'])} "
+            f"| {stale['iteration_s']:.1f} | {stale['gain']:.2f}x |"
+        )
+    lines += [
+        "",
+        "Each component of the best plan at staleness 1 on its devices, against a linear share of its time on all 32 "
+        "(above 1: the work per device pays):",
+        "",
+        "| trace | component | devices | seconds | linear share (s) | linear / seconds |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in ("now", "shipped"):
+        curves = result[name]["curves"]
+        for component in ("rollout", "inference", "actor"):
+            c = curves[component]
+            lines.append(
+                f"| {name} | {component} | {c['devices']} | {c['seconds']:.1f} | {c['linear_s']:.1f} "
+                f"| {c['efficiency']:.2f} |"
+            )
+    curves = result["now"]["curves"]
+    best = max(("rollout", "inference", "actor"), key=lambda c: curves[c]["efficiency"])
+    lines += [
+        "",
+        f"The curve that makes the difference: the **{best}**'s, whose {curves[best]['devices']} devices take "
+        f"{curves[best]['seconds']:.1f} s where a linear share would take {curves[best]['linear_s']:.1f} s "
+        f"({curves[best]['efficiency']:.2f}x).",
+    ]
+    lines += [
+        "",
+        f"A collocated weight sync reshards the weights in place: {result['now']['curves']['reshard_s']:.1f} s per "
+        f"step in the re-synthesized trace (the published rate, `--weight-sync`), "
+        f"{result['shipped']['curves']['reshard_s']:.1f} s in the shipped one.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--write", action="store_true", help="rewrite the doc's blocks, its JSON and the Gantt"
-    )
-    parser.add_argument("--check", action="store_true", help="exit 1 when the doc or its JSON differ")
+    suite.check_write_arguments(parser, "rewrite the doc's blocks, its JSON and the Gantt")
     parser.add_argument("--markdown", action="store_true", help="print the generated blocks")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = report(gantt=GANTT if args.write else None)
     if args.write:
         write(result)
@@ -399,12 +536,11 @@ def main() -> None:
     print(summary_line(result["summary"], "Now, nothing fitted"))
     print(summary_line(result["summary_long_cot"], "Now, long chain-of-thought runs"))
     print(summary_line(result["held_out"]["summary"], f"Fitted on the {FITTED_ON} runs, held out"))
-    if args.check:
-        stale = differences(result)
-        if stale:
-            print(f"differs from the code: {', '.join(stale)}; run: {COMMAND}")
-            raise SystemExit(1)
+    stale = differences(result) if args.check else []
+    if stale:
+        print(f"differs from the code: {', '.join(stale)}; run: {COMMAND}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,6 @@
-"""Auto mode vs fixed modes: throughput of the plan ``rlinf train --mode auto`` chooses against the collocated,
+"""Auto mode against fixed modes: throughput of the plan ``--mode auto`` chooses, measured.
+
+The plan ``rlinf train --mode auto`` chooses against the collocated,
 hybrid and disaggregated plans of the same config, each fixed mode at its best measured granularity, with the real
 executor (training included). Throughput is the iteration's work over its median time: env steps for Hopper,
 the workflow's unit otherwise (GRPO: samples, prompts x group size).
@@ -25,12 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor.devices import available_cores
+from planner.modes import fixed_plan
 from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import load_job_config
-from rlinf.app.jobs.plans import fixed_plan, uniform_granularities
+from rlinf.app.jobs.plans import uniform_granularities
 from rlinf.app.profiling import ProfileSettings, measure_plans, profile
 from rlinf.core.errors import ConfigError
 from rlinf.core.files import write_text_atomic
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         help="measure each fixed mode at the config's granularity only, not at every uniform one",
     )
     args = parser.parse_args(argv)
-    measurement = provenance.begin("python benchmarks/bench_auto_mode.py", argv)
+    measurement = suite.begin("python benchmarks/bench_auto_mode.py", argv)
 
     job, config = load_job_config(args.config, args.set)
     started = time.perf_counter()
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "best_fixed_plan": rows[best_of_mode[best_fixed]]["plan"],
         "auto_over_best_fixed": rows["auto"][rate] / rows[best_of_mode[best_fixed]][rate],
     }
-    report = provenance.document(report, measurement)
+    report = suite.document(report, measurement)
     print(json.dumps(report, indent=1))
     if args.json:
         write_text_atomic(args.json, json.dumps(report, indent=1) + "\n")

@@ -1,5 +1,6 @@
-"""Seconds from a SIGKILL of a worker in the middle of an op to the error naming it, local and Ray backends: runs
-the fault-injection tests that measure it, ``--runs`` times, and collects what they print.
+"""Seconds from a SIGKILL of a worker in the middle of an op to the error naming it, local and Ray.
+
+It runs the fault-injection tests that measure it, ``--runs`` times, and collects what they print.
 
     python benchmarks/bench_kill_detection.py [--runs 2] [--json docs/data/kill_detection.json]
 
@@ -15,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import provenance
+import suite
 
 TEST_COMMAND = ["-m", "pytest", "tests/test_fault_injection.py", "-s", "-q", "-k", "killed_mid_op"]
 PRINTED = re.compile(r"(local|ray) backend: SIGKILL detected after (\d+) ms")
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--json", type=Path, default=Path("docs/data/kill_detection.json"))
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/bench_kill_detection.py", argv)
+    started = suite.begin("python benchmarks/bench_kill_detection.py", argv)
     detected_ms: dict[str, list[int]] = {"local": [], "ray": []}
     for _ in range(args.runs):
         done = subprocess.run([sys.executable, *TEST_COMMAND], capture_output=True, text=True)
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, ms in found:
             detected_ms[kind].append(int(ms))
     body = {"test_command": "python " + " ".join(TEST_COMMAND), "detected_ms": detected_ms}
-    provenance.write_artifact(args.json, body, started)
+    suite.write_artifact(args.json, body, started)
     print(
         f"SIGKILL to error: local {detected_ms['local']} ms, Ray {detected_ms['ray']} ms; wrote {args.json}"
     )

@@ -1,5 +1,4 @@
-"""A/A test of plan measurement: one plan entered twice, so any difference between the two is the measurement's
-own bias and noise.
+"""A/A test of plan measurement: one plan entered twice, to measure the protocol's own bias and noise.
 
     python benchmarks/bench_order_bias.py [--repeats 4] [--iterations 30] [--json docs/data/order_bias.json]
 
@@ -15,7 +14,7 @@ run's ratio of medians (entry 0 over entry 1) should be 1 up to noise. Two setti
   (:func:`rlinf.app.profiling.generation_orders`; validate uses 4).
 
 Prints one JSON object: per protocol the ratio of each run, their mean and how many runs had entry 0 slower; with
-``--json`` also writes it with provenance (``benchmarks/provenance.py``) and every iteration's time.
+``--json`` also writes it with provenance (``benchmarks/suite.py``) and every iteration's time.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import provenance
+import suite
 
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import local_backends, measure_plans
@@ -45,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="warm-up rounds per generation (default 2)")
     parser.add_argument("--json", type=Path, help="write the result, with provenance, to this file")
     args = parser.parse_args(argv)
-    started = provenance.begin(
-        "python benchmarks/bench_order_bias.py", sys.argv[1:] if argv is None else argv
-    )
+    started = suite.begin("python benchmarks/bench_order_bias.py", sys.argv[1:] if argv is None else argv)
     job, config = load_job_config("examples/hopper_ppo.yaml", [])
     plan = plan_from_dict(PLAN, 2)
     runs: dict[str, list[dict]] = {name: [] for name in PROTOCOLS}
@@ -87,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(report, indent=1))
     if args.json:
-        provenance.write_artifact(args.json, {**report, "runs": runs}, started)
+        suite.write_artifact(args.json, {**report, "runs": runs}, started)
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Pipelining benchmark: env steps/s with the env <-> rollout loop split into 2 pipeline stages vs 1 stage, on
-disaggregated env and rollout devices (one CPU core each), measured with the real executor.
+"""Pipelining benchmark: env steps/s with the env <-> rollout loop in 2 pipeline stages against 1.
+
+Disaggregated env and rollout devices (one CPU core each), measured with the real executor.
 
     python benchmarks/bench_pipelining.py [--iterations 6] [--hidden 256 256] [--json OUT]
 
@@ -18,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
 from rlinf.app.jobs import get_job
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=min(2, len(available_cores())))
     parser.add_argument("--json", type=Path, help="write the report here, with provenance")
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/bench_pipelining.py", argv)
+    started = suite.begin("python benchmarks/bench_pipelining.py", argv)
     config = EmbodiedConfig(
         num_envs=args.num_envs,
         num_steps=args.num_steps,
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(report, indent=1))
     if args.json is not None:
-        provenance.write_artifact(args.json, report, started)
+        suite.write_artifact(args.json, report, started)
     return 0
 
 

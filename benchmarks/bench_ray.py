@@ -23,7 +23,7 @@ import statistics
 import time
 from typing import Any
 
-import provenance
+import suite
 
 import executor
 from executor.devices import available_cores
@@ -69,11 +69,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--json", help="write the summary here, with provenance")
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/bench_ray.py", argv)
+    started = suite.begin("python benchmarks/bench_ray.py", argv)
     job, config = load_job_config(args.config)
     summary = {mode: compare(job, config, mode, args) for mode in args.modes}
     if args.json:
-        provenance.write_artifact(
+        suite.write_artifact(
             args.json, {"iterations": args.iterations, "warmup": args.warmup, "modes": summary}, started
         )
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 import torch
 
 from executor import local
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if cores < 2:
         print("bench_scaling: needs 2 CPU cores", file=sys.stderr)
         return 2
-    started = provenance.begin("python benchmarks/bench_scaling.py", argv)
+    started = suite.begin("python benchmarks/bench_scaling.py", argv)
     out: dict[str, Any] = {}
     rows: dict[str, list[dict]] = {}
 
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "two_core_ceiling_parts_s": ceilings,
         "candidates": rows,
         "iterations_per_plan": args.iterations,
-        **provenance.finish(started),
+        **suite.finish(started),
     }
     text = json.dumps(out, indent=2)
     print(text)

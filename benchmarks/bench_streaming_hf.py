@@ -1,5 +1,6 @@
-"""Streaming granularity chosen by the planner vs whole-batch hand-off for GRPO on a Hugging Face causal LM, with
-the real executor, on the workload's natural response lengths (no knob forces a long tail).
+"""GRPO on a Hugging Face causal LM: the planner's streaming granularity against whole-batch hand-off.
+
+With the real executor, on the workload's natural response lengths (no knob forces a long tail).
 
     python benchmarks/bench_streaming_hf.py [--profile-budget 120] [--iterations 30] [--cache DIR]
 
@@ -34,9 +35,9 @@ from typing import Any
 
 import attrs
 import numpy as np
+import suite
 
 from executor.devices import available_cores
-from planner.judge import quiet_copy
 from rlinf.app.auto import plan_from_trace
 from rlinf.app.jobs import Job, load_job_config
 from rlinf.app.profiling import (
@@ -77,7 +78,7 @@ def is_whole_batch(plan: Plan) -> bool:
 
 def predicted_s(job: Job, config: Any, trace: Trace, plan: Plan, num_devices: int) -> float:
     """The simulated iteration time of ``plan`` from ``trace``, as the planner predicts it."""
-    costs = quiet_copy(fit(trace, cpu_cluster(num_devices), statistic=COST_STATISTIC))
+    costs = fit(trace, cpu_cluster(num_devices), statistic=COST_STATISTIC)
     return simulate(job.lower(plan, config, num_devices), costs).iteration_s
 
 
@@ -119,9 +120,8 @@ def profile_summary(profiled: ProfileResult, budget_s: float) -> dict[str, Any]:
 
 def commit() -> str:
     """The checkout's short commit, with ``+dirty`` when tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], check=False).returncode != 0
-    return head.stdout.strip() + ("+dirty" if dirty else "")
+    return suite.commit() + ("+dirty" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 from rlinf.app.profiling import evened
 from rlinf.app.validation import simulated
@@ -46,7 +46,7 @@ def breakdown(run_dir: Path) -> dict[str, Any]:
     """The three iteration times of one run and its per-op means (see the module docstring)."""
     profile = evened(load_trace(run_dir / "profile_trace.json"))
     run = load_trace(run_dir / "trace.json")
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = suite.metrics_of(run_dir)
     measured = statistics.median(
         m["iteration_s"] for m in metrics[1:] if m.get("phase", "steady") == "steady"
     )
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write the breakdowns here")
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/bias_breakdown.py", argv)
+    started = suite.begin("python benchmarks/bias_breakdown.py", argv)
     results = [breakdown(run) for run in args.runs]
     for r in results:
         print(
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = "-" if op["profile_ms"] is None else f"{op['profile_ms']:.2f}"
             print(f"    {op['op']:<40} profile {shown:>7} ms  run {op['run_ms']:7.2f} ms  {ratio}")
     if args.json:
-        provenance.write_artifact(args.json, {"runs": results}, started)
+        suite.write_artifact(args.json, {"runs": results}, started)
     return 0
 
 

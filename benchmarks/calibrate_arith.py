@@ -1,7 +1,8 @@
-"""Calibration of the analytic model against the profile of the former GRPO arithmetic workload (a GPT-2-shaped
-transformer written in torch, since replaced by the addition task of the GRPO workload): the figures of
-docs/calibration.md, a study kept with its data (``docs/data/grpo_arith_former_cpu2_trace.json`` and the
-``docs/grpo_validate*.json`` runs).
+"""The analytic model calibrated on the former GRPO arithmetic workload's profile: docs/calibration.md.
+
+The former workload was a GPT-2-shaped
+transformer written in torch, since replaced by the addition task of the GRPO workload; the study is kept with its
+data (``docs/data/grpo_arith_former_cpu2_trace.json`` and the ``docs/grpo_validate*.json`` runs).
 
     python benchmarks/calibrate_arith.py [--split-seeds 0 1 2 3 4]
 

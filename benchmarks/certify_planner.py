@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 
 from planner.brute_force import brute_force
 from planner.judge import Evaluation
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-simulated", type=int, help="simulations per case at most")
     parser.add_argument("--artifact", help=f"write the results here (e.g. {ARTIFACT})")
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/certify_planner.py", argv)
+    started = suite.begin("python benchmarks/certify_planner.py", argv)
     certificates = []
     for path in args.traces:
         for num_devices in args.sizes:
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_simulated": args.max_simulated,
             "certificates": [attrs.asdict(c) for c in certificates],
         }
-        provenance.write_artifact(args.artifact, body, started)
+        suite.write_artifact(args.artifact, body, started)
     sys.stdout.write(f"{certificate_table(certificates)}\n\n{certificate_summary(certificates)}\n")
     return 0
 

@@ -1,19 +1,22 @@
-"""The simulated figures of the README and docs, regenerated: one script for every table the docs show.
+"""Every generated figure of the README and docs, regenerated or checked by one command.
 
 Usage::
 
-    python benchmarks/doc_figures.py           # print every table
-    python benchmarks/doc_figures.py --check   # exit 1 when a doc differs from what the code computes
-    python benchmarks/doc_figures.py --write   # rewrite the tables (and the capacity charts) in the docs
+    python benchmarks/doc_figures.py           # print every simulated table
+    python benchmarks/doc_figures.py --check   # exit 1 when a doc differs from what the code and artifacts give
+    python benchmarks/doc_figures.py --write   # rewrite every generated block and picture of the docs
 
-Each table sits in its file between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``;
-``tests/test_doc_figures.py`` fails when one drifts from this script's output (a hand edit included). What it
-covers: the 7B trace under the example plans (README) and the planner's plan by cluster size (docs/planner.md);
-the planner's own candidates against the baselines on every shipped trace at 8-1024 devices
-(docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the whole plan space at
-8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md, summaries likewise); the capacity example (docs/capacity.md,
-its answer also in the README; with ``--write`` also its two charts). Every figure is a simulation; none is a measured time.
-"""
+``--check`` and ``--write`` cover the three kinds of generated block: the simulated figures computed here (kind
+``figures``), the measured figures rendered from the committed artifacts (kind ``measured``,
+``benchmarks/measurements.py``) and the analytic model against published runs (``benchmarks/analytic_validation.py``);
+each of those two also runs alone. Each table sits in its file between ``<!-- figures:NAME -->`` and
+``<!-- /figures:NAME -->``; ``tests/test_doc_figures.py`` fails when one drifts from this script's output (a hand
+edit included). The simulated ones: the 7B trace under the example plans (README) and the planner's plan by
+cluster size (docs/planner.md); the planner's own candidates against the baselines on every shipped trace at
+8-1024 devices (docs/planner_table.md, summaries in README and docs/planner.md); against brute force over the
+whole plan space at 8 and 16 devices, and on the Hopper profile's own 2 cores (docs/planner_bruteforce.md,
+summaries likewise); the capacity example (docs/capacity.md, its answer also in the README; with ``--write`` also
+its two charts). Every one of them is a simulation; none is a measured time."""
 
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ import argparse
 import contextlib
 import functools
 import io
-import json
 import re
 import sys
 import tempfile
@@ -29,7 +31,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import doc_blocks
+import analytic_validation
+import measurements
+import suite
 from compare_planner import (
     TRACES,
     Case,
@@ -39,7 +43,7 @@ from compare_planner import (
     gap_summary,
     speedup_summary,
 )
-from doc_blocks import Block, indented
+from suite import Block, indented
 
 from rlinf.capacity import CapacityResult, SweepOptions, Target, parse_whatif, sweep, write_report
 from rlinf.capacity.document import number
@@ -67,16 +71,6 @@ CAPACITY_CHARTS = {
     "throughput.png": "docs/capacity_throughput.png",
     "breakdown.png": "docs/capacity_breakdown.png",
 }
-
-
-def _json(args: list[str]) -> dict:
-    """One rlinf command's ``--json`` output."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = rlinf([*args, "--json"])
-    if code != 0:
-        raise RuntimeError(f"rlinf {' '.join(args)} exited {code}")
-    return json.loads(out.getvalue())
 
 
 # ------------------------------------------------------------------------------------------ computations
@@ -115,7 +109,9 @@ def simulate_table() -> str:
     """The 7B trace on its cluster under each example plan."""
     lines = ["| plan | iteration | samples/s | tokens/s | bubble |", "| --- | --- | --- | --- | --- |"]
     for name, plan in PLANS.items():
-        result = _json(["simulate", "--trace", str(ROOT / TRACE), "--plan", str(ROOT / plan)])
+        result = suite.rlinf_json(
+            ["simulate", "--trace", str(ROOT / TRACE), "--plan", str(ROOT / plan), "--json"]
+        )
         speed = result["throughput"]
         lines.append(
             f"| {name} | {result['iteration_s']:.1f} s | {speed['samples_per_s']:.2f} | "
@@ -255,7 +251,6 @@ BOUND_SPLIT_PLAN_NOTE = (
 
 def bound_split_plan() -> dict[str, float]:
     """The simulated iteration of :data:`BOUND_SPLIT_PLAN` on the 7B trace's 32 GPUs, with when each side works."""
-    from planner.judge import quiet_copy
     from rlinf.core.lowering import lower
     from rlinf.core.plan import plan_from_yaml
     from simulator import simulate
@@ -264,7 +259,7 @@ def bound_split_plan() -> dict[str, float]:
     out: dict[str, float] = {}
     for prefix, behind in (("", ""), ("behind_", "buffer_before: [inference]\n")):
         program = lower(trace.workflow, plan_from_yaml(BOUND_SPLIT_PLAN + behind, 32), cluster)
-        timeline = simulate(program, quiet_copy(costs))
+        timeline = simulate(program, costs)
         spans = {
             name: [
                 (timeline.start_s[op.index], timeline.end_s[op.index])
@@ -360,7 +355,49 @@ FIGURES = (
     Block("docs/capacity.md", "capacity-answer-7b", capacity_answer),
     Block("docs/capacity.md", "capacity-7b", capacity_table),
     Block("docs/capacity.md", "capacity-whatif-7b", capacity_whatif_table),
+    Block("docs/replanning.md", "drift-7b", lambda: drift_table()),
 )
+
+
+DRIFT_SCHEDULE = "examples/drift/r1_zero_lengths.yaml"
+DRIFT_OUT = "docs/data/drift_7b"
+
+
+def drift_table() -> str:
+    """The 7B trace under the example response-length drift: the three strategies' whole runs."""
+    data = suite.rlinf_json(
+        ["simulate", "--trace", str(ROOT / TRACE), "--drift", str(ROOT / DRIFT_SCHEDULE), "--json"]
+    )
+    replanning = data["strategies"][-1]["total_s"]
+    lines = [
+        "| strategy | whole run | device-hours | plans | against re-planning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for strategy in data["strategies"]:
+        total = strategy["total_s"]
+        plans = len({piece["plan"] for piece in strategy["pieces"]})
+        if total is None:
+            lines.append(
+                f"| {strategy['name']} | out of device memory at iteration {strategy['failed_at_iteration']} | - | "
+                f"{plans} | - |"
+            )
+            continue
+        lines.append(
+            f"| {strategy['name']} | {total / 3600:.2f} h | {strategy['device_hours']:,.0f} | {plans} | "
+            f"{total / replanning:.3f}x |"
+        )
+    switches = [
+        f"- switch at iteration {s['iteration']} ({s['switch_s']:.1f} s): {s['reason']}"
+        for s in data["strategies"][-1]["switches"]
+    ]
+    return "\n".join(lines) + ("\n\n" + "\n".join(switches) if switches else "")
+
+
+def write_drift_figure() -> None:
+    """docs/data/drift_7b/drift.png and drift.json, as ``rlinf simulate --drift --out`` writes them."""
+    code = rlinf(["simulate", "--trace", TRACE, "--drift", DRIFT_SCHEDULE, "--out", DRIFT_OUT])
+    if code != 0:
+        raise RuntimeError(f"rlinf simulate --drift exited {code}")
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -369,22 +406,22 @@ KIND = "figures"
 
 def block(name: str) -> re.Pattern[str]:
     """A figure's block in a file: the opening marker, the table, the closing marker (maybe indented)."""
-    return doc_blocks.pattern(KIND, name)
+    return suite.pattern(KIND, name)
 
 
 def differences(texts: dict[str, str], tables: dict[tuple[str, str], str]) -> list[str]:
     """``path:name`` of each table whose block in ``texts[path]`` differs from ``tables`` (or is missing)."""
-    return doc_blocks.differences(KIND, texts, tables)
+    return suite.differences(KIND, texts, tables)
 
 
 def compute(figures: tuple[Block, ...] = FIGURES) -> dict[tuple[str, str], str]:
     """Every table, by (file, marker name)."""
-    return doc_blocks.compute(figures)
+    return suite.compute(figures)
 
 
 def read_docs(figures: tuple[Block, ...] = FIGURES) -> dict[str, str]:
     """The text of every file that holds a figure."""
-    return doc_blocks.read(figures)
+    return suite.read(figures)
 
 
 def write_capacity_charts() -> None:
@@ -408,25 +445,17 @@ def write_capacity_charts() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", action="store_true", help="exit 1 when a doc differs")
-    action.add_argument("--write", action="store_true", help="rewrite the tables and the capacity charts")
+    suite.check_write_arguments(parser, "rewrite every generated block and picture")
     args = parser.parse_args(argv)
-    tables = compute()
-    texts = read_docs()
+    code = suite.check_or_write(KIND, FIGURES, args, "figures differ from the code")
     if args.write:
-        for path, text in doc_blocks.rewrite(KIND, texts, tables).items():
-            (ROOT / path).write_text(text)
         write_capacity_charts()
         write_async_gantt()
-    elif args.check:
-        stale = differences(texts, tables)
-        if stale:
-            print(f"figures differ from the code: {', '.join(stale)}; fix: {sys.argv[0]} --write")
-            return 1
-    else:
-        print("\n\n".join(f"{path} {name}:\n{table}" for (path, name), table in tables.items()))
-    return 0
+        write_drift_figure()
+    if not (args.write or args.check):
+        return code
+    action = ["--write" if args.write else "--check"]
+    return max(code, measurements.main(action), analytic_validation.main(action))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Does an op's time depend on what the other core does at the same time? (issue 34, "find the bias")
+"""Does an op's time depend on what the other core does at the same time (issue 34: find the bias)?
 
     python benchmarks/interference.py [--rounds 7] [--json OUT.json]
 
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import provenance
+import suite
 
 OPS = ("train", "env")
 NEIGHBOURS = (None, "train", "env")
@@ -142,13 +142,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", help="write the measurement here")
     args = parser.parse_args()
-    started = provenance.begin("python benchmarks/interference.py", sys.argv[1:])
+    started = suite.begin("python benchmarks/interference.py", sys.argv[1:])
     result = {"rounds": args.rounds, "repeats": REPEATS, "ops": measure(args.rounds)}
     for op, row in result["ops"].items():
         ratios = ", ".join(f"beside {n}: {r:.2f}x" for n, r in row["ratio_beside"].items())
         print(f"{op:6s} alone {row['alone_ms']:7.2f} ms per call; {ratios}")
     if args.json:
-        provenance.write_artifact(args.json, result, started)
+        suite.write_artifact(args.json, result, started)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Learning benchmark of the GRPO workload's addition task through the executor: ``rlinf train`` from scratch (the
+"""Learning benchmark of the GRPO workload's addition task through the executor, from scratch.
+
+``rlinf train`` from scratch (the
 model, its BPE and the warm start built into a fresh cache), then the held-out accuracy curves from the run's
 metrics.
 
@@ -16,12 +18,11 @@ former arithmetic workload, whose only held-out set was the one its settings wer
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path
 
-import provenance
+import suite
 
 from rlinf.app.jobs import load_job_config
 from rlinf.cli import main as rlinf_main
@@ -34,20 +35,11 @@ SETS = "eval.sets=[test, validation]"
 
 def plot(curve: list[tuple[int, float]], warm: float, path: Path, title: str) -> None:
     """Held-out accuracy per iteration, with the warm start as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(figsize=(6, 4))
-    axes.plot([0] + [i for i, _ in curve], [100 * warm] + [100 * a for _, a in curve], marker="o")
-    axes.axhline(100 * warm, color="gray", linestyle="--", label="warm start")
-    axes.set(xlabel="GRPO iteration", ylabel="test-set accuracy (%, greedy)", title=title)
-    axes.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with suite.figure(path, (6, 4), dpi=120) as axes:
+        axes.plot([0] + [i for i, _ in curve], [100 * warm] + [100 * a for _, a in curve], marker="o")
+        axes.axhline(100 * warm, color="gray", linestyle="--", label="warm start")
+        axes.set(xlabel="GRPO iteration", ylabel="test-set accuracy (%, greedy)", title=title)
+        axes.legend()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,14 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         SETS,
         *(item for pair in args.set for item in ("--set", pair)),
     ]
-    measurement = provenance.begin("python benchmarks/learn_grpo_arith.py", argv)
+    measurement = suite.begin("python benchmarks/learn_grpo_arith.py", argv)
     job, config = load_job_config(args.config, [SETS, *args.set])
     started = time.perf_counter()
     code = rlinf_main(command)
     wall_s = time.perf_counter() - started
     if code != 0:
         return code
-    metrics = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text().splitlines()]
+    metrics = suite.metrics_of(args.out)
     warm = float(metrics[0]["warm_start_accuracy"])
     evaluated = [m for m in metrics if "heldout_accuracy" in m]
     curve = [(m["iteration"], float(m["heldout_accuracy"])) for m in evaluated]
@@ -115,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "mean_reward": [m["mean_reward"] for m in metrics],
         "iteration_s": [m["iteration_s"] for m in metrics],
     }
-    provenance.write_artifact(args.png.with_suffix(".json"), document, measurement)
+    suite.write_artifact(args.png.with_suffix(".json"), document, measurement)
     print(
         f"test-set accuracy: warm start {100 * warm:.1f}% -> {100 * last_mean:.1f}% (mean of the last {NUM_LAST} "
         f"evaluations; {100 * (last_mean - warm):+.1f} points) in {wall_s / 60:.1f} min wall (warm start included); "

@@ -1,4 +1,6 @@
-"""Learning benchmark of GRPO on a Hugging Face causal LM through the executor: ``rlinf train`` from scratch (model
+"""Learning benchmark of GRPO on a Hugging Face causal LM through the executor, from scratch.
+
+``rlinf train`` from scratch (model
 built, BPE trained and warm start trained into a fresh cache), then the held-out accuracy and reward curves and
 the response-length histogram from the run's metrics. The gain it reports is the mean of the last three
 evaluations on the **test** set (never used to choose settings) minus the warm start's test accuracy; the
@@ -23,13 +25,13 @@ import datetime
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import suite
 
 from rlinf.cli import main as rlinf_main
 
@@ -58,49 +60,39 @@ def learning_gain(warm: float, accuracies: list[float]) -> tuple[float, float]:
 
 def plot_learning(metrics: list[dict], path: Path, title: str) -> None:
     """Test and validation accuracy (iteration 0: the warm start) and mean training reward per iteration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(figsize=(6.5, 4))
-    for name in ("test", "validation"):
-        curve = [(m["iteration"], 100 * m[f"{name}_accuracy"]) for m in metrics if f"{name}_accuracy" in m]
-        warm = 100 * metrics[0][f"warm_start_{name}_accuracy"]
-        style = {"marker": "o"} if name == "test" else {"marker": ".", "alpha": 0.6}
-        axes.plot([0] + [i for i, _ in curve], [warm] + [a for _, a in curve], label=f"{name} set", **style)
-    rewards = [100 * m["mean_reward"] for m in metrics]
-    axes.plot([m["iteration"] for m in metrics], rewards, alpha=0.5, label="train reward (sampled)")
-    axes.axhline(
-        100 * metrics[0]["warm_start_test_accuracy"], color="gray", linestyle="--", label="warm start (test)"
-    )
-    axes.set(xlabel="GRPO iteration", ylabel="accuracy / reward (%)")
-    axes.set_title(title, fontsize=10)
-    axes.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with suite.figure(path, (6.5, 4), dpi=120) as axes:
+        for name in ("test", "validation"):
+            curve = [
+                (m["iteration"], 100 * m[f"{name}_accuracy"]) for m in metrics if f"{name}_accuracy" in m
+            ]
+            warm = 100 * metrics[0][f"warm_start_{name}_accuracy"]
+            style = {"marker": "o"} if name == "test" else {"marker": ".", "alpha": 0.6}
+            axes.plot(
+                [0] + [i for i, _ in curve], [warm] + [a for _, a in curve], label=f"{name} set", **style
+            )
+        rewards = [100 * m["mean_reward"] for m in metrics]
+        axes.plot([m["iteration"] for m in metrics], rewards, alpha=0.5, label="train reward (sampled)")
+        axes.axhline(
+            100 * metrics[0]["warm_start_test_accuracy"],
+            color="gray",
+            linestyle="--",
+            label="warm start (test)",
+        )
+        axes.set(xlabel="GRPO iteration", ylabel="accuracy / reward (%)")
+        axes.set_title(title, fontsize=10)
+        axes.legend()
 
 
 def plot_lengths(lengths: list[int], max_new_tokens: int, path: Path) -> None:
     """Histogram of the run's sampled response lengths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(figsize=(6.5, 3.5))
-    axes.hist(lengths, bins=range(0, max_new_tokens + 5, 4))
-    median, p90, p99 = np.percentile(lengths, [50, 90, 99])
-    axes.set(
-        xlabel="response length (tokens, EOS included)",
-        ylabel="responses",
-        title=f"{len(lengths)} responses: median {median:.0f}, p90 {p90:.0f}, p99 {p99:.0f}, max {max(lengths)}",
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with suite.figure(path, (6.5, 3.5), dpi=120) as axes:
+        axes.hist(lengths, bins=range(0, max_new_tokens + 5, 4))
+        median, p90, p99 = np.percentile(lengths, [50, 90, 99])
+        axes.set(
+            xlabel="response length (tokens, EOS included)",
+            ylabel="responses",
+            title=f"{len(lengths)} responses: median {median:.0f}, p90 {p90:.0f}, p99 {p99:.0f}, max {max(lengths)}",
+        )
 
 
 class LoadSampler:
@@ -135,17 +127,6 @@ class LoadSampler:
         }
 
 
-def git_commit() -> str:
-    """The checkout's short commit hash (``unknown`` outside a git checkout)."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return done.stdout.strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="examples/grpo_hf.yaml")
@@ -169,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     wall_s = time.perf_counter() - started
     if code != 0:
         return code
-    metrics = [json.loads(line) for line in (args.out / "metrics.jsonl").read_text().splitlines()]
+    metrics = suite.metrics_of(args.out)
     evaluated = [m for m in metrics if "test_accuracy" in m]
     warm = float(metrics[0]["warm_start_test_accuracy"])
     last_mean, gain = learning_gain(warm, [m["test_accuracy"] for m in evaluated])
@@ -189,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1min": load.summary(),
         "cpu_count": os.cpu_count(),
         "cores": len(os.sched_getaffinity(0)),
-        "commit": git_commit(),
+        "commit": suite.commit(),
         "date": date,
         "reported_set": "test",
         "num_last_evaluations": NUM_LAST,

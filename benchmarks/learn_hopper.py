@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, get_job
@@ -48,26 +48,18 @@ def learning_config(seed: int) -> tuple[Job[EmbodiedConfig], EmbodiedConfig]:
 
 def plot(history: list[dict], path: Path) -> None:
     """Episodic return against env steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points = [(m["env_steps"], m["episodic_return"]) for m in history if m["episodic_return"] is not None]
-    figure, axes = plt.subplots(figsize=(7, 4))
-    axes.plot(
-        [p[0] for p in points],
-        [p[1] for p in points],
-        label="mean episodic return (episodes finished per iteration)",
-    )
-    axes.axhline(TARGET_RETURN, color="gray", linestyle="--", label=f"target {TARGET_RETURN:.0f}")
-    axes.set_xlabel("env steps")
-    axes.set_ylabel("episodic return")
-    axes.set_title("Hopper-v5, embodied PPO on the rlinf executor (collocated, 2 CPU cores)")
-    axes.legend(loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    with suite.figure(path, (7, 4), dpi=120) as axes:
+        axes.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            label="mean episodic return (episodes finished per iteration)",
+        )
+        axes.axhline(TARGET_RETURN, color="gray", linestyle="--", label=f"target {TARGET_RETURN:.0f}")
+        axes.set_xlabel("env steps")
+        axes.set_ylabel("episodic return")
+        axes.set_title("Hopper-v5, embodied PPO on the rlinf executor (collocated, 2 CPU cores)")
+        axes.legend(loc="lower right")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--devices", type=int, default=min(2, len(available_cores())))
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/learn_hopper.py", argv)
+    started = suite.begin("python benchmarks/learn_hopper.py", argv)
     job, config = learning_config(args.seed)
     plan, logical = job.fixed_plan("collocated", args.devices, config)
     history: list[dict] = []
@@ -108,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             for m in result.metrics
         ],
     }
-    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    suite.write_artifact(out.with_suffix(".json"), summary, started)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("config", "iterations")}, indent=1))
     return 0
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, load_job_config
@@ -116,35 +116,27 @@ def run_one(setting: Setting, k: int, seed: int, devices: int, run_dir: Path) ->
 
 def plot(setting: Setting, runs: dict[int, dict[int, list[dict]]], path: Path) -> None:
     """One curve per bound and seed (a colour per bound)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
-        for i, metrics in enumerate(seeds.values()):
-            points = [
-                (m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None
-            ]
-            axes.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                color=color,
-                alpha=0.8,
-                linewidth=1.2,
-                label=f"max_staleness {k}" if i == 0 else None,
-            )
-    axes.set_xlabel(setting.x_key.replace("_", " ") + ("" if setting.x_key == "samples" else " sampled"))
-    axes.set_ylabel(setting.y_key.replace("_", " "))
-    axes.set_title(
-        f"{setting.name}: learning at equal samples by staleness bound ({len(runs[0])} seeds each)"
-    )
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    with suite.figure(path, (7, 4), dpi=110) as axes:
+        for color, (k, seeds) in zip(("C0", "C1", "C2"), runs.items(), strict=False):
+            for i, metrics in enumerate(seeds.values()):
+                points = [
+                    (m[setting.x_key], m[setting.y_key]) for m in metrics if m.get(setting.y_key) is not None
+                ]
+                axes.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    color=color,
+                    alpha=0.8,
+                    linewidth=1.2,
+                    label=f"max_staleness {k}" if i == 0 else None,
+                )
+        axes.set_xlabel(setting.x_key.replace("_", " ") + ("" if setting.x_key == "samples" else " sampled"))
+        axes.set_ylabel(setting.y_key.replace("_", " "))
+        axes.set_title(
+            f"{setting.name}: learning at equal samples by staleness bound ({len(runs[0])} seeds each)"
+        )
+        axes.grid(alpha=0.3)
+        axes.legend()
 
 
 def scored(setting: Setting, by_seed: dict[Any, list[dict]]) -> dict[str, Any]:
@@ -156,12 +148,12 @@ def scored(setting: Setting, by_seed: dict[Any, list[dict]]) -> dict[str, Any]:
 def rescore(workload: str, path: Path, argv: list[str] | None) -> int:
     """Recompute the scores of the artifact at ``path`` from the runs it holds; record that it was rescored."""
     setting = SETTINGS[workload]
-    started = provenance.begin("python benchmarks/learn_staleness.py", argv)
+    started = suite.begin("python benchmarks/learn_staleness.py", argv)
     artifact = json.loads(path.read_text())
     for bound in artifact["bounds"].values():
         bound.update(scored(setting, bound["runs"]))
     artifact["score"] = setting.score_name
-    done = provenance.finish(started)
+    done = suite.finish(started)
     artifact["rescored"] = {key: done[key] for key in ("command", "commit", "date")}
     write_text_atomic(path, json.dumps(artifact, indent=1) + "\n")
     print(json.dumps({k: b["scores"] for k, b in artifact["bounds"].items()}, indent=1))
@@ -183,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rescore:
         return rescore(args.workload, args.rescore, argv)
-    started = provenance.begin("python benchmarks/learn_staleness.py", argv)
+    started = suite.begin("python benchmarks/learn_staleness.py", argv)
     setting = SETTINGS[args.workload]
     seeds = setting.seeds[: args.seeds] if args.seeds else setting.seeds
     out = Path(args.out or f"docs/staleness_{args.workload}.png")
@@ -217,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 for seed, metrics in by_seed.items()
             },
         }
-    provenance.write_artifact(out.with_suffix(".json"), summary, started)
+    suite.write_artifact(out.with_suffix(".json"), summary, started)
     print(
         json.dumps(
             {k: {"mean": b["mean_score"], "scores": b["scores"]} for k, b in summary["bounds"].items()},

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 CHUNK_ADDS = 100_000
 """Additions in one chunk of work (about 3.3 ms of one core at this machine's fast level)."""
@@ -116,36 +116,28 @@ def summarise(bins_ms: dict[str, list[float]]) -> dict[str, Any]:
 
 def plot(artifact: dict[str, Any], path: Path) -> None:
     """Each core's bin times over the run and the slow threshold (of the faster core's fast level), as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(9, 3.2))
-    for core, values in artifact["bins_ms"].items():
-        seconds = [artifact["bin_s"] * (i + 0.5) for i in range(len(values))]
-        summary = artifact["cores"][core]
-        axes.plot(
-            seconds,
-            values,
-            lw=1,
-            label=f"core {core}: slow {100 * summary['slow_fraction']:.0f}% of the time",
+    with suite.figure(path, (9, 3.2), dpi=110) as axes:
+        for core, values in artifact["bins_ms"].items():
+            seconds = [artifact["bin_s"] * (i + 0.5) for i in range(len(values))]
+            summary = artifact["cores"][core]
+            axes.plot(
+                seconds,
+                values,
+                lw=1,
+                label=f"core {core}: slow {100 * summary['slow_fraction']:.0f}% of the time",
+            )
+        fast = min(summary["p10_ms"] for summary in artifact["cores"].values())
+        axes.axhline(
+            fast * artifact["slow_over_fast_threshold"], color="grey", ls="--", lw=0.8, label="slow threshold"
         )
-    fast = min(summary["p10_ms"] for summary in artifact["cores"].values())
-    axes.axhline(
-        fast * artifact["slow_over_fast_threshold"], color="grey", ls="--", lw=0.8, label="slow threshold"
-    )
-    axes.set_xlabel("seconds")
-    axes.set_ylabel("ms per chunk of fixed work")
-    axes.set_ylim(bottom=0)
-    p = artifact["provenance"]
-    axes.set_title(
-        f"Same work, same core: {p['date'][:10]}, commit {p['commit']}, nothing else running", fontsize=10
-    )
-    axes.legend(loc="lower right", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+        axes.set_xlabel("seconds")
+        axes.set_ylabel("ms per chunk of fixed work")
+        axes.set_ylim(bottom=0)
+        p = artifact["provenance"]
+        axes.set_title(
+            f"Same work, same core: {p['date'][:10]}, commit {p['commit']}, nothing else running", fontsize=10
+        )
+        axes.legend(loc="lower right", fontsize=8)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    started = provenance.begin("python benchmarks/machine_speed.py", argv)
+    started = suite.begin("python benchmarks/machine_speed.py", argv)
     cores = sorted(os.sched_getaffinity(0))
     bins = {str(core): values for core, values in measure(cores, args.seconds).items()}
     body = {
@@ -171,9 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         **summarise(bins),
         "bins_ms": bins,
     }
-    written = (
-        provenance.write_artifact(args.out, body, started) if args.out else provenance.document(body, started)
-    )
+    written = suite.write_artifact(args.out, body, started) if args.out else suite.document(body, started)
     if args.png:
         plot(written, args.png)
     print(json.dumps({k: v for k, v in written.items() if k != "bins_ms"}, indent=1))

@@ -8,7 +8,7 @@ other; none is dropped (a run that fails is recorded as failed and counts agains
 holds what ``rlinf train`` printed about its plan and prediction, its ``prediction.json`` (predicted, interval,
 measured median, ``bias`` = measured median / predicted - 1: rlinf's one error measure), every counted iteration's
 time, the load it ran under (the load average before and after, and the cores other processes kept busy during the
-profile and during training: :mod:`machine_load`), and what the whole profile, the samples that chose the plan,
+profile and during training: :class:`suite.LoadSampler`), and what the whole profile, the samples that chose the plan,
 predicts for it: the prediction rlinf showed before it held out half its profile (``full_profile_s``; with the plan
 the whole profile chooses, ``full_profile_choice``). The summary: the median ``bias`` over the runs, how many runs
 measured inside their printed interval, and the winner's-curse measurement (the choosing half's prediction of its own
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import provenance
-from machine_load import LoadSampler
+import suite
+from suite import LoadSampler
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "examples/hopper_ppo.yaml"
@@ -77,7 +77,6 @@ def run_once(out: Path) -> dict[str, Any]:
 def in_sample(out: Path) -> dict[str, Any]:
     """What the whole profile (every sample, those that chose the plan among them) predicts: for the plan the run
     trained, and the plan it would choose itself, as rlinf chose and predicted before it held out half its profile."""
-    from planner.judge import quiet_copy
     from rlinf.app.auto import plan_from_trace
     from rlinf.app.jobs import load_job_config
     from rlinf.app.profiling import COST_STATISTIC, evened
@@ -93,9 +92,7 @@ def in_sample(out: Path) -> dict[str, Any]:
     plan = load_plan(out / "plan.yaml", num_devices)
     cluster = profile.cluster.with_num_devices(max(num_devices, plan.num_logical[0]))
     program = lower(profile.workflow, plan, cluster)
-    full_s = simulate(
-        program, quiet_copy(fit(evened(profile), cluster, statistic=COST_STATISTIC))
-    ).iteration_s
+    full_s = simulate(program, fit(evened(profile), cluster, statistic=COST_STATISTIC)).iteration_s
     auto = plan_from_trace(job, config, profile, num_devices, seed=job.settings.seed)
     return {
         "full_profile_s": full_s,
@@ -113,7 +110,7 @@ def record(index: int, out: Path) -> dict[str, Any]:
     run = {"run": index, "date": date, **run_once(out)}
     if run["returncode"] != 0 or not (out / "prediction.json").is_file():
         return {**run, "failed": True}
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = suite.metrics_of(out)
     prediction = json.loads((out / "prediction.json").read_text())
     return {
         **run,
@@ -161,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         help="add the runs to the artifact's earlier runs: the summary then counts every run of every batch",
     )
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/main_job.py", argv)
+    started = suite.begin("python benchmarks/main_job.py", argv)
     earlier: dict[str, Any] = json.loads(args.artifact.read_text()) if args.append else {}
     runs: list[dict[str, Any]] = list(earlier.get("runs", []))
     batches = [*earlier.get("earlier_batches", []), earlier["provenance"]] if earlier else []
@@ -173,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "others_cores_train")}  # fmt: skip
             print(json.dumps(shown | {"prediction": runs[-1].get("prediction", {}).get("bias")}), flush=True)
     body = {"config": CONFIG, "summary": summary(runs), "runs": runs, "earlier_batches": batches}
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(json.dumps(body["summary"], indent=1))
     print(f"wrote {args.artifact}")
     return 0

@@ -1,16 +1,17 @@
-"""Measured figures of the docs pages on each part (executor, GRPO, Ray, planner, plan-then-run), rendered from
-their JSON artifacts. Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
+"""The measured figures of the docs' pages on each part, rendered from their JSON artifacts.
+
+The parts: executor, GRPO, Ray, planner, plan-then-run.
+Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
 
 from __future__ import annotations
 
 import statistics
-import textwrap
 from typing import Any
 
 import bench_auto_mode
 import certify_planner
 import yaml
-from measured_validate import artifact, load
+from suite import artifact, conditions, fill, load, plan_text, ratio_x
 
 PLANNER_TRACES = {
     "1.5B": "traces/grpo_1.5b_h100.json",
@@ -37,28 +38,6 @@ MAIN_JOB_RUNS = (
 MAIN_JOB_BENCHMARK = "docs/data/main_job_runs.json"
 """``python benchmarks/main_job.py --runs 10``: fresh runs of the main job, every one counted (the README's figure)."""
 MACHINE_SPEED_RUNS = ("docs/data/machine_speed.json", "docs/data/machine_speed_run2.json")
-
-
-def fill(text: str) -> str:
-    return textwrap.fill(text, 115)
-
-
-def ratio_x(value: float) -> str:
-    return f"{value:.2f}x"
-
-
-def plan_text(name: str) -> str:
-    return name.replace(" | ", ", ")
-
-
-def conditions(a: dict[str, Any]) -> str:
-    """Commit and load average of an artifact, whichever way its benchmark recorded them."""
-    if "provenance" in a:
-        return f"commit {a['provenance']['commit']}, {load(a['provenance'])}"
-    before = a["load_average"]["before"] if "load_average" in a else a["load_average_1min"]["before"]
-    after = a["load_average"]["after"] if "load_average" in a else a["load_average_1min"]["after"]
-    before, after = (v[0] if isinstance(v, list) else v for v in (before, after))
-    return f"commit {a['commit']}, load average {before:.1f} -> {after:.1f}"
 
 
 # ----------------------------------------------------------------------------------------------- planner

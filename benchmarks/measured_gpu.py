@@ -1,5 +1,6 @@
-"""The GPU check's figures in ``docs/gpu.md``, rendered from the artifacts ``benchmarks/gpu_check.py`` wrote
-(``docs/data/gpu_check_<device>.json``). Part of ``benchmarks/measurements.py``."""
+"""The GPU check's figures in ``docs/gpu.md``, rendered from the artifacts of ``gpu_check.py``.
+
+The artifacts are ``docs/data/gpu_check_<device>.json``. Part of ``benchmarks/measurements.py``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import statistics
 import warnings
 from pathlib import Path
 from typing import Any
+
+import suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,16 +142,12 @@ WINDOW = ROOT / "docs" / "data" / "gpu_window_h200"
 """What the H200 window's calls after the GPU check left (``docs/data/gpu_window_h200/README.md``)."""
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def window() -> dict[str, Any]:
     """The H200 window's before/after figures, computed from its files: the 0.5B GRPO run of the GPU check (commit
     2a2f7d2) against the same command after the fixes (3a26aa7), the decode's GPU busy fraction, the weight sync
     in validate's profile, the rollout engines at batch 256."""
-    before = _jsonl(WINDOW / "run1_grpo_05b_metrics.jsonl")
-    after = _jsonl(WINDOW / "call4_grpo_05b_metrics.jsonl")
+    before = suite.read_jsonl(WINDOW / "run1_grpo_05b_metrics.jsonl")
+    after = suite.read_jsonl(WINDOW / "call4_grpo_05b_metrics.jsonl")
     steady = lambda rows: statistics.median(r["iteration_s"] for r in rows[1:])  # noqa: E731
     rate = lambda rows: statistics.median(r["tokens_per_s"] for r in rows[1:])  # noqa: E731
     profile = json.loads((WINDOW / "run1_validate_grpo_profile_trace.json").read_text())

@@ -1,15 +1,17 @@
-"""The simulator's fidelity as measured by ``rlinf validate``, rendered from its studies: the Hopper runs
+"""The simulator's fidelity as ``rlinf validate`` measured it, rendered from its studies.
+
+The Hopper runs
 (``docs/data/validate_hopper.json``: every run, and today's replay of their profiles) and the GRPO runs
 (``docs/grpo_validate*.json``). Part of ``benchmarks/measurements.py``, which writes these blocks into the docs."""
 
 from __future__ import annotations
 
-import functools
-import json
 import statistics
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from suite import artifact, load
 
 from rlinf.app.profiling import split_iterations
 from rlinf.core.fidelity import PlanFidelity
@@ -28,23 +30,12 @@ MEDIAN_BOUND, MAX_BOUND = 0.05, 0.10
 """The bounds the issue set on one run: median error <= 5%, maximum <= 10%."""
 
 
-@functools.cache
-def artifact(path: str) -> dict[str, Any]:
-    return json.loads((ROOT / path).read_text())
-
-
 def hopper_runs() -> list[dict[str, Any]]:
     return artifact(HOPPER)["runs"]
 
 
 def grpo_runs() -> list[dict[str, Any]]:
     return [artifact(path) for path in GRPO]
-
-
-def load(provenance: dict[str, Any]) -> str:
-    """How a figure states the 1-minute load average of the run that measured it."""
-    before, after = provenance["load_average_before"][0], provenance["load_average_after"][0]
-    return f"load average {before:.1f} -> {after:.1f}"
 
 
 def percent(value: float) -> str:
@@ -90,11 +81,6 @@ def within_turn_range(run: dict[str, Any]) -> tuple[int, int]:
     """How many of a run's predictions on the cores lie within their plan's range of turn medians, of how many."""
     verdicts = [bool(fidelity(p, run["iterations"]).within_turn_range) for p in on_cores(run)]
     return sum(verdicts), len(verdicts)
-
-
-def typical(values: list[float]) -> str:
-    """A figure over runs: its median over the runs first, then the range."""
-    return f"{percent(statistics.median(values))} (the median over runs; {percent(min(values))} to {percent(max(values))})"
 
 
 def machine(run: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ Each block sits in its file between ``<!-- measured:NAME -->`` and ``<!-- /measu
 ``tests/test_measurements.py`` regenerates every block from the committed artifacts and fails when a file differs
 (a figure edited by hand included), and checks that each artifact agrees with itself (its summary figures
 recomputed from the per-iteration values it holds). Each artifact records the command that measured it, the
-commit, date, cores and the 1-minute load average before and after (``benchmarks/provenance.py``); the artifacts of
+commit, date, cores and the 1-minute load average before and after (``benchmarks/suite.py``); the artifacts of
 one study with several runs hold them all (``docs/data/validate_hopper.json``). Every figure here is a measurement
 on this project's machine; the simulated figures are ``benchmarks/doc_figures.py``'s.
 """
@@ -25,11 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import doc_blocks
 import measured_docs as docs
 import measured_gpu
 import measured_validate as validate
-from doc_blocks import Block, indented
+import suite
 from measured_docs import (
     MACHINE_SPEED_RUNS,
     MAIN_JOB_BENCHMARK,
@@ -38,13 +37,9 @@ from measured_docs import (
     PLANNER_TRACES,
     RAY_RUNS,
     STREAMING_RUNS,
-    conditions,
-    fill,
-    plan_text,
     planner_means,
-    ratio_x,
 )
-from measured_validate import artifact, load
+from suite import Block, artifact, conditions, fill, indented, load, plan_text, ratio_x
 
 from rlinf.core.files import write_text_atomic
 
@@ -256,7 +251,7 @@ def main_job_runs() -> str:
     )
     text = (
         f"Error = {ONE_MEASURE} of the run's median iteration (iterations 2-60). Other processes' cores while the "
-        f"run trained: busy CPU time of the machine less the run's own processes' (`benchmarks/machine_load.py`); the "
+        f"run trained: busy CPU time of the machine less the run's own processes' (`benchmarks/suite.py`); the "
         f"artifact's figure for the profile is left out: it counted the profile's short-lived worker processes as "
         f"other processes' (fixed since, for later runs). Median over the {s['runs']} runs "
         f"{s['median_bias']:+.1%}, {s['slower_than_predicted']} slower than predicted; {s['inside_interval']} of "
@@ -373,15 +368,15 @@ BLOCKS = (
 
 
 def compute() -> dict[tuple[str, str], str]:
-    return doc_blocks.compute(BLOCKS)
+    return suite.compute(BLOCKS)
 
 
 def read_docs() -> dict[str, str]:
-    return doc_blocks.read(BLOCKS)
+    return suite.read(BLOCKS)
 
 
 def differences(texts: dict[str, str], bodies: dict[tuple[str, str], str]) -> list[str]:
-    return doc_blocks.differences(KIND, texts, bodies)
+    return suite.differences(KIND, texts, bodies)
 
 
 def add_validate_run(path: Path, label: str, note: str | None) -> None:
@@ -406,9 +401,7 @@ def add_validate_run(path: Path, label: str, note: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", action="store_true", help="exit 1 when a doc differs")
-    action.add_argument("--write", action="store_true", help="rewrite every block")
+    action = suite.check_write_arguments(parser, "rewrite every block")
     action.add_argument("--add-validate-run", type=Path, metavar="ARTIFACT", help="add a Hopper validate run")
     parser.add_argument(
         "--label", help="the added run's label (loaded... when other processes loaded the cores)"
@@ -420,21 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--add-validate-run needs --label")
         add_validate_run(args.add_validate_run, args.label, args.note)
         return 0
-    bodies = compute()
-    texts = read_docs()
-    if args.write:
-        for path, text in doc_blocks.rewrite(KIND, texts, bodies).items():
-            (ROOT / path).write_text(text)
-    elif args.check:
-        stale = differences(texts, bodies)
-        if stale:
-            print(
-                f"measured figures differ from their artifacts: {', '.join(stale)}; fix: {sys.argv[0]} --write"
-            )
-            return 1
-    else:
-        print("\n\n".join(f"{path} {name}:\n{body}" for (path, name), body in bodies.items()))
-    return 0
+    return suite.check_or_write(KIND, BLOCKS, args, "measured figures differ from their artifacts")
 
 
 if __name__ == "__main__":

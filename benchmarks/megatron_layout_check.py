@@ -16,6 +16,7 @@ a check of the mapping, not a way to run the megatron backend (which needs a GPU
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import tempfile
@@ -35,7 +36,10 @@ class _NoRngTracker:
         return contextlib.nullcontext()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     warnings.filterwarnings("ignore")
     from megatron.core import parallel_state, tensor_parallel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec

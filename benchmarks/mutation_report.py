@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ("lowering", "plan", "costs")
@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, required=True)
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/mutation_report.py", argv)
+    started = suite.begin("python benchmarks/mutation_report.py", argv)
     body = report(ROOT)
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(json.dumps(body["modules"], indent=1))
     return 0
 

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import provenance
+import suite
 
 CONFIG = "examples/hopper_ppo.yaml"
 PLAN = {
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--artifact", type=Path, required=True)
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/probe_vs_run.py", argv)
+    started = suite.begin("python benchmarks/probe_vs_run.py", argv)
     job, config = load_job_config(CONFIG)
     plan = plan_from_dict(PLAN, 2, source="PLAN")
     arms = ("probe", "bare", "train")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": rounds,
         "median": {name: statistics.median(r[name] for r in rounds) for name in ratios},
     }
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(json.dumps(body["median"], indent=1))
     print(f"wrote {args.artifact}")
     return 0

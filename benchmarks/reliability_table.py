@@ -9,6 +9,7 @@ and the run time are measurements of this machine and are not checked.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import re
 import sys
@@ -22,7 +23,10 @@ DOC = ROOT / "docs" / "reliability.md"
 START, END = "<!-- fuzz-table:start -->", "<!-- fuzz-table:end -->"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     start = time.perf_counter()
     code = pytest.main(

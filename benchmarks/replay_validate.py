@@ -1,6 +1,8 @@
-"""Today's code replaying the profiles of the Hopper validate runs (``docs/data/validate_hopper.json``): each plan
-measured on the cores predicted out of sample from the profile its run took, as ``rlinf validate`` predicts now,
-against the median measured in that run.
+"""Today's code replaying the profiles of the Hopper validate runs against what those runs measured.
+
+Each plan is
+measured on the cores predicted out of sample from the profile its run took (``docs/data/validate_hopper.json``),
+as ``rlinf validate`` predicts now, against the median measured in that run.
 
     python benchmarks/replay_validate.py            # print the replay of every run
     python benchmarks/replay_validate.py --write    # store it as the study's "replay" (then: measurements.py --write)
@@ -26,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 
-from planner.judge import quiet_copy
 from rlinf.app.jobs import load_job_config
 from rlinf.app.profiling import COST_STATISTIC, samples_by_plan
 from rlinf.app.validation import out_of_sample
@@ -78,7 +79,7 @@ def _job() -> tuple[Any, Any]:
 def _predicted_s(trace: Trace, plan: Plan, num_devices: int) -> float:
     job, config = _job()
     cluster = cpu_cluster(num_devices)
-    costs = quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC))
+    costs = fit(trace, cluster, statistic=COST_STATISTIC)
     return simulate(lower(job.workflow(config), plan, cluster), costs).iteration_s
 
 
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="append", default=[], metavar="LABEL=FILE", help="a run's profile"
     )
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/replay_validate.py", argv)
+    started = suite.begin("python benchmarks/replay_validate.py", argv)
     study = json.loads(STUDY.read_text())
     files = dict(item.split("=", 1) for item in args.profile)
     runs = {}
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         errors = runs[label]["evened"].values()
         print(f"{label}: median {statistics.median(errors):.1%}, max {max(errors):.1%}", file=sys.stderr)
     if args.write:
-        study["replay"] = {"provenance": provenance.finish(started), "runs": runs}
+        study["replay"] = {"provenance": suite.finish(started), "runs": runs}
         write_text_atomic(STUDY, json.dumps(study, indent=1) + "\n")
         print(f"wrote {STUDY.relative_to(ROOT)}")
     else:

@@ -1,5 +1,6 @@
-"""Batch shapes x plans: each combination runs one iteration under the executor's watchdog, or is refused up front
-with one line; none hangs (issue 48).
+"""Batch shapes x plans: each runs one iteration under the watchdog or is refused up front (issue 48).
+
+A refusal is one line; no combination hangs.
 
     python benchmarks/shape_sweep.py [--cases 240] [--seed 48] [--watchdog 30] [--json docs/data/shape_sweep.json]
 
@@ -29,7 +30,6 @@ import attrs
 import executor
 from executor.devices import physical_units, run_devices
 from rlinf.app.jobs import load_job_config
-from rlinf.app.runner import step_phase
 from rlinf.core.errors import RlinfError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,9 +165,8 @@ def run_case(case: Case, *, watchdog_s: float, cache: Path) -> Outcome:
     watchdog = executor.Watchdog(floor_s=watchdog_s)
     try:
         with executor.LocalBackend(devices, watchdog=watchdog) as backend:
-            for step in range(1, 2 + program.max_staleness):
-                phase = step_phase(step, 1, program.max_staleness)
-                executor.run(program, specs, backend=backend, phase=phase)
+            for step in program.schedule(1):
+                executor.run(program, specs, backend=backend, step=step)
     except executor.StallError as error:
         return outcome("stalled", str(error))
     except Exception as error:  # a failure the sweep reports (worker errors, bugs)
@@ -176,7 +175,7 @@ def run_case(case: Case, *, watchdog_s: float, cache: Path) -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import provenance
+    import suite
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=240)
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("runs/hf_grpo_cache"))
     parser.add_argument("--json", type=Path, default=Path("docs/data/shape_sweep.json"))
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/shape_sweep.py", argv)
+    started = suite.begin("python benchmarks/shape_sweep.py", argv)
     outcomes = []
     for index, case in enumerate(draw_cases(args.cases, args.seed)):
         done = run_case(case, watchdog_s=args.watchdog, cache=args.cache)
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             for o in outcomes
         ],
     }
-    provenance.write_artifact(args.json, body, started)
+    suite.write_artifact(args.json, body, started)
     print(f"{dict(body['counts'])}; wrote {args.json}")
     return 0 if counts["stalled"] == counts["failed"] == 0 else 1
 

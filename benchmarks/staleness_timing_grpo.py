@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import provenance
+import suite
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACT = "docs/data/staleness_timing_grpo.json"
@@ -56,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--out", default=ARTIFACT)
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/staleness_timing_grpo.py", argv)
+    started = suite.begin("python benchmarks/staleness_timing_grpo.py", argv)
     with tempfile.TemporaryDirectory() as folder:
         runs = {name: measure(name, flags, args.iterations, Path(folder)) for name, flags in RUNS.items()}
     body = {"config": CONFIG, "iterations": args.iterations, "runs": runs}
-    provenance.write_artifact(ROOT / args.out, body, started)
+    suite.write_artifact(ROOT / args.out, body, started)
     for name, run in runs.items():
         print(
             f"{name}: measured {run['measured_median_s']:.4f} s against {run['predicted_iteration_s']:.4f} s "

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-import provenance
+import suite
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = ["-m", "pytest", "-n", "2"]
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", type=Path, required=True)
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/suite_time.py", argv)
+    started = suite.begin("python benchmarks/suite_time.py", argv)
     tick = time.perf_counter()
     done = subprocess.run([sys.executable, *COMMAND], cwd=ROOT, capture_output=True, text=True)
     wall_s = time.perf_counter() - tick
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "outcomes": outcome_counts(last),
         "last_line": last.strip("= "),
     }
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(done.stdout[-3000:])
     print(f"{body['suite_command']}: {wall_s / 60:.1f} min, exit {done.returncode}; wrote {args.artifact}")
     return done.returncode

@@ -1,4 +1,6 @@
-"""``rlinf validate`` with provenance: runs the command in this process and saves its ``validate.json`` (every
+"""``rlinf validate`` with provenance: the command run in this process, its result kept as an artifact.
+
+It saves its ``validate.json`` (every
 plan's predicted and measured time, each measured iteration, the summary) as an artifact with the command,
 commit, date, cores and load average, and the profiled trace beside it (``ARTIFACT_trace.json``).
 
@@ -15,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-import provenance
+import suite
 
 from executor import WorkerError
 from rlinf.cli import build_parser
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifact", type=Path, required=True, help="where the JSON artifact goes")
     parser.add_argument("--out", type=Path, default=Path("runs/validate_artifact"), help="validate's --out")
     args, validate_args = parser.parse_known_args(argv)
-    started = provenance.begin("python benchmarks/validate_artifact.py", argv)
+    started = suite.begin("python benchmarks/validate_artifact.py", argv)
     command = ["validate", *validate_args, "--out", str(args.out), "--no-progress"]
     validate = build_parser().parse_args(command)
     try:  # not through rlinf's main, which prints one line: a failed benchmark shows the worker's traceback
@@ -41,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     trace = args.artifact.with_name(f"{args.artifact.stem}_trace.json")
     write_text_atomic(trace, json.dumps(json.loads(Path(report["trace"]).read_text()), separators=(",", ":")))
     report["trace"] = str(trace)
-    provenance.write_artifact(
-        args.artifact, {"rlinf_command": "rlinf " + " ".join(command), **report}, started
-    )
+    suite.write_artifact(args.artifact, {"rlinf_command": "rlinf " + " ".join(command), **report}, started)
     print(f"wrote {args.artifact}")
     return 0
 

@@ -1,4 +1,6 @@
-"""The winner's curse, measured on real profiles: how much lower is the chosen plan's prediction from the samples that
+"""The winner's curse, measured on real profiles: how optimistic is the chosen plan's prediction?
+
+How much lower is the chosen plan's prediction from the samples that
 chose it than from samples that did not?
 
     python benchmarks/winners_curse.py RUN_DIR [RUN_DIR ...] --splits 4 --artifact docs/data/winners_curse.json
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import provenance
+import suite
 
 from rlinf.app.auto import plan_from_trace
 from rlinf.app.held_out import iterations_of
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--artifact", type=Path, required=True)
     args = parser.parse_args(argv)
-    started = provenance.begin("python benchmarks/winners_curse.py", argv)
+    started = suite.begin("python benchmarks/winners_curse.py", argv)
     profiles = {}
     for number, run in enumerate(args.runs):
         label = str(run)  # the run directory as given: two runs may share a folder name
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "halves": len(rows),
     }
-    provenance.write_artifact(args.artifact, body, started)
+    suite.write_artifact(args.artifact, body, started)
     print(json.dumps({k: v for k, v in body.items() if k != "profiles"}, indent=1))
     return 0
 

@@ -22,6 +22,7 @@ from executor.runtime import WorkerSpec
 from executor.watchdog import OutOfTime, StallError, Watchdog
 from rlinf.core.errors import ConfigError
 from rlinf.core.program import Program
+from rlinf.core.schedule import Step
 from rlinf.core.timeline import Timeline
 
 BACKENDS = ("local", "ray")
@@ -65,16 +66,17 @@ def run(
     workers: Mapping[str, WorkerSpec],
     *,
     backend: Backend,
-    phase: str = "steady",
+    step: Step | None = None,
     expected: Timeline | None = None,
     deadline: float | None = None,
 ) -> RunResult:
-    """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``; under a staleness
-    bound one step of the pipeline, ``phase`` ``fill``, ``steady`` or ``drain`` (:meth:`ControlDriver.execute`).
+    """Execute one iteration of ``program`` with ``workers`` (component -> spec) on ``backend``, as ``step`` of its
+    run (:meth:`rlinf.core.program.Program.schedule`: under a staleness bound, its phase says who works; every
+    batch moved is stamped with its policy version, :meth:`executor.control.ControlDriver.execute`).
     ``expected``: the program's predicted timeline (its longest op scales the watchdog's bound); ``deadline``: a
     ``time.monotonic()`` past which the run is stopped (:class:`OutOfTime`). A run in which no op finishes for the
     watchdog's bound raises :class:`StallError`."""
-    return backend.execute(program, workers, phase, expected=expected, deadline=deadline)
+    return backend.execute(program, workers, step, expected=expected, deadline=deadline)
 
 
 __all__ = [

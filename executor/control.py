@@ -47,12 +47,12 @@ from executor.messages import (
 )
 from executor.routing import Layout, layout_of, routes_of
 from executor.runtime import WorkerSpec
+from executor.stamps import BufferedBatch, attach, detach
 from executor.watchdog import OutOfTime, StallError, StallReport, Watchdog, WorkerState, describe_status
 from rlinf.core.program import Program
+from rlinf.core.schedule import Step, synchronous_step
 from rlinf.core.timeline import Timeline
 
-PHASES = ("fill", "steady", "drain")
-"""The phases of a run under a staleness bound (see :meth:`ControlDriver.execute`)."""
 CHECK_EVERY_S = 1.0
 """While no reply arrives, how often the backend is asked whether a worker stopped without closing its
 connection (e.g. a Ray node that vanished from the network)."""
@@ -62,15 +62,10 @@ Running = Mapping[int, str] | Callable[[], Mapping[int, str]]
 """Per worker, the label of what it runs (or a function giving it at the moment it is needed)."""
 
 
-def sitting_out(program: Program, layout: Layout, phase: str) -> frozenset[int]:
-    """The workers that sit a run of ``phase`` out: none in a ``steady`` run (and always without a staleness
-    bound), the training side's in a ``fill`` run, every other component's in a ``drain`` run."""
-    if phase not in PHASES:
-        raise ValueError(f"phase {phase!r}: use one of {PHASES}")
-    if not program.max_staleness or phase == "steady":
-        return frozenset()
-    trainers = set(program.trainer_side)
-    return frozenset(r.worker for r in layout.replicas if (r.component in trainers) == (phase == "fill"))
+def sitting_out(program: Program, layout: Layout, step: Step) -> frozenset[int]:
+    """The workers that sit ``step`` out: those of the components its phase idles (:meth:`Phase.idle`)."""
+    idle = step.phase.idle(layout.components, program.trainer_side)
+    return frozenset(r.worker for r in layout.replicas if r.component in idle)
 
 
 def _longest_op_s(timeline: Timeline) -> float:
@@ -115,6 +110,8 @@ class ControlDriver(WorkerStateMixin):
         """Workers that sit the current run out."""
         self._lag = 0
         """The current program's staleness bound."""
+        self._version = 0
+        """The policy version of the current run's step (:attr:`rlinf.core.schedule.Step.policy_version`)."""
 
     def __enter__(self) -> Any:
         return self
@@ -198,21 +195,25 @@ class ControlDriver(WorkerStateMixin):
         self,
         program: Program,
         workers: Mapping[str, WorkerSpec],
-        phase: str = "steady",
+        step: Step | None = None,
         *,
         expected: Timeline | None = None,
         deadline: float | None = None,
     ) -> RunResult:
-        """Run ``program`` once and return its measured timeline, cost samples and infos. Under a staleness bound
-        (``program.max_staleness``) ``phase`` says who works: ``fill`` (the rollout side only, while the training
-        side's buffer fills), ``steady`` (both) or ``drain`` (the training side only). ``expected``: the program's
-        predicted timeline, whose longest op scales the watchdog's bound; ``deadline``: a ``time.monotonic()``
-        past which the run (its workers' start-up included) is stopped with :class:`executor.watchdog.OutOfTime`."""
+        """Run ``program`` once, as ``step`` of its run (:meth:`rlinf.core.program.Program.schedule`), and return
+        its measured timeline, cost samples and infos. The step's phase says who works under a staleness bound
+        (:meth:`rlinf.core.schedule.Phase.idle`), its policy version what every batch moved is stamped with
+        (:class:`rlinf.core.schedule.Stamp`); without a step, the run is the next step of a synchronous run (this
+        backend's runs so far, plus one). ``expected``: the program's predicted timeline, whose longest op scales
+        the watchdog's bound; ``deadline``: a ``time.monotonic()`` past which the run (its workers' start-up
+        included) is stopped with :class:`executor.watchdog.OutOfTime`."""
         self._deadline = deadline
+        step = synchronous_step(self._run_id + 1) if step is None else step
         try:
             layout = self._ensure_started(program, workers)
-            self._skip = sitting_out(program, layout, phase)
+            self._skip = sitting_out(program, layout, step)
             self._lag = program.max_staleness
+            self._version = step.policy_version
             self._prepare(program, layout)
             self._run_id += 1
             if self._lanes is None or self._lanes[0] is not program:
@@ -242,24 +243,33 @@ class ControlDriver(WorkerStateMixin):
             known.append(self._longest_measured[1])
         return max(known) if known else None
 
-    def buffered(self) -> list[list[Any]]:
-        """Every worker's buffered inputs, between runs, as ``[worker, age, op, producer worker, payload]`` (age:
-        how many runs before the last one they were produced), for a checkpoint."""
+    def buffered(self) -> list[BufferedBatch]:
+        """Every worker's buffered inputs, between runs, for a checkpoint (typed records with their stamps)."""
         assert self._layout is not None, "no workers are running"
         out = []
         for replica in self._layout.replicas:
             for key, payload in self.call(replica.component, BUFFERED, rank=replica.rank):
                 _, run, op, producer = key
-                out.append([replica.worker, self._run_id - run, op, producer, dict(payload)])
+                arrays, version = detach(payload)
+                out.append(
+                    BufferedBatch(
+                        worker=replica.worker,
+                        age=self._run_id - run,
+                        op=op,
+                        producer=producer,
+                        policy_version=version,
+                        payload=arrays,
+                    )
+                )
         return out
 
-    def rebuffer(self, entries: Sequence[Sequence[Any]]) -> None:
+    def rebuffer(self, entries: Sequence[BufferedBatch]) -> None:
         """Put the buffered inputs of :meth:`buffered` back, due in the same runs from now on."""
         assert self._layout is not None, "no workers are running: call start() first"
         by_worker: dict[int, list] = {}
-        for worker, age, op, producer, payload in entries:
-            key = buffer_key(self._run_id - int(age), int(op), int(producer))
-            by_worker.setdefault(int(worker), []).append((key, payload))
+        for entry in entries:
+            key = buffer_key(self._run_id - entry.age, entry.op, entry.producer)
+            by_worker.setdefault(entry.worker, []).append((key, attach(entry.payload, entry.policy_version)))
         for worker, items in sorted(by_worker.items()):
             replica = self._layout.replicas[worker]
             self.call(replica.component, REBUFFER, items, rank=replica.rank)
@@ -273,9 +283,16 @@ class ControlDriver(WorkerStateMixin):
 
     def send_lane(self, worker: int, commands: tuple[Command, ...]) -> None:
         """Send ``worker`` its lane, or only the run id when it holds this program's lane already (part of
-        :class:`executor.dispatch.Transport`), with the run's phase (who sits out) and lag."""
+        :class:`executor.dispatch.Transport`), with the run's phase (who sits out), lag and policy version."""
         held = worker in self._lanes_sent
-        lane = RunLane(self._run_id, None if held else commands, worker, skip=self._skip, lag=self._lag)
+        lane = RunLane(
+            self._run_id,
+            None if held else commands,
+            worker,
+            skip=self._skip,
+            lag=self._lag,
+            version=self._version,
+        )
         self._connections[worker].send(lane)
         self._lanes_sent.add(worker)
 

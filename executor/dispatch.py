@@ -38,6 +38,7 @@ from executor.protocol import share_overlaps
 from executor.routing import Layout, Replica, Routes
 from rlinf.core.errors import ConfigError, RlinfError
 from rlinf.core.program import Op, Program
+from rlinf.core.schedule import Step
 from rlinf.core.timeline import Timeline
 from rlinf.core.trace import CostSample
 
@@ -98,13 +99,13 @@ class Backend(Protocol):
         self,
         program: Program,
         workers: Mapping[str, Any],
-        phase: str = "steady",
+        step: Step | None = None,
         *,
         expected: Timeline | None = None,
         deadline: float | None = None,
     ) -> RunResult:
-        """Run ``program`` once with ``workers`` (component -> spec); ``phase`` under a staleness bound;
-        ``expected`` scales the watchdog, ``deadline`` stops the run."""
+        """Run ``program`` once with ``workers`` (component -> spec) as ``step`` of its run (the next synchronous
+        step when ``None``); ``expected`` scales the watchdog, ``deadline`` stops the run."""
 
     def call(self, component: str, method: str, *args: Any, rank: int = 0) -> Any:
         """Call ``method`` (e.g. ``checkpoint``) on replica ``rank`` of ``component`` and return its answer."""

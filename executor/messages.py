@@ -117,6 +117,9 @@ class RunLane:
     while the rollout side fills the buffer, and the rollout side while the training side drains it."""
     lag: int = 0
     """The program's staleness bound: lagged inputs come from the run this many runs before."""
+    version: int = 0
+    """The policy version of the run's step (:attr:`rlinf.core.schedule.Step.policy_version`): what the
+    worker's outputs are stamped with, and the version it reads its inputs at."""
 
 
 @attrs.frozen

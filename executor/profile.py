@@ -40,22 +40,10 @@ def build_timeline(
 
 def cost_samples(program: Program, records: Sequence[OpRecord]) -> tuple[CostSample, ...]:
     """One cost sample per op: what ran, on how many devices, how much, how long."""
-    out = []
-    for op, record in zip(program.ops, records, strict=True):
-        out.append(
-            CostSample(
-                component=op.component,
-                op=op.name,
-                devices=max(1, len(op.devices)),
-                samples=op.samples,
-                tokens=op.tokens,
-                seconds=max(0.0, record.end_s - record.start_s),
-                num_bytes=record.num_bytes if op.kind != "compute" else 0,
-                shared=op.shared,
-                pool=op.pool,
-            )
-        )
-    return tuple(out)
+    return tuple(
+        CostSample.of_op(op, record.end_s - record.start_s, record.num_bytes)
+        for op, record in zip(program.ops, records, strict=True)
+    )
 
 
 class MemoryMeter:

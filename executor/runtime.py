@@ -63,10 +63,13 @@ from executor.messages import (
 from executor.offload import HostStore, owning_copy, tensor_bytes
 from executor.protocol import Worker, share_slice, state_tensors
 from executor.routing import Layout, Replica
+from executor.stamps import attach, detach
 from executor.watchdog import IDLE, LOCK, RUNNING, SENDING, WAITING, StatusBoard
-from rlinf.api.worker_context import ComponentFacts, context_for
+from rlinf.api.worker_context import WorkerContext
+from rlinf.core.component_facts import ComponentFacts
 from rlinf.core.payloads import num_rows, slice_rows
 from rlinf.core.phases import mark as mark_phase
+from rlinf.core.schedule import Stamp, StampedPayload, check_lag, synced_version
 
 
 @attrs.frozen(kw_only=True)
@@ -157,7 +160,10 @@ def build_worker(spec: WorkerSpec, replica: Replica, device: Device) -> Worker:
     """The worker of ``replica``, set up with the spec's config and the replica's context: the component's facts
     with the replica's rank, world and ``device`` (bound, its collective group joined)."""
     worker: Worker = spec.factory()
-    worker.setup(spec.config, context_for(spec.facts, rank=replica.rank, world=replica.world, device=device))
+    worker.setup(
+        spec.config,
+        WorkerContext.for_replica(spec.facts, rank=replica.rank, world=replica.world, device=device),
+    )
     return worker
 
 
@@ -213,6 +219,9 @@ class CommandRunner:
         """Where this worker says what it is doing (``None``: nobody reads it, on Ray)."""
         self.store = HostStore()
         self.outputs: dict[int, Mapping[str, Any]] = {}
+        self.stamps: dict[int, int] = {}
+        """Per op in :attr:`outputs`, the policy version its output is stamped with: the oldest of its inputs' (the
+        data it derives from), or the run's own version for an op without inputs."""
         self.pending_weights: Mapping[str, Any] | None = None
         self.run_id = 0
         self.lane: tuple[Command, ...] = ()
@@ -221,7 +230,9 @@ class CommandRunner:
         self.skip: frozenset[int] = frozenset()
         """Workers that sit the current run out (:attr:`executor.messages.RunLane.skip`)."""
         self.lag = 0
-        """How many runs before the current one lagged inputs come from."""
+        """How many runs before the current one lagged inputs come from (the plan's staleness bound)."""
+        self.version = 0
+        """The policy version of the current run's step (:attr:`executor.messages.RunLane.version`)."""
         self.last_resident: int | None = None
         """Resident bytes after the last command (CPU: counted from the state tensors)."""
 
@@ -240,6 +251,7 @@ class CommandRunner:
     def end_run(self) -> None:
         """Forget this iteration's outputs."""
         self.outputs.clear()
+        self.stamps.clear()
 
     def call(self, method: str, args: tuple = ()) -> Any:
         """Call a worker method between runs (``checkpoint``, ``restore``). A worker whose state is offloaded
@@ -336,13 +348,15 @@ class CommandRunner:
         """Run ``command``: bytes moved, the info, seconds in ``worker.compute`` (``None``: the op is all work)."""
         if isinstance(command, Compute):
             me = self.replica.worker
-            inputs = [self.mailbox.receive(data_key(self.run_id, op, w), me) for op, w in command.inputs]
+            received = [self.mailbox.receive(data_key(self.run_id, op, w), me) for op, w in command.inputs]
             earlier = self.run_id - self.lag
-            inputs += [self.mailbox.pop(buffer_key(earlier, op, w), me) for op, w in command.lagged]
+            received += [self.mailbox.pop(buffer_key(earlier, op, w), me) for op, w in command.lagged]
+            inputs = [self._stamped(payload, command) for payload in received]
             begin = self.clock()
             data, info = self.worker.compute(command.name, command.micro_batch, command.step, inputs)
             busy = self.clock() - begin
             self.outputs[command.op] = data
+            self.stamps[command.op] = min((p.stamp.policy_version for p in inputs), default=self.version)
             moved = self._push(command.op, command.pushes, command.share)
             moved += self._push(command.op, command.lagged_pushes, command.share, buffered=True)
             return moved, info, busy
@@ -359,13 +373,14 @@ class CommandRunner:
                 None,
             )
         if isinstance(command, SyncSend):
-            weights = self.worker.weights()
+            weights = attach(self.worker.weights(), synced_version(self.version))
             key = data_key(self.run_id, command.op, self.replica.worker)
             return sum(self.mailbox.send(d, key, weights) for d in command.destinations), {}, None
         if isinstance(command, SyncRecv):
-            weights = self.mailbox.receive(
-                data_key(self.run_id, command.op, command.source), self.replica.worker
+            arrays, version = detach(
+                self.mailbox.receive(data_key(self.run_id, command.op, command.source), self.replica.worker)
             )
+            weights = StampedPayload(arrays, Stamp(version, version))
             if self.store.holds_state:
                 self.pending_weights = weights  # loaded at the next onload; the state stays in host memory
             else:
@@ -381,14 +396,22 @@ class CommandRunner:
         later run); the bytes carried."""
         if not pushes:
             return 0
-        data = self.outputs[source_op]
+        data, version = self.outputs[source_op], self.stamps[source_op]
         rows = num_rows(data)
         moved = 0
         key = (buffer_key if buffered else data_key)(self.run_id, source_op, self.replica.worker)
         for destination, rank, world in pushes:
             lo, hi = share_slice(rows, *share, rank, world)
-            moved += self.mailbox.send(destination, key, slice_rows(data, lo, hi))
+            moved += self.mailbox.send(destination, key, attach(slice_rows(data, lo, hi), version))
         return moved
+
+    def _stamped(self, payload: Mapping[str, Any], command: Compute) -> StampedPayload:
+        """A received payload as the worker gets it: its arrays and stamp, read at this run's version; raises
+        :class:`rlinf.core.schedule.LagBoundError` when it is further behind than the plan's bound."""
+        arrays, version = detach(payload)
+        stamp = Stamp(version, self.version)
+        check_lag(stamp, self.lag, f"{self.replica.component}.{command.name}[{command.micro_batch}]")
+        return StampedPayload(arrays, stamp)
 
     def _onload(self) -> int:
         moved = self.store.onload(self.state_tensors()) if self.store.holds_state else 0
@@ -445,7 +468,7 @@ class Host:
         for worker, lane in lanes.items():
             runner = self.runners[worker]
             runner.run_id = lane.run_id
-            runner.skip, runner.lag = lane.skip, lane.lag
+            runner.skip, runner.lag, runner.version = lane.skip, lane.lag, lane.version
             if lane.commands is not None:
                 runner.lane, changed = lane.commands, True
         if changed or not self._merged:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from planner.judge import Evaluation, judge, quiet_copy, rank
+from planner.judge import Evaluation, judge, rank
 from planner.space import PlanPoint, PlanSpace
 from planner.surrogate import cut_kind, estimate, group_peak_bytes
 from planner.tables import CostTables
@@ -208,9 +208,8 @@ def _cut_key(workflow: Workflow, before: str, after: str, kind: str) -> str | No
 def _best(
     workflow: Workflow, cluster: Cluster, costs: CostModel, scored: list[tuple[PlanPoint, float]], source: str
 ) -> Evaluation | None:
-    quiet = quiet_copy(costs)
     evaluations = [
-        judge(workflow, cluster, quiet, point.to_plan(), source, seconds) for point, seconds in scored
+        judge(workflow, cluster, costs, point.to_plan(), source, seconds) for point, seconds in scored
     ]
     return rank(evaluations)[0] if evaluations else None
 

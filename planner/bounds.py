@@ -57,10 +57,11 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-from planner.space import Group, PlanPoint, micro_batch_counts, subsets
+from planner.space import Group, PlanPoint, subsets
 from planner.spread import spread_placements
 from planner.tables import CostTables, loop_busy
 from rlinf.core.errors import ExtrapolationWarning
+from rlinf.core.lowering import micro_batch_counts
 from rlinf.core.plan import Plan
 from rlinf.core.workflow import WeightSync
 

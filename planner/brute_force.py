@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from planner.bounds import distinct_programs
-from planner.judge import Evaluation, judge, quiet_copy
+from planner.judge import Evaluation, judge
 from planner.space import PlanSpace
 from planner.tables import build_tables
 from rlinf.core.cluster import Cluster
@@ -73,9 +73,8 @@ def brute_force(
     space's enumeration. ``max_simulated`` (with ``prune``) stops the search after that many simulations."""
     if max_simulated is not None and (not prune or max_simulated < 1):
         raise ValueError(f"max_simulated={max_simulated} needs prune and at least 1 simulation")
-    quiet = quiet_copy(costs)
     below_s = incumbent.iteration_s if prune and incumbent is not None and incumbent.fits else math.inf
-    programs = distinct_programs(build_tables(space, cluster, quiet), below_s=below_s)
+    programs = distinct_programs(build_tables(space, cluster, costs), below_s=below_s)
     bounds = programs.bounds_s
     best = incumbent
     num_simulated = 0
@@ -88,7 +87,7 @@ def brute_force(
             stopped_at_s = bound
             break
         plan = programs.plan(int(programs.ids[position]))
-        evaluation = judge(workflow, cluster, quiet, plan, "brute-force")
+        evaluation = judge(workflow, cluster, costs, plan, "brute-force")
         num_simulated += 1
         assert not evaluation.fits or evaluation.iteration_s >= bound * (1 - RELATIVE_TOLERANCE), (
             f"simulated {evaluation.iteration_s} s is below the bound {bound} s for {plan.describe()}"

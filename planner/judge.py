@@ -53,11 +53,6 @@ class Evaluation:
         }
 
 
-def quiet_copy(costs: CostModel) -> CostModel:
-    """The cost model with its own record of shown warnings, for probing many plans."""
-    return attrs.evolve(costs, _warned=set())
-
-
 def judge(
     workflow: Workflow,
     cluster: Cluster,
@@ -68,7 +63,7 @@ def judge(
 ) -> Evaluation:
     """Lower and simulate ``plan``; a plan whose states or simulated peak exceed device memory does not fit.
 
-    Extrapolation warnings are not shown here; pass a :func:`quiet_copy` when judging many plans."""
+    Extrapolation warnings are not shown here."""
     try:
         program = lower(workflow, plan, cluster)
     except InfeasiblePlanError as error:

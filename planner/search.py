@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
-from collections.abc import Iterator
 
 import attrs
 
 from planner.baselines import closed_form_point, collocated_points, disaggregated_points
 from planner.cpsat import ScoredPoint, solve
 from planner.explain import explain_infeasible
-from planner.judge import Evaluation, judge, quiet_copy, rank
+from planner.judge import Evaluation, judge, rank
 from planner.refine import refined
 from planner.space import DEFAULT_MAX_GRANULARITY, DEFAULT_MAX_LOOP_STAGES, PlanSpace, build_space
 from planner.spread import SPREAD_SOURCE, spread_loop_plans
 from planner.tables import CostTables, build_tables
+from rlinf.core import cycle_collection
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import CostModel
 from rlinf.core.errors import InfeasiblePlanError
@@ -87,7 +85,7 @@ def prepare(
     max_loop_stages: int,
     max_staleness: int = 0,
 ) -> tuple[PlanSpace, CostTables]:
-    """The plan space and its cost tables (probed on a quiet copy of ``costs``)."""
+    """The plan space and its cost tables."""
     space = build_space(
         workflow,
         cluster.num_devices,
@@ -96,7 +94,7 @@ def prepare(
         max_loop_stages=max_loop_stages,
         max_staleness=max_staleness,
     )
-    return space, build_tables(space, cluster, quiet_copy(costs))
+    return space, build_tables(space, cluster, costs)
 
 
 def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int) -> list[ScoredPoint]:
@@ -104,20 +102,6 @@ def planner_points(tables: CostTables, *, k: int, time_limit_s: float, seed: int
     best point of each partition, each refined over every device count (:mod:`planner.refine`), then CP-SAT's
     points as they were; fewer when the space holds fewer, none when nothing fits."""
     return refined(tables, *solve(tables, k=max(1, k // 4), time_limit_s=time_limit_s, seed=seed), k=k)
-
-
-@contextlib.contextmanager
-def _without_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector paused: a search allocates hundreds of thousands of short-lived objects (ops,
-    events, table rows), which reference counting frees, and the collector's passes over them took about 5% of a
-    search (``tests/bench_planner.py``). It resumes, as it was, when the search ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def candidates(
@@ -156,7 +140,7 @@ def _own_points(
     return points
 
 
-@_without_cycle_collection()
+@cycle_collection.paused()
 def search(
     workflow: Workflow,
     cluster: Cluster,
@@ -173,7 +157,7 @@ def search(
     too) plus the fixed-collocated, fixed-disaggregated and closed-form baselines' plans, and each of those with its
     loop spread over every device it uses (:mod:`planner.spread`); the fastest plan that fits in memory (by
     simulation) wins. Same inputs and seed give the same plan. Python's cycle collector pauses meanwhile
-    (:func:`_without_cycle_collection`)."""
+    (:func:`rlinf.core.cycle_collection.paused`)."""
     started = time.perf_counter()
     space, tables = prepare(
         workflow,
@@ -184,9 +168,8 @@ def search(
         max_staleness=max_staleness,
     )
     points = _own_points(space, tables, cluster, k=k, time_limit_s=time_limit_s, seed=seed)
-    quiet = quiet_copy(costs)
     evaluations = [
-        judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat#{i + 1}", p.surrogate_s)
+        judge(workflow, cluster, costs, p.point.to_plan(), f"cp-sat#{i + 1}", p.surrogate_s)
         for i, p in enumerate(points)
     ]
     if len(space.staleness_ladder) > 1:
@@ -197,16 +180,16 @@ def search(
         )
         for i, p in enumerate(planner_points(synchronous, k=k, time_limit_s=time_limit_s, seed=seed)):
             evaluations.append(
-                judge(workflow, cluster, quiet, p.point.to_plan(), f"cp-sat-sync#{i + 1}", p.surrogate_s)
+                judge(workflow, cluster, costs, p.point.to_plan(), f"cp-sat-sync#{i + 1}", p.surrogate_s)
             )
     for point, surrogate_s in collocated_points(tables):
-        evaluations.append(judge(workflow, cluster, quiet, point.to_plan(), "collocated", surrogate_s))
+        evaluations.append(judge(workflow, cluster, costs, point.to_plan(), "collocated", surrogate_s))
     # The best fixed-disaggregated split is judged too, so the chosen plan is never slower than that baseline.
     for point, surrogate_s in disaggregated_points(tables):
-        evaluations.append(judge(workflow, cluster, quiet, point.to_plan(), "disaggregated", surrogate_s))
+        evaluations.append(judge(workflow, cluster, costs, point.to_plan(), "disaggregated", surrogate_s))
     closed = closed_form_point(tables)
     if closed is not None:
-        evaluations.append(judge(workflow, cluster, quiet, closed.to_plan(), "closed-form"))
+        evaluations.append(judge(workflow, cluster, costs, closed.to_plan(), "closed-form"))
     # The loop spread over every device of each plan above, pinned: outside the space's contiguous groups. Each is
     # named after the first plan it was derived from ("spread loop of cp-sat#2"), so a comparison can tell the
     # planner's own candidates from the baselines' plans.
@@ -216,7 +199,7 @@ def search(
             if plan not in seen:
                 seen.add(plan)
                 evaluations.append(
-                    judge(workflow, cluster, quiet, plan, f"{SPREAD_SOURCE} of {origin.source}")
+                    judge(workflow, cluster, costs, plan, f"{SPREAD_SOURCE} of {origin.source}")
                 )
     ranking = rank(evaluations)
     best = ranking[0]

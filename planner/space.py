@@ -33,6 +33,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from planner.modes import StalenessMode, staleness_modes
 from rlinf.core.errors import ConfigError, require
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.workflow import Loop, Workflow
@@ -109,21 +110,14 @@ class PlanSpace:
     """Cores of the core pool (CPU cores beside GPUs); 0: every group is on devices."""
     pools: tuple[tuple[str, ...], ...] = ()
     """Per partition, the pool of each of its groups (empty: every group on devices)."""
-    staleness_ladder: tuple[int, ...] = (0,)
-    """The staleness values the space holds: 0 to ``min(K, 2)`` under a bound ``K`` when the workflow has an edge
-    into its training side, else 0."""
-    buffer_cuts: tuple[tuple[str, ...], ...] = ((),)
-    """Where the buffer of a staleness above 0 may sit (``Workflow.buffer_cuts``)."""
+    staleness_modes: tuple[StalenessMode, ...] = ((0, ()),)
+    """Every (staleness, buffer_before) the space holds (:func:`planner.modes.staleness_modes`): ``(0, ())``, then
+    under a bound ``K`` each staleness up to ``min(K, 2)`` with each buffer position."""
 
     @property
-    def staleness_modes(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
-        """Every (staleness, buffer_before) the space holds: ``(0, ())``, then each staleness above 0 with each
-        buffer cut."""
-        return tuple(
-            (staleness, cut)
-            for staleness in self.staleness_ladder
-            for cut in (self.buffer_cuts if staleness else ((),))
-        )
+    def staleness_ladder(self) -> tuple[int, ...]:
+        """The staleness values the space holds, in increasing order."""
+        return tuple(dict.fromkeys(staleness for staleness, _ in self.staleness_modes))
 
     def __attrs_post_init__(self) -> None:
         if not self.pools:
@@ -378,8 +372,7 @@ def build_space(
         partitions=tuple(partitions),
         pools=tuple(pools),
         num_cores=num_cores,
-        staleness_ladder=tuple(range(min(max_staleness, 2) + 1)) if workflow.buffered_edges else (0,),
-        buffer_cuts=workflow.buffer_cuts or ((),),
+        staleness_modes=staleness_modes(workflow, max_staleness),
         stream_keys=tuple(e.key for e in workflow.edges if e.kind == "stream"),
         ladder=ladder,
         loop_ladder=loop_ladder,
@@ -451,19 +444,3 @@ def canonical_granularity(workflow: Workflow, counts: dict[str, int]) -> tuple[t
     if loop is not None:
         pairs.append((Loop.key, counts[loop.env]))
     return tuple(sorted(pairs))
-
-
-def micro_batch_counts(workflow: Workflow, granularity: dict[str, int]) -> dict[str, int]:
-    """Micro-batches of each component under a granularity, by the lowering's rule: the loop's env and policy
-    split into ``granularity['loop']`` stages; every other component into the largest granularity of its
-    stream edges (1 without any)."""
-    loop = workflow.loop
-    loop_names = (loop.env, loop.policy) if loop is not None else ()
-    counts = {}
-    for name in workflow.component_names:
-        if name in loop_names:
-            counts[name] = granularity.get(Loop.key, 1)
-            continue
-        keys = [e.key for e in workflow.incoming(name) + workflow.outgoing(name) if e.kind == "stream"]
-        counts[name] = max((granularity.get(k, 1) for k in keys), default=1)
-    return counts

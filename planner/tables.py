@@ -20,11 +20,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from planner.space import Group, PlanSpace, micro_batch_counts
+from planner.space import Group, PlanSpace
 from rlinf.core.cluster import Cluster
 from rlinf.core.costs import CostModel
 from rlinf.core.errors import ExtrapolationWarning
-from rlinf.core.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_ranges
+from rlinf.core.lowering import COMPUTE_NAMES, loop_pinned, micro_batch_counts, micro_batch_ranges
 from rlinf.core.program import Op
 from rlinf.core.workflow import Workflow
 
@@ -268,7 +268,7 @@ def build_tables(space: PlanSpace, cluster: Cluster, costs: CostModel) -> CostTa
                 )
     return CostTables(
         space=space,
-        costs=attrs.evolve(costs, _warned=set()),
+        costs=costs,
         component_sizes=component_sizes,
         group_sizes=_group_sizes(space, component_sizes, core_sizes),
         switch_s=switch,
@@ -295,7 +295,9 @@ def _sync_seconds(costs: CostModel, src: str, dst: str, num_bytes: int, link: st
         num_bytes=num_bytes,
         link=link,
     )
-    return costs.movement_seconds(op)
+    with warnings.catch_warnings():  # probing, like the profiles: the judged plans' simulations warn
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        return costs.movement_seconds(op)
 
 
 def _profile(

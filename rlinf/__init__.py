@@ -1,58 +1,15 @@
 """rlinf: RL training that plans its own execution.
 
+A user enters through two doors, and the root package re-exports nothing else: the command line (the ``rlinf``
+console script, :func:`rlinf.cli.main`; ``python -m rlinf``) and the workload API, :mod:`rlinf.api`, which a
+workload (built-in or a user's) imports rlinf through (``docs/workloads.md``).
+
 The package is split by layer (each imports only those below it; ``pyproject.toml``'s import contracts):
 ``rlinf.core`` (the values every part shares: cluster, workflow, plan, program, timeline, trace, cost model, and
-the M2Flow lowering), ``rlinf.algorithms`` (RL math), ``rlinf.api`` (the workload API a user writes against,
-``docs/workloads.md``), ``rlinf.analytic`` (the analytic model of LLM-scale RL), ``rlinf.workloads`` (the
-built-in workloads, plug-ins like a user's), ``rlinf.app`` (training, profiling, planning, validation,
-checkpoints), ``rlinf.capacity`` (capacity reports) and ``rlinf.commands`` / ``rlinf.cli`` (the command line).
-This module re-exports the names most scripts need.
+the M2Flow lowering), ``rlinf.algorithms`` (RL math), ``rlinf.api`` (the workload API),
+``rlinf.analytic`` (the analytic model of LLM-scale RL), ``rlinf.workloads`` (the built-in workloads, plug-ins
+like a user's), ``rlinf.app`` (training, profiling, planning, validation, checkpoints), ``rlinf.capacity``
+(capacity reports) and ``rlinf.commands`` / ``rlinf.cli`` (the command line).
 """
 
-from rlinf.api.worker_context import WorkerContext
-from rlinf.api.workload import Payload, Worker, Workload
-from rlinf.core.cluster import Cluster, DeviceSpec, parse_cluster
-from rlinf.core.config_structure import structure_config
-from rlinf.core.costs import CostModel, fit
-from rlinf.core.errors import ConfigError, InfeasiblePlanError, RlinfError, RlinfWarning
-from rlinf.core.lowering import lower
-from rlinf.core.payloads import concat_payloads
-from rlinf.core.plan import Placement, Plan
-from rlinf.core.program import Op, Program
-from rlinf.core.run_settings import RunSettings
-from rlinf.core.timeline import Span, Timeline
-from rlinf.core.trace import CostSample, Trace
-from rlinf.core.workflow import Component, Edge, Loop, WeightSync, Workflow
-
-__all__ = [
-    "Cluster",
-    "Component",
-    "ConfigError",
-    "CostModel",
-    "CostSample",
-    "DeviceSpec",
-    "Edge",
-    "InfeasiblePlanError",
-    "Loop",
-    "Op",
-    "Placement",
-    "Plan",
-    "Program",
-    "RlinfError",
-    "RlinfWarning",
-    "RunSettings",
-    "Span",
-    "Timeline",
-    "Trace",
-    "WeightSync",
-    "Worker",
-    "WorkerContext",
-    "Workflow",
-    "Workload",
-    "Payload",
-    "concat_payloads",
-    "fit",
-    "lower",
-    "parse_cluster",
-    "structure_config",
-]
+__all__: list[str] = []

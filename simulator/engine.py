@@ -19,11 +19,22 @@ import simpy
 
 from rlinf.core.costs import CostModel
 from rlinf.core.program import Program
+from rlinf.core.schedule import Phase
 from rlinf.core.timeline import Timeline
 
 
-def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: bool = False) -> Timeline:
-    """Predict the timeline of one iteration of ``program``.
+def simulate(
+    program: Program,
+    costs: CostModel,
+    *,
+    seed: int = 0,
+    stochastic: bool = False,
+    phase: Phase = Phase.STEADY,
+) -> Timeline:
+    """Predict the timeline of one iteration of ``program``: a step of ``phase`` of its run
+    (:meth:`rlinf.core.program.Program.schedule`; the plan's steady state by default). The ops of the components
+    a fill or drain step idles (:meth:`rlinf.core.schedule.Phase.idle`) take no time and no activation memory
+    there, as the executor only signals them.
 
     With ``stochastic=True`` the durations that depend on random quantities (response lengths of streamed
     generation) are drawn from the trace's distributions with ``seed``; otherwise expected values are used and
@@ -31,6 +42,11 @@ def simulate(program: Program, costs: CostModel, *, seed: int = 0, stochastic: b
     rng = np.random.default_rng(seed) if stochastic else None
     durations = costs.durations(program, rng)
     activation = [costs.activation_bytes(op) for op in program.ops]
+    idle = phase.idle({op.component for op in program.ops}, program.trainer_side)
+    if idle:
+        skipped = np.array([op.component in idle for op in program.ops], dtype=bool)
+        durations = np.where(skipped, 0.0, durations)
+        activation = [0 if skip else a for skip, a in zip(skipped, activation, strict=True)]
     return replay(program, durations, activation)
 
 

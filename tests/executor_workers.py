@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf.api.worker_context import ComponentFacts, WorkerContext
+from rlinf.api import WorkerContext
+from rlinf.core.component_facts import ComponentFacts
 from rlinf.core.payloads import concat_payloads, num_rows
 
 

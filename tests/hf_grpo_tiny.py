@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from rlinf import WorkerContext
+from rlinf.api import WorkerContext
 from rlinf.app.jobs import load_job_config
 
 CONFIG = "examples/grpo_arith.yaml"

@@ -328,6 +328,11 @@ def test_cli_synth_writes_a_loadable_trace(tmp_path, capsys):
     assert trace.workflow.batch_size == 128
     assert trace.provenance["seed"] == 5
     assert "--model 1.5b" in trace.provenance["command"]
+    # not a terminal: no bar, but a line up front with the work to go and one per tenth of it, the last at 100%
+    progress = capsys.readouterr().err.splitlines()
+    assert progress[0].startswith("trace synth: ") and progress[0].endswith(" responses to go"), progress
+    assert progress[-1].startswith("trace synth: 100% (") and 2 <= len(progress) <= 12, progress
+    assert not any("\r" in line or "it/s" in line for line in progress)
     assert main(["trace", "show", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "grpo-1.5b" in shown and "synthesized" in shown

@@ -4,7 +4,6 @@ redone with ``python benchmarks/analytic_validation.py --write``."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pytest
+from benchmark_scripts import load
 
 from rlinf.analytic.llm_workload import ResponseLengths
 
@@ -25,15 +25,8 @@ DOC_JSON = ROOT / "docs" / "analytic_validation.json"
 
 @pytest.fixture(scope="module")
 def validation() -> ModuleType:
-    """benchmarks/analytic_validation.py, imported from its path (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "analytic_validation", ROOT / "benchmarks" / "analytic_validation.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # attrs resolves the module of its classes by name
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/analytic_validation.py as a module."""
+    return load("analytic_validation")
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +221,7 @@ def test_the_decode_step_check_prices_rows_the_engine_cost_was_not_read_from(val
 
     cost = ENGINE_STEP_COSTS["vllm-v1"]
     read = {(m.model, m.batch, m.kv_bytes) for m in cost.measurements}
-    checks = sys.modules["analytic_validation_steps"].step_checks()
+    checks = sys.modules["analytic_validation_tables"].step_checks()
     assert len(checks) == 12 and all(check.cache_len >= 4096 for check in checks)
     assert all(
         m.kv_bytes == m.batch * 192 * (12288 if "0.5B" in m.model else 114688) for m in cost.measurements
@@ -319,7 +312,7 @@ def test_the_async_pairs_are_published_rows_beside_their_predictions(rows, compu
 
 
 def test_each_verl_recipe_is_predicted_at_the_same_assumed_length_for_both_runs(computed):
-    verl_recipes = sys.modules["analytic_validation_verl"]
+    verl_recipes = sys.modules["analytic_validation_async"]
     published = {"fully-async": 150.63 / 356.30, "one-step-off": 520 / 749}
     for recipe in verl_recipes.RECIPES:
         report = computed["asynchronous"]["verl"][recipe.key]

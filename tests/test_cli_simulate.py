@@ -439,3 +439,22 @@ def test_a_trace_without_a_decode_schedule_has_no_straggler(reports: dict[str, t
     assert report["straggler_fraction"] is None
     assert report["straggler"]["available"] is False
     assert "not synthesized by the analytic model" in report["straggler"]["reason"]
+
+
+def test_a_large_plan_is_announced_up_front_with_an_estimate(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlinf.cli import main
+    from rlinf.commands import simulate
+
+    args = ["simulate", "--trace", str(files["trace"]), "--plan", str(files["collocated"]), "--json"]
+    monkeypatch.setattr(simulate, "LARGE_PLAN_MICRO_BATCHES", 9)  # the plan has 4 + 4 micro-batches
+    assert main(args) == 0
+    assert "micro-batches over the plan's edges" not in capsys.readouterr().err
+    monkeypatch.setattr(simulate, "LARGE_PLAN_MICRO_BATCHES", 8)
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert (
+        "rlinf simulate: 8 micro-batches over the plan's edges, about 0 s to simulate at 5,000 a second"
+        in err
+    )

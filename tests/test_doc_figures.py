@@ -33,3 +33,26 @@ def test_a_hand_edited_figure_is_caught(tables, figure) -> None:
     edited = "1" if texts[figure.path][start] != "1" else "2"
     texts[figure.path] = texts[figure.path][:start] + edited + texts[figure.path][start + 1 :]
     assert figures.differences(texts, tables) == [f"{figure.path}:{figure.name}"]
+
+
+@pytest.mark.parametrize("stale", ["figures", "measured", "analytic"])
+def test_one_command_checks_every_kind_of_generated_figure(stale, monkeypatch) -> None:
+    """``doc_figures.py --check`` fails when any kind of generated block is stale: its own simulated figures, the
+    measured ones (``measurements.py``) or the analytic validation's; without a flag it checks nothing."""
+    calls: list[tuple[str, list[str]]] = []
+
+    def kind(name: str):
+        def check(*args) -> int:
+            calls.append((name, list(args[-1]) if name != "figures" else []))
+            return int(name == stale)
+
+        return check
+
+    monkeypatch.setattr(figures.suite, "check_or_write", kind("figures"))
+    monkeypatch.setattr(figures.measurements, "main", kind("measured"))
+    monkeypatch.setattr(figures.analytic_validation, "main", kind("analytic"))
+    assert figures.main(["--check"]) == 1
+    assert calls == [("figures", []), ("measured", ["--check"]), ("analytic", ["--check"])]
+    calls.clear()
+    assert figures.main([]) == int(stale == "figures")
+    assert [name for name, _ in calls] == ["figures"]

@@ -16,8 +16,9 @@ from executor.dispatch import build_lanes
 from executor.messages import Compute
 from executor.protocol import share_slice
 from executor.routing import layout_of, routes_of
-from rlinf.api.worker_context import component_facts, context_for
+from rlinf.api import WorkerContext
 from rlinf.app.jobs import Job, load_job_config
+from rlinf.core.component_facts import component_facts
 from rlinf.core.errors import ConfigError
 from rlinf.core.plan import Placement, Plan
 
@@ -57,7 +58,9 @@ def misrouted(job: Job, config: Any, plan: Plan) -> list[str]:
     wrong = []
     for op in (o for o in program.ops if o.kind == "compute"):
         for replica in layout.of(op.component):
-            context = context_for(facts[op.component], rank=replica.rank, world=replica.world, device=None)
+            context = WorkerContext.for_replica(
+                facts[op.component], rank=replica.rank, world=replica.world, device=None
+            )
             lo, hi = context.my_groups(op.micro_batch)
             received = 0
             for source, worker in commands[(op.index, replica.worker)].inputs:

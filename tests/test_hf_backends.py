@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from rlinf import ConfigError
+from rlinf.api import ConfigError
 from rlinf.cli import main
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend, rollout_backend
 from rlinf.workloads.hf_grpo.backends import (

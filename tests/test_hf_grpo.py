@@ -14,8 +14,7 @@ import pytest
 import torch
 from hf_grpo_tiny import CONFIG, GROUP_SIZE, PROMPTS, context, one_thread, tiny_config
 
-from rlinf import ConfigError
-from rlinf.api import concat_payloads
+from rlinf.api import ConfigError, concat_payloads
 from rlinf.app.jobs import load_job_config
 from rlinf.cli import main
 from rlinf.core.errors import RlinfWarning

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from rlinf import RunSettings, WorkerContext
+from rlinf.api import RunSettings, WorkerContext
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker

@@ -1,5 +1,5 @@
 """The shared validation layer: reading files (rlinf.core.inputs), limits (rlinf.core.limits), output paths (rlinf.core.outputs),
-typed conversion (rlinf.structure_config) and command-line values (rlinf.commands.values); every refusal names the
+typed conversion (rlinf.api.structure_config) and command-line values (rlinf.commands.values); every refusal names the
 field."""
 
 from __future__ import annotations

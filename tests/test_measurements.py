@@ -43,7 +43,7 @@ def test_every_measured_block_equals_what_its_artifacts_give(bodies) -> None:
 @pytest.mark.parametrize("block", measurements.BLOCKS, ids=lambda b: f"{b.path}:{b.name}")
 def test_a_hand_edited_figure_is_caught(bodies, block) -> None:
     texts = measurements.read_docs()
-    found = load("doc_blocks").pattern(measurements.KIND, block.name).search(texts[block.path])
+    found = load("suite").pattern(measurements.KIND, block.name).search(texts[block.path])
     assert found is not None, f"{block.path} has no block {block.name}"
     decimals = list(re.finditer(r"\d\.\d+", found.group(2)))
     if found.group(2).startswith(

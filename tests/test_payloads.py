@@ -1,4 +1,4 @@
-"""The one payload concatenation (``rlinf.concat_payloads``, used by the executor's tests workers and every built-in
+"""The one payload concatenation (``rlinf.api.concat_payloads``, used by the executor's tests workers and every built-in
 workload) and the row counting and slicing the executor routes payloads with."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rlinf
 from rlinf.api import concat_payloads as api_concat
 from rlinf.core.payloads import concat_payloads, num_rows, slice_rows
 
@@ -19,9 +18,7 @@ def test_payloads_join_along_the_sample_axis_in_order_skipping_empty_ones() -> N
     np.testing.assert_array_equal(joined["obs"], np.arange(8).reshape(4, 2))
     np.testing.assert_array_equal(joined["reward"], [1.0, 2.0, 3.0, 4.0])
     assert concat_payloads([{}, {}]) == {} and concat_payloads([]) == {}
-    assert (
-        rlinf.concat_payloads is api_concat is concat_payloads
-    )  # one function for plug-ins and the executor
+    assert api_concat is concat_payloads  # one function for plug-ins and the executor
 
 
 def test_payloads_with_other_keys_or_ragged_rows_are_refused() -> None:

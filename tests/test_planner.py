@@ -12,15 +12,16 @@ from factories import costs_for, embodied_trace, grpo_trace, grpo_workflow
 from planner import candidates, search
 from planner.baselines import closed_form, fixed_collocated, fixed_disaggregated
 from planner.cpsat import best_points
-from planner.judge import judge, quiet_copy
+from planner.judge import judge
 from planner.search import planner_points, prepare
-from planner.space import PlanPoint, build_space, canonical_granularity, micro_batch_counts
+from planner.space import PlanPoint, build_space, canonical_granularity
 from planner.surrogate import estimate
 from planner.tables import _profile, micro_batch_options
 from rlinf.cli import main
 from rlinf.core.cluster import GIB
 from rlinf.core.costs import fit
 from rlinf.core.errors import ConfigError, InfeasiblePlanError
+from rlinf.core.lowering import micro_batch_counts
 from rlinf.core.plan import load_plan, plan_from_yaml
 from rlinf.core.trace import load_trace
 
@@ -127,9 +128,8 @@ def test_the_planners_own_candidates_beat_the_baselines():
     than all of them (a planner reduced to a trivial pick, or to the old space, is not)."""
     trace = load_trace(TRACE_7B)
     workflow, cluster, costs = trace.workflow, trace.cluster, fit(trace)
-    quiet = quiet_copy(costs)
     own = min(
-        judge(workflow, cluster, quiet, p, "own").iteration_s for p in candidates(workflow, cluster, costs)
+        judge(workflow, cluster, costs, p, "own").iteration_s for p in candidates(workflow, cluster, costs)
     )
     _, tables = prepare(workflow, cluster, costs, max_granularity=32, max_loop_stages=16)
     for baseline in (fixed_collocated, fixed_disaggregated, closed_form):
@@ -137,7 +137,7 @@ def test_the_planners_own_candidates_beat_the_baselines():
         assert evaluation is not None and evaluation.fits, baseline.__name__
         assert own < evaluation.iteration_s, (baseline.__name__, own, evaluation.iteration_s)
     for path in sorted((REPO / "examples" / "plans").glob("*.yaml")):
-        written = judge(workflow, cluster, quiet, load_plan(path, 32), path.name)
+        written = judge(workflow, cluster, costs, load_plan(path, 32), path.name)
         assert written.fits and own < written.iteration_s, (path.name, own, written.iteration_s)
 
 
@@ -212,13 +212,12 @@ def test_the_search_finds_loops_spread_over_every_device_that_its_groups_cannot_
         and e.plan.granularity_of("loop") % 2 == 0
         for e in spread
     )
-    quiet = quiet_copy(costs)
     for placement in ("{env: 0-1, rollout: 0-1, actor: 0}", "{env: 0-1, rollout: 0-1, actor: 1}"):
         for stages in (2, 4, 8):
             hand = plan_from_yaml(f"placement: {placement}\ngranularity: {{loop: {stages}}}", 2)
             assert (
                 result.best.iteration_s
-                <= judge(trace.workflow, trace.cluster, quiet, hand, "hand").iteration_s
+                <= judge(trace.workflow, trace.cluster, costs, hand, "hand").iteration_s
             )
     hopper = load_trace(ROOT / "traces" / "hopper_ppo_cpu2.json")
     best = search(hopper.workflow, hopper.cluster, fit(hopper), k=8).best

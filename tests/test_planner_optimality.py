@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from planner import search
 from planner.brute_force import brute_force, distinct_programs
-from planner.judge import judge, quiet_copy
+from planner.judge import judge
 from planner.space import build_space
 from planner.tables import build_tables
 from rlinf.capacity.planning import STRATEGIES, propose
@@ -220,7 +220,7 @@ def test_the_bound_never_exceeds_a_simulated_time_on_random_workflows(case, rng)
     time. A head or tail the dependencies do not force, a switch counted before and after the last op, or a sync
     on the wrong link breaks it here."""
     trace, space = case
-    costs = quiet_copy(fit(trace))
+    costs = fit(trace)
     programs = distinct_programs(build_tables(space, trace.cluster, costs))
     indices = range(programs.num_programs)
     for index in rng.sample(indices, min(len(indices), 60)):
@@ -293,7 +293,7 @@ def test_the_pruning_bound_never_exceeds_a_simulated_time(source, num_devices):
     close to it on the GRPO traces (a bound far below every time would prune nothing)."""
     trace = embodied_trace() if source == "embodied" else load_trace(ROOT / "traces" / source)
     cluster = trace.cluster.with_num_devices(num_devices)
-    costs = quiet_copy(fit(trace, cluster))
+    costs = fit(trace, cluster)
     space = build_space(trace.workflow, num_devices)
     if (
         num_devices == 32 and source == "grpo_7b_h100.json"
@@ -338,7 +338,7 @@ def test_loop_programs_spread_twins_and_their_bound_on_the_hopper_profile(num_de
     the planner's own candidates (CP-SAT's and their spread variants) reach it."""
     trace = load_trace(ROOT / "traces" / "hopper_ppo_cpu2.json")
     cluster = trace.cluster.with_num_devices(num_devices)
-    costs = quiet_copy(fit(trace, cluster))
+    costs = fit(trace, cluster)
     space = build_space(trace.workflow, num_devices)
     programs = distinct_programs(build_tables(space, cluster, costs))
     regular = len(programs.bounds_s) - programs.num_spread

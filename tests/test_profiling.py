@@ -174,11 +174,11 @@ def test_plans_are_measured_one_at_a_time_in_turns_with_fresh_workers() -> None:
             alive[0] -= 1
             self.backend.__exit__(*exc)
 
-        def execute(self, program, workers, phase="steady", **run):  # type: ignore[no-untyped-def]
+        def execute(self, program, workers, step=None, **run):  # type: ignore[no-untyped-def]
             assert alive[0] == 1, "another plan's workers are alive"
             stages = max(op.num_micro_batches for op in program.ops if op.name == "env_step")
             runs.append((self.index, stages))
-            result = self.backend.execute(program, workers, phase, **run)
+            result = self.backend.execute(program, workers, step, **run)
             pids[self.index] |= set(self.backend.worker_pids().values())
             return result
 

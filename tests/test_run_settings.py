@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rlinf import RunSettings
+from rlinf.api import RunSettings
 from rlinf.app.jobs import load_job_config
 from rlinf.cli import main
 from rlinf.core.errors import ConfigError

@@ -1,5 +1,5 @@
-"""Asynchronous GRPO (a staleness bound ``k``): every response records the policy version that sampled it, a
-group's responses come from one version, the actor reports how far behind its own version they were, its ratio is
+"""Asynchronous GRPO (a staleness bound ``k``): every response comes with the policy version that sampled it (the
+executor's stamp on its payload, one per payload, so a group's responses come from one version), the actor reports how far behind its own version they were, its ratio is
 taken against the behaviour policy's log-probabilities, and a run under ``k = 1`` resumes exactly. The workers run
 the tests' tiny addition setup (``hf_grpo_tiny.py``); ``tests/test_workload_port.py`` checks that ``k = 0``
 computes what it did before, with lag and behaviour KL 0."""
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from hf_grpo_tiny import CONFIG, GROUP_SIZE, PROMPTS, context, one_thread, tiny_config, tiny_sets
 
-from rlinf.api import concat_payloads
+from rlinf.api import Stamp, concat_payloads, stamp_of
 from rlinf.app.checkpoint import read_manifest
 from rlinf.cli import main
+from rlinf.core.schedule import StampedPayload
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.checkpoints import weights_payload
-from rlinf.workloads.hf_grpo.payloads import with_version
 from rlinf.workloads.hf_grpo.rollout import RolloutWorker
 from rlinf.workloads.hf_grpo.scoring import InferenceWorker, RewardWorker
 from rlinf.workloads.hf_grpo.workload import WORKLOAD
@@ -130,8 +130,8 @@ def test_each_response_records_a_policy_one_step_behind_the_trainer(straight: Pa
     assert [m["behaviour_kl"] != 0.0 for m in trained] == [lag > 0 for lag in lags]
     assert all(m["optimizer_steps"] == 2 for m in trained)
     printed = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
-    assert "policy lag 1 (behaviour KL " in WORKLOAD.summary(printed[-1])
-    assert "policy lag" not in WORKLOAD.summary(printed[1])  # not when the samples were fresh
+    assert "policy lag 1 (behaviour KL " in WORKLOAD.summary([printed[-1]])
+    assert "policy lag" not in WORKLOAD.summary([printed[1]])  # not when the samples were fresh
 
 
 def test_a_run_under_a_bound_resumes_exactly(grpo_cache: Path, straight: Path, tmp_path: Path) -> None:
@@ -182,29 +182,31 @@ def _rollout(config: object) -> RolloutWorker:
     return worker
 
 
-def _versioned(rollout: RolloutWorker, version: int) -> dict[str, np.ndarray]:
-    """A weight-sync payload of the rollout's own weights, labelled ``version``."""
+def _versioned(rollout: RolloutWorker, version: int) -> StampedPayload:
+    """A weight-sync payload of the rollout's own weights, stamped ``version`` (as the executor stamps it)."""
     weights = rollout.backend.weights()
     assert weights is not None
-    return with_version(weights_payload(weights), version)
+    return StampedPayload(weights_payload(weights), Stamp(version, version))
 
 
-def test_the_rollout_takes_weights_only_between_iterations_and_stamps_their_version(
-    grpo_cache: Path,
-) -> None:
+def _stamped(payload: dict[str, np.ndarray], version: int) -> StampedPayload:
+    """``payload`` as the executor hands it over when the weights of ``version`` produced it."""
+    return StampedPayload(payload, Stamp(version, version))
+
+
+def test_the_rollout_takes_weights_only_between_iterations(grpo_cache: Path) -> None:
+    """Every response of an iteration comes from one version (the executor stamps it on the payloads: the
+    rollout itself records none)."""
     config = tiny_config(grpo_cache)
     rollout = _rollout(config)
     first = rollout.compute("generate", 0, 0, [])[0]
     with pytest.raises(AssertionError, match="received weights in the middle of iteration 1"):
         rollout.load_weights(_versioned(rollout, 3))
     payload = concat_payloads([first, rollout.compute("generate", 1, 0, [])[0]])
-    assert payload["policy_version"].shape == (PROMPTS, GROUP_SIZE) and (payload["policy_version"] == 0).all()
+    assert payload["response_len"].shape == (PROMPTS, GROUP_SIZE) and "policy_version" not in payload
     rollout.load_weights(_versioned(rollout, 3))  # between iterations
     second = [rollout.compute("generate", j, 0, [])[0] for j in range(2)]
-    assert all((p["policy_version"] == 3).all() for p in second)
-    restored = _rollout(config)
-    restored.restore(rollout.checkpoint())
-    assert restored.policy_version == 3
+    assert sum(len(p["group_index"]) for p in second) == PROMPTS
 
 
 @pytest.fixture(scope="module")
@@ -227,11 +229,9 @@ def test_inference_scores_only_responses_of_the_version_it_holds(grpo_cache: Pat
     config = tiny_config(grpo_cache)
     rollout, inference = _rollout(config), InferenceWorker()
     inference.setup(config, context("inference"))
-    payload = {
-        **rollout.compute("generate", 0, 0, [])[0],
-        "advantages": np.zeros((4, GROUP_SIZE), np.float32),
-    }
-    payload["policy_version"] = np.ones_like(payload["policy_version"])  # sampled after one training step
+    payload = _stamped(  # sampled after one training step
+        {**rollout.compute("generate", 0, 0, [])[0], "advantages": np.zeros((4, GROUP_SIZE), np.float32)}, 1
+    )
     with pytest.raises(
         AssertionError, match=r"inference holds policy version 0 but scores .* sampled by \[1\]"
     ):
@@ -239,7 +239,7 @@ def test_inference_scores_only_responses_of_the_version_it_holds(grpo_cache: Pat
     inference.load_weights(_versioned(rollout, 1))
     width = config.grpo.max_new_tokens
     assert inference.compute("infer", 0, 0, [payload])[0]["old_logprobs"].shape == (4, GROUP_SIZE, width)
-    assert inference.checkpoint()["policy_version"] == 1
+    assert inference.checkpoint()["version"] == 1
 
 
 def _trained(config: object, payload: dict[str, np.ndarray]) -> dict[str, float]:
@@ -247,7 +247,7 @@ def _trained(config: object, payload: dict[str, np.ndarray]) -> dict[str, float]
     actor = ActorWorker()
     actor.setup(config, context("actor", micro_batches=1))
     info = actor.compute("train", 0, 0, [payload])[1]
-    assert actor.policy_version == 1 and int(actor.weights()["policy_version"][0]) == 1
+    assert actor.iteration == 2  # one iteration trained
     return info
 
 
@@ -268,14 +268,14 @@ def test_the_ratio_is_taken_against_the_behaviour_log_probabilities(
     assert recorded["policy_loss"] != shifted["policy_loss"]
 
 
-def test_the_actor_refuses_a_group_of_mixed_versions(grpo_cache: Path, scored: dict[str, np.ndarray]) -> None:
+def test_the_actor_reports_the_lag_of_the_stamp(grpo_cache: Path, scored: dict[str, np.ndarray]) -> None:
+    """A payload sampled by version 0 and read at version 2 (two training steps on): lag 2 for every response; the
+    stamp is one per payload, so a group, never split between payloads, comes from one version."""
     config = tiny_config(grpo_cache)
-    payload = {**scored, "policy_version": scored["policy_version"].copy()}
-    payload["policy_version"][2, 1] = 1  # one response of group 2 from another version
     actor = ActorWorker()
     actor.setup(config, context("actor", micro_batches=1))
-    with pytest.raises(AssertionError, match="a group mixes responses of several policy versions"):
-        actor.compute("train", 0, 0, [payload])
+    info = actor.compute("train", 0, 0, [StampedPayload(scored, Stamp(0, 2))])[1]
+    assert info["policy_lag_max"] == info["policy_lag_mean"] == 2.0
 
 
 def test_inference_keeps_synced_versions_until_a_batch_of_theirs_comes(
@@ -287,18 +287,20 @@ def test_inference_keeps_synced_versions_until_a_batch_of_theirs_comes(
     config = tiny_config(grpo_cache)
     rollout = _rollout(config)
     weights = [_versioned(rollout, v) for v in (1, 2)]
-    weights[1] = {**weights[1], "lm_head.weight": weights[1]["lm_head.weight"] * 2.0}  # a different policy
+    weights[1] = _stamped(
+        {**weights[1], "lm_head.weight": weights[1]["lm_head.weight"] * 2.0}, 2
+    )  # another policy
     batch = {k: v for k, v in scored.items() if k not in ("old_logprobs", "ref_logprobs")}
 
-    def of(version: int) -> dict[str, np.ndarray]:
-        return {**batch, "policy_version": np.full_like(batch["policy_version"], version)}
+    def of(version: int) -> StampedPayload:
+        return _stamped(batch, version)
 
     alone = []
     for w in weights:  # an inference that holds only the version that sampled
         single = InferenceWorker()
         single.setup(config, context("inference"))
         single.load_weights(w)
-        alone.append(single.compute("infer", 0, 0, [of(int(w["policy_version"][0]))])[0]["old_logprobs"])
+        alone.append(single.compute("infer", 0, 0, [of(stamp_of(w).policy_version)])[0]["old_logprobs"])
     assert not np.array_equal(alone[0], alone[1])
     both = InferenceWorker()
     both.setup(config, context("inference"))
@@ -306,12 +308,12 @@ def test_inference_keeps_synced_versions_until_a_batch_of_theirs_comes(
         both.load_weights(w)
     np.testing.assert_array_equal(both.compute("infer", 0, 0, [of(1)])[0]["old_logprobs"], alone[0])
     saved = both.checkpoint()
-    assert saved["policy_version"] == 1 and list(saved["synced"]) == [2]
+    assert saved["version"] == 1 and list(saved["synced"]) == [2]
     restored = InferenceWorker()
     restored.setup(config, context("inference"))
     restored.restore(saved)
     for worker in (both, restored):
         np.testing.assert_array_equal(worker.compute("infer", 0, 0, [of(2)])[0]["old_logprobs"], alone[1])
-        assert worker.policy_version == 2 and not worker.synced
+        assert worker.version == 2 and not worker.synced
         with pytest.raises(AssertionError, match=r"holds policy version 2 but scores .* sampled by \[1\]"):
             worker.compute("infer", 0, 0, [of(1)])  # an older version is gone: it never comes back

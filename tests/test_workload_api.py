@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rlinf
 from executor.protocol import share_slice
-from rlinf.api.worker_context import component_facts, context_for
+from rlinf.api import WorkerContext, Workload
 from rlinf.api.workload import WORKLOAD_METHODS
 from rlinf.app.jobs import Job, get_job, load_job_config
 from rlinf.cli import main
+from rlinf.core.component_facts import component_facts
 from rlinf.core.errors import ConfigError
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.trace import load_trace
@@ -71,7 +71,7 @@ def test_the_example_workload_plans_and_trains_in_auto_mode(
 def test_the_example_lives_outside_the_package_and_uses_only_the_public_api() -> None:
     source = (ROOT / "examples" / "custom_workload" / "ppo_critic.py").read_text()
     imported = [line for line in source.splitlines() if line.startswith(("from rlinf", "import rlinf"))]
-    assert imported and all(line.startswith("from rlinf import ") for line in imported)
+    assert imported and all(line.startswith("from rlinf.api import ") for line in imported)
     assert len(source.splitlines()) <= 290  # a page or so: it is documentation
 
 
@@ -85,9 +85,7 @@ def test_no_per_workload_plan_functions_remain() -> None:
 
 def test_the_workload_protocol_is_small_and_generic() -> None:
     assert len(WORKLOAD_METHODS) <= 6
-    assert (
-        typing.Generic in rlinf.Workload.__mro__ and rlinf.Workload.__parameters__
-    )  # generic over the config
+    assert typing.Generic in Workload.__mro__ and Workload.__parameters__  # generic over the config
 
 
 def write(tmp_path: Path, module: str, workload_line: str) -> str:
@@ -134,7 +132,7 @@ CHECK_REFUSES = """
     import sys
     sys.path.insert(0, {example!r})
     import ppo_critic
-    from rlinf import ConfigError
+    from rlinf.api import ConfigError
 
     class Checked(ppo_critic.PPOCritic):
         def check(self, config):
@@ -226,7 +224,7 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
         and facts["critic"].num_micro_batches == 1
     )
     for rank in (0, 1):
-        context = context_for(facts["env"], rank=rank, world=2, device=None)
+        context = WorkerContext.for_replica(facts["env"], rank=rank, world=2, device=None)
         for stage, (lo, hi) in enumerate(context.micro_batch_groups):
             first, last = share_slice(hi - lo, 0, 1, rank, 2)
             assert context.my_groups(stage) == (lo + first, lo + last)
@@ -235,7 +233,9 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
     plan, logical = job.fixed_plan("collocated", 2, config)
     facts = component_facts(job.workflow(config), plan, job.lower(plan, config, logical))
     for name in ("env", "policy"):
-        contexts = [context_for(facts[name], rank=rank, world=2, device=None) for rank in (0, 1)]
+        contexts = [
+            WorkerContext.for_replica(facts[name], rank=rank, world=2, device=None) for rank in (0, 1)
+        ]
         assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
             [(0, 4), (4, 4)],
             [(0, 0), (4, 8)],
@@ -244,7 +244,7 @@ def test_contexts_give_each_replica_the_executors_share() -> None:
             [(0, 1), None],
             [None, (0, 1)],
         ]
-    critic = context_for(facts["critic"], rank=1, world=2, device=None)
+    critic = WorkerContext.for_replica(facts["critic"], rank=1, world=2, device=None)
     assert critic.my_groups(0) == (4, 8) and critic.my_position(0) == (1, 2)  # not in the loop: split as ever
 
 
@@ -255,7 +255,7 @@ def test_the_plan_check_takes_uneven_shares_and_refuses_empty_ones() -> None:
     job, config = load_job_config(EXAMPLE, ["num_envs=6", "execution.granularity=2"])
     plan = ENV_SPLIT_POLICY_APART
     facts = component_facts(job.workflow(config), plan, job.lower(plan, config, 3))
-    contexts = [context_for(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
+    contexts = [WorkerContext.for_replica(facts["env"], rank=rank, world=2, device=None) for rank in (0, 1)]
     assert [[c.my_groups(stage) for stage in (0, 1)] for c in contexts] == [
         [(0, 1), (3, 4)],
         [(1, 3), (4, 6)],

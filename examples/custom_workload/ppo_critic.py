@@ -3,13 +3,14 @@
 Four components: ``env`` (CartPole environments, this replica's share of each pipeline stage) and ``policy``
 (samples actions) run the env <-> policy loop; the trajectories go to ``critic``, which fits the value function
 and computes GAE advantages, then to ``actor``, which takes PPO steps and syncs its weights back to ``policy``.
-The weights carry their version (the actor's training steps) and every sample records the version that acted, so
-under ``--max-staleness K`` (the policy acting up to K steps behind the actor) the actor reports the lag.
+rlinf stamps every batch it moves with the policy version that produced it (``stamp_of``), so under
+``--max-staleness K`` (the policy acting up to K steps behind the actor) the actor reports the lag it reads there.
 Train it with ``rlinf train examples/custom_workload/config.yaml`` (any ``--mode``, ``--plan`` or ``--mode auto``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,15 +18,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlinf import (
+from rlinf.api import (
     Component,
     Edge,
+    IterationResult,
     Loop,
     RunSettings,
     WeightSync,
     WorkerContext,
     Workflow,
     concat_payloads,
+    episode_mean,
+    stamp_of,
     structure_config,
 )
 
@@ -80,7 +84,7 @@ class Env:
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         stage = self.stages[micro_batch]
         if step == 0:
-            stage["record"] = {k: [] for k in ("actions", "logp", "rewards", "dones", "version", "obs")}
+            stage["record"] = {k: [] for k in ("actions", "logp", "rewards", "dones", "obs")}
             return {"obs": stage["obs"]}, {}
         act, record, finished = concat_payloads(inputs), stage["record"], []
         record["obs"].append(stage["obs"])
@@ -94,7 +98,7 @@ class Env:
                 obs, _ = env.reset()
             next_obs.append(obs), rewards.append(reward), dones.append(terminated or truncated)
         stage["obs"] = np.stack(next_obs).astype(np.float32)
-        values = (act["actions"], act["logp"], rewards, dones, act["version"])
+        values = (act["actions"], act["logp"], rewards, dones)
         for key, value in zip(record, values, strict=False):
             record[key].append(np.asarray(value, dtype=np.float32))
         if step < self.steps:
@@ -122,7 +126,6 @@ class Policy:
     def setup(self, config: PPOConfig, context: WorkerContext) -> None:
         self.model = mlp(ACTIONS, config.hidden, config.seed)
         self.generator = torch.Generator().manual_seed(config.seed * 31 + context.rank)
-        self.version = 0  # the actor's training steps behind the weights last synced
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         if step == 0:
@@ -131,24 +134,20 @@ class Policy:
             logits = self.model(torch.as_tensor(concat_payloads(inputs)["obs"]))
             actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
             logp = torch.log_softmax(logits, -1).gather(1, actions[:, None])[:, 0]
-        out = {"actions": actions.numpy(), "logp": logp.numpy()}
-        return {**out, "version": np.full(len(logp), self.version)}, {}  # the version that acted, per sample
+        return {"actions": actions.numpy(), "logp": logp.numpy()}, {}
 
     def state_tensors(self) -> list:
         return list(self.model.parameters())
 
     def load_weights(self, payload: dict[str, np.ndarray]) -> None:
-        self.version = int(payload["version"][0])  # the weights' version travels with them
-        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in payload.items() if k != "version"})
+        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in payload.items()})
 
     def checkpoint(self) -> dict[str, Any]:
-        state = {"model": self.model.state_dict(), "generator": self.generator.get_state()}
-        return {**state, "version": self.version}
+        return {"model": self.model.state_dict(), "generator": self.generator.get_state()}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.generator.set_state(state["generator"])
-        self.version = state["version"]
 
 
 class Critic:
@@ -179,7 +178,7 @@ class Critic:
             loss.backward()
             average_gradients(self.model, self.world)
             self.optimizer.step()
-        out = {k: batch[k] for k in ("obs", "actions", "logp", "version")}
+        out = {k: batch[k] for k in ("obs", "actions", "logp")}
         return {**out, "advantages": advantages}, {"value_loss": loss.item()}
 
     def state_tensors(self) -> list:
@@ -200,12 +199,14 @@ class Actor(Critic):
         self.config, self.world = config, context.world
         self.model = mlp(ACTIONS, config.hidden, config.seed)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.actor_lr)
-        self.version = 0  # training steps taken: sent with the weights
+        self.version = 0  # the version of these weights (from the executor's stamp), kept in the checkpoint
 
     def compute(self, op_name: str, micro_batch: int, step: int, inputs: list) -> tuple[dict, dict]:
         batch = {k: torch.as_tensor(v).flatten(0, 1) for k, v in concat_payloads(inputs).items()}
         advantages = (batch["advantages"] - batch["advantages"].mean()) / (batch["advantages"].std() + 1e-8)
-        lag = self.version - batch["version"]  # how many steps behind the policy that acted was
+        # How many steps behind this actor the policy that acted was: the lag of the executor's stamp, per sample.
+        stamps = [(stamp_of(p), p["obs"].size // OBS) for p in inputs if p]
+        lag = torch.cat([torch.full((n,), float(stamp.lag)) for stamp, n in stamps])
         for _ in range(self.config.epochs):
             logp = torch.log_softmax(self.model(batch["obs"]), -1)
             ratio = torch.exp(logp.gather(1, batch["actions"].long()[:, None])[:, 0] - batch["logp"])
@@ -215,13 +216,12 @@ class Actor(Critic):
             loss.backward()
             average_gradients(self.model, self.world)
             self.optimizer.step()
-        self.version += 1
+        self.version = stamps[0][0].read_at + 1  # one training step on from the version it read at
         lags = {"policy_lag_max": lag.max().item(), "policy_lag_mean": lag.mean().item()}
         return {}, {"policy_loss": loss.item(), **lags}
 
     def weights(self) -> dict[str, np.ndarray]:
-        weights = {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
-        return {**weights, "version": np.array([self.version])}
+        return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def checkpoint(self) -> dict[str, Any]:
         return {**super().checkpoint(), "version": self.version}
@@ -263,7 +263,7 @@ class PPOCritic:
     def workers(self, config: PPOConfig) -> dict[str, type]:
         return {"env": Env, "policy": Policy, "critic": Critic, "actor": Actor}
 
-    def metrics(self, result: Any, config: PPOConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: PPOConfig, iteration: int) -> dict[str, Any]:
         returns = [r for i in result.infos for r in i.info.get("episode_returns", [])]
         reported = ("_loss", "_lag_max", "_lag_mean")  # the critic's and actor's losses, the actor's lag
         losses = {k: float(v) for i in result.infos for k, v in i.info.items() if k.endswith(reported)}
@@ -272,11 +272,11 @@ class PPOCritic:
                 "env_steps_per_s": steps / result.timeline.iteration_s, "episodes": len(returns),
                 "episodic_return": float(np.mean(returns)) if returns else None, **losses}  # fmt: skip
 
-    def summary(self, metrics: dict) -> str:
-        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
-        return (
-            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s, return {shown}"
-        )
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        mean, episodes = episode_mean(recent)  # over the episodes the last iterations finished
+        shown = "none finished" if mean is None else f"{mean:.1f} over {episodes} episodes"
+        last = recent[-1]
+        return f"{last['env_steps']} env steps, {last['env_steps_per_s']:.0f} env steps/s, return {shown}"
 
 
 WORKLOAD = PPOCritic()

@@ -48,9 +48,7 @@ from rlinf.analytic.llm_workload import OPS, LLMWorkload
 from rlinf.analytic.synthesis import Physics, synthesize
 from rlinf.core.cluster import Cluster
 from rlinf.core.errors import require
-from rlinf.core.trace import CostSample, Trace
-
-MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
+from rlinf.core.trace import MOVEMENT_OPS, CostSample, Trace
 
 
 @attrs.frozen(kw_only=True)

@@ -28,7 +28,7 @@ import math
 import attrs
 import numpy as np
 
-from rlinf.core.errors import ConfigError, positive, require
+from rlinf.core.errors import positive, registry_entry, require
 
 BYTES_PER_PARAM_BF16 = 2.0
 
@@ -267,8 +267,4 @@ ENGINE_STEP_COSTS: dict[str, EngineStepCost] = {
 
 def engine_step_cost(key: str) -> EngineStepCost:
     """The table entry ``key``; raises listing the known keys."""
-    if key not in ENGINE_STEP_COSTS:
-        raise ConfigError(
-            "engine", key, "has no published per-step cost here", f"use one of {sorted(ENGINE_STEP_COSTS)}"
-        )
-    return ENGINE_STEP_COSTS[key]
+    return registry_entry(ENGINE_STEP_COSTS, key, "engine", "has no published per-step cost here")

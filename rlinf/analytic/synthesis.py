@@ -10,7 +10,8 @@ every formula, constant, the device, the seed and the date.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -46,12 +47,16 @@ def synthesize(
     date: str = "unspecified",
     max_devices: int = 2048,
     device_counts: Sequence[int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Trace:
     """A trace of ``workload`` on ``cluster``'s device type, with samples on ``model_parallel * 2**k`` devices
     up to ``max_devices`` (at least 1024). Deterministic for a given ``seed`` (which draws the response lengths).
 
     ``device_counts`` samples only those device counts instead (each component at the ones its model-parallel
-    size divides): a trace for one known placement, quicker to make, that prices other counts by extrapolation."""
+    size divides): a trace for one known placement, quicker to make, that prices other counts by extrapolation.
+
+    ``progress(done, total)`` is called before the first sample and after each with the work done so far, in
+    responses the rollout's slowest replica decodes (what takes the time: a million prompts take minutes)."""
     require(
         max_devices >= 1024,
         "max_devices",
@@ -62,48 +67,37 @@ def synthesize(
     physics = Physics.of(workload, cluster, seed)
     workflow = _workflow(workload, physics)
     samples: list[CostSample] = []
-    for component in workflow.components:
+    steps = [
+        (component, devices)
+        for component in workflow.components
+        for devices in _counts(component, max_devices, device_counts)
+    ]
+    total = sum(
+        _work(component, batch, devices // component.model_parallel_size)
+        for component, devices in steps
+        for batch in _batch_sizes(
+            devices // component.model_parallel_size, workload.batch_size, workload.group_size
+        )
+    )
+    done = 0
+    if progress is not None:
+        progress(done, total)
+    for component, devices in steps:
         op = OP_OF_ROLE[component.role]
-        mp = component.model_parallel_size
-        counts = (
-            _device_counts(mp, max_devices)
-            if device_counts is None
-            else sorted({d for d in device_counts if d % mp == 0})
-        )
-        require(
-            bool(counts),
-            "device_counts",
-            device_counts,
-            f"has no multiple of {component.name}'s model-parallel size {mp}",
-            "include the devices each component runs on",
-        )
-        for devices in counts:
-            replicas = devices // component.model_parallel_size
-            for batch in _batch_sizes(replicas, workload.batch_size, workload.group_size):
-                seconds = workload.overhead_s(op) + physics.seconds(component.role, batch, replicas)
-                tokens = int(round(batch * (workload.prompt_tokens + physics.mean_response_tokens)))
-                samples.append(
-                    CostSample(
-                        component=component.name,
-                        op=op,
-                        devices=devices,
-                        samples=batch,
-                        tokens=tokens,
-                        seconds=seconds,
-                    )
-                )
-                if component.role == "rollout":  # the same batch in a continuous stream (asynchronous plans)
-                    continuous = physics.continuous_generate_seconds(batch, replicas)
-                    samples.append(
-                        CostSample(
-                            component=component.name,
-                            op="generate_continuous",
-                            devices=devices,
-                            samples=batch,
-                            tokens=tokens,
-                            seconds=workload.overhead_s(op) + continuous,
-                        )
-                    )
+        replicas = devices // component.model_parallel_size
+        for batch in _batch_sizes(replicas, workload.batch_size, workload.group_size):
+            seconds = workload.overhead_s(op) + physics.seconds(component.role, batch, replicas)
+            tokens = int(round(batch * (workload.prompt_tokens + physics.mean_response_tokens)))
+            sample = functools.partial(
+                CostSample, component=component.name, devices=devices, samples=batch, tokens=tokens
+            )
+            samples.append(sample(op=op, seconds=seconds))
+            if component.role == "rollout":  # the same batch in a continuous stream (asynchronous plans)
+                continuous = physics.continuous_generate_seconds(batch, replicas)
+                samples.append(sample(op="generate_continuous", seconds=workload.overhead_s(op) + continuous))
+            done += _work(component, batch, replicas)
+            if progress is not None:
+                progress(done, total)
     samples.extend(physics.movement_samples())
     return Trace(
         workflow=workflow,
@@ -189,6 +183,30 @@ def _device_counts(model_parallel: int, max_devices: int) -> list[int]:
         counts.append(devices)
         devices *= 2
     return counts
+
+
+def _counts(component: Component, max_devices: int, device_counts: Sequence[int] | None) -> list[int]:
+    """The device counts ``component`` is sampled at."""
+    mp = component.model_parallel_size
+    counts = (
+        _device_counts(mp, max_devices)
+        if device_counts is None
+        else sorted({d for d in device_counts if d % mp == 0})
+    )
+    require(
+        bool(counts),
+        "device_counts",
+        device_counts,
+        f"has no multiple of {component.name}'s model-parallel size {mp}",
+        "include the devices each component runs on",
+    )
+    return counts
+
+
+def _work(component: Component, batch: int, replicas: int) -> int:
+    """Responses the slowest replica decodes for ``component``'s sample of ``batch`` on ``replicas`` (1 for a
+    component that decodes nothing): the batch once, and twice in a continuous stream."""
+    return 3 * -(-batch // replicas) if component.role == "rollout" else 1
 
 
 def _batch_sizes(replicas: int, batch_size: int, group_size: int) -> list[int]:

@@ -28,7 +28,7 @@ import math
 
 import attrs
 
-from rlinf.core.errors import ConfigError, positive, require
+from rlinf.core.errors import positive, registry_entry, require
 
 
 @attrs.frozen(kw_only=True)
@@ -177,11 +177,6 @@ TRAINING_EFFICIENCIES: dict[str, TrainingEfficiency] = {
 
 def training_efficiency(key: str) -> TrainingEfficiency:
     """The table entry ``key``; raises listing the known keys."""
-    if key not in TRAINING_EFFICIENCIES:
-        raise ConfigError(
-            "train_efficiency",
-            key,
-            "has no published training efficiency here",
-            f"use one of {sorted(TRAINING_EFFICIENCIES)}",
-        )
-    return TRAINING_EFFICIENCIES[key]
+    return registry_entry(
+        TRAINING_EFFICIENCIES, key, "train_efficiency", "has no published training efficiency here"
+    )

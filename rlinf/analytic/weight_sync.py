@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import attrs
 
-from rlinf.core.errors import ConfigError, positive
+from rlinf.core.errors import positive, registry_entry
 
 BYTES_PER_PARAM_BF16 = 2.0
 
@@ -97,11 +97,4 @@ are outside the dense model rlinf describes)."""
 
 def reshard_measurement(key: str) -> ReshardMeasurement:
     """The table entry ``key``; raises listing the known keys."""
-    if key not in RESHARD_MEASUREMENTS:
-        raise ConfigError(
-            "weight_sync",
-            key,
-            "has no published resharding time here",
-            f"use one of {sorted(RESHARD_MEASUREMENTS)}",
-        )
-    return RESHARD_MEASUREMENTS[key]
+    return registry_entry(RESHARD_MEASUREMENTS, key, "weight_sync", "has no published resharding time here")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
+from rlinf.api.iteration import IterationResult
 from rlinf.api.worker_context import WorkerContext
 from rlinf.core.payloads import Payload
 from rlinf.core.run_settings import RunSettings
@@ -73,7 +74,7 @@ class Workload(Protocol, Generic[C]):
     def load_config(self, data: Mapping[str, Any], source: str, settings: RunSettings) -> C:
         """The typed config from the YAML mapping ``data`` read from ``source`` (without its ``workload`` key and
         rlinf's ``execution`` section); raise :class:`rlinf.core.errors.ConfigError` naming the key for a bad or
-        unknown one (:func:`rlinf.structure_config` does this for a tree of attrs classes). ``settings`` are the
+        unknown one (:func:`rlinf.api.structure_config` does this for a tree of attrs classes). ``settings`` are the
         run's validated settings (:class:`~rlinf.core.run_settings.RunSettings`, command-line flags applied): copy
         into the config what the workload computes with (``settings.seed`` for its RNGs, ``settings.iterations``
         for a learning-rate schedule)."""
@@ -97,26 +98,42 @@ class Workload(Protocol, Generic[C]):
     def workers(self, config: C) -> Mapping[str, type]:
         """The worker class of every component of :meth:`workflow`."""
 
-    def metrics(self, result: Any, config: C, iteration: int) -> dict[str, Any]:
-        """JSON-ready metrics of one measured iteration. ``result.timeline`` is the measured
-        :class:`rlinf.core.timeline.Timeline` and ``result.infos`` the ``info`` mappings the workers returned, each
-        with its ``component``, ``op_name``, ``micro_batch`` and ``info``. Include ``iteration_s`` (the timeline's
-        ``iteration_s``) and a throughput."""
+    def metrics(self, result: IterationResult, config: C, iteration: int) -> dict[str, Any]:
+        """JSON-ready metrics of one measured iteration (:class:`~rlinf.api.iteration.IterationResult`):
+        ``result.timeline`` is the measured :class:`~rlinf.core.timeline.Timeline` and ``result.infos`` the
+        ``info`` mappings the workers returned, each with its ``component``, ``rank``, ``op_name`` and ``info``.
+        Include ``iteration_s`` (the timeline's ``iteration_s``) and a throughput."""
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
-        """One line about the last iteration, printed when training ends."""
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        """One line about how the run ended, printed when training ends: ``recent`` are the :meth:`metrics` of
+        its last iterations (up to 10 that both sampled and trained, oldest first), so that a figure some
+        iterations lack (the return of the episodes an iteration finished) is still stated
+        (:func:`episode_mean`)."""
 
-    def response_lengths(self, result: Any, config: C) -> Sequence[int]:
+    def response_lengths(self, result: IterationResult, config: C) -> Sequence[int]:
         """Optional (language workloads): the generated tokens of every response of one measured iteration
         (``result`` as in :meth:`metrics`), each >= 1. The profiler records them as the trace's response-length
         distribution, from which the simulator draws the long tail (``rlinf simulate --stochastic``) and the
         planner predicts when streamed micro-batches finish; without this method that distribution stays empty."""
 
 
-def reported_response_lengths(result: Any) -> list[int]:
+def reported_response_lengths(result: IterationResult) -> list[int]:
     """The lengths the workers of one iteration reported under ``info["response_lengths"]``, in record order: what
     a workload whose rollout reports them returns from :meth:`Workload.response_lengths`."""
     return [n for record in result.infos for n in record.info.get("response_lengths", ())]
+
+
+def episode_mean(
+    recent: Sequence[Mapping[str, Any]], key: str = "episodic_return", count_key: str = "episodes"
+) -> tuple[float | None, int]:
+    """The mean of ``key`` over the episodes the iterations of ``recent`` finished (each iteration's ``key`` is
+    the mean of its ``count_key`` episodes, ``None`` when it finished none), and the number of episodes; ``(None,
+    0)`` when none finished."""
+    total = sum(int(m.get(count_key) or 0) for m in recent if m.get(key) is not None)
+    if total == 0:
+        return None, 0
+    weighted = sum(float(m[key]) * int(m[count_key]) for m in recent if m.get(key) is not None)
+    return weighted / total, total
 
 
 WORKLOAD_METHODS = ("load_config", "workflow", "workers", "metrics", "summary")

@@ -72,7 +72,7 @@ def plan_from_trace(
     import warnings
 
     import planner
-    from planner.judge import quiet_copy
+    from planner.modes import staleness_modes
     from rlinf.app.profiling import COST_STATISTIC, evened, left_out_plans, same_compute, samples_by_plan
     from rlinf.core.costs import fit
     from rlinf.core.errors import ConfigError, ExtrapolationWarning
@@ -105,7 +105,7 @@ def plan_from_trace(
     planned = [(e.plan, num_devices, e.source) for e in result.ranking if e.fits]
     proposals: list[tuple[Plan, int, str]] = []
     granularities = _granularities(workflow, num_devices)
-    for mode in ("collocated", "hybrid", "disaggregated"):
+    for mode in ("collocated", "hybrid", "disaggregated"):  # the order a tie between equal plans keeps
         try:
             plan, logical = job.fixed_plan(mode, num_devices, config)
         except ConfigError:
@@ -123,15 +123,14 @@ def plan_from_trace(
     for plan, logical in probes:
         for granularity in granularities:
             proposals.append((attrs.evolve(plan, granularity=dict(granularity)), logical, "probe placement"))
-    bounds = range(1, min(max_staleness, MAX_SEARCHED_STALENESS) + 1) if workflow.buffered_edges else range(0)
+    asynchronous = [mode for mode in staleness_modes(workflow, max_staleness) if mode[0]]
     proposals = (
         planned
         + proposals
-        + [  # the job's own plans at each staleness bound too
+        + [  # the job's own plans at each staleness mode the planner searched too
             (attrs.evolve(plan, max_staleness=k, buffer_before=cut), logical, source)
             for plan, logical, source in proposals
-            for k in bounds
-            for cut in workflow.buffer_cuts
+            for k, cut in asynchronous
         ]
     )
     costs_by_devices = {}
@@ -148,7 +147,7 @@ def plan_from_trace(
         if logical not in costs_by_devices:
             costs_by_devices[logical] = fit(trace, machine.cluster(logical), statistic=COST_STATISTIC)
         program = lower(workflow, plan, machine.cluster(logical))
-        timeline = simulate(program, quiet_copy(costs_by_devices[logical]))
+        timeline = simulate(program, costs_by_devices[logical])
         candidates.append(
             Candidate(plan=plan, num_devices=logical, predicted_s=timeline.iteration_s, source=source)
         )
@@ -171,9 +170,6 @@ def plan_from_trace(
         search_s=time.perf_counter() - started,
     )
 
-
-MAX_SEARCHED_STALENESS = 2
-"""The largest staleness bound auto-planning tries (see :func:`plan_from_trace`)."""
 
 MAX_GRANULARITY_VARIANTS = 32
 

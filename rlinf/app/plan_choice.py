@@ -114,7 +114,7 @@ def _auto(request: RunRequest, report: Report) -> tuple[AutoPlan, Prediction]:
             request.config,
             request.num_devices,
             settings=request.profile,
-            progress=request.progress,
+            progress=request.progress is True,
             command=request.command_line,
             backends=backends(request),
             machine=request.machine,

@@ -15,7 +15,7 @@ iteration it does not expect to finish within its share; a probe stopped at its 
 without a measured iteration is left out and never chosen by auto-planning. :func:`measure_plans` measures several plans one at a time, in turns
 with fresh workers that interleave the plans, so that load from other processes on a shared machine affects all
 plans alike. :func:`merge_traces` feeds the samples of earlier runs into the next plan. A workload that reports
-its responses' lengths (:meth:`rlinf.Workload.response_lengths`) has those of every measured iteration recorded
+its responses' lengths (:meth:`rlinf.api.Workload.response_lengths`) has those of every measured iteration recorded
 as the trace's response-length distribution.
 """
 
@@ -44,7 +44,7 @@ from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan, plan_from_dict
 from rlinf.core.program import Program
 from rlinf.core.timeline import Timeline
-from rlinf.core.trace import CostSample, Trace
+from rlinf.core.trace import MOVEMENT_OPS, CostSample, Trace
 
 DEFAULT_BUDGET_S = 120.0
 COST_STATISTIC = "mean"
@@ -133,19 +133,7 @@ def dispatch_inclusive_samples(timeline: Timeline) -> tuple[CostSample, ...]:
     for op in program.ops:
         waits = [timeline.end_s[d] for d in op.deps] + [timeline.end_s[p] for p in previous.get(op.index, [])]
         ready = min(max(waits, default=0.0), timeline.start_s[op.index])
-        out.append(
-            CostSample(
-                component=op.component,
-                op=op.name,
-                devices=max(1, len(op.devices)),
-                samples=op.samples,
-                tokens=op.tokens,
-                seconds=max(0.0, timeline.end_s[op.index] - ready),
-                num_bytes=op.num_bytes if op.kind != "compute" else 0,
-                shared=op.shared,
-                pool=op.pool,
-            )
-        )
+        out.append(CostSample.of_op(op, timeline.end_s[op.index] - ready, op.num_bytes))
     return tuple(out)
 
 
@@ -549,7 +537,6 @@ def left_out_plans(trace: Trace, field: str = "trace") -> tuple[Plan, ...]:
 
 SPEED_REFERENCE_MIN_PROBES = 3
 """Probes that must have measured the reference op (:func:`probe_speed_factors`) before probe speeds are evened."""
-MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
 
 
 def probe_speed_factors(groups: Sequence[tuple[Plan, Sequence[CostSample]]]) -> tuple[float, ...]:

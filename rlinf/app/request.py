@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from rlinf.app.console import Progress
 from rlinf.app.jobs import Job, load_job_config
 from rlinf.app.profiling import ProfileSettings
 from rlinf.core.cluster import CPU_MACHINE, Machine
@@ -64,7 +65,8 @@ class RunFlags:
     resume: Path | None = None
     max_restarts: int = 0
     """Worker failures the run survives by restarting from its newest checkpoint (``rlinf train``: 3)."""
-    progress: bool = True
+    progress: Progress = True
+    """A bar in a terminal (``True``), lines at a cadence (``"lines"``), or nothing (``False``)."""
     command_line: str = "rlinf train"
 
 
@@ -101,7 +103,9 @@ class RunRequest:
     resume: bool = False
     """Continue the run in :attr:`out` from its newest valid checkpoint."""
     max_restarts: int = 0
-    progress: bool = True
+    progress: Progress = True
+    """A bar in a terminal (``True``), lines at a cadence (``"lines"``), or nothing (``False``); profiling shows a
+    bar only with ``True``."""
     command_line: str = "rlinf train"
 
     @property

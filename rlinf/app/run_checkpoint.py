@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from executor.stamps import BufferedBatch
 from rlinf.app.checkpoint import load_latest
 from rlinf.core.errors import ConfigError
 
@@ -81,7 +82,8 @@ class RunCheckpoint:
     measured: tuple[KeptIteration, ...]
     """The counted measured iterations and the last one (the run's trace and prediction accuracy need them)."""
     buffered: Any = None
-    """Under a staleness bound: the batches produced but not yet trained on (the executor's ``buffered()``)."""
+    """Under a staleness bound: the batches produced but not yet trained on, as checkpoint entries
+    (:meth:`executor.stamps.BufferedBatch.to_checkpoint`)."""
 
     def to_state(self) -> dict[str, Any]:
         """The state :func:`rlinf.app.checkpoint.save_checkpoint` writes (tensors for the op times)."""
@@ -203,7 +205,14 @@ def resume_workers(backend: Any, program: Any, specs: Mapping[str, Any], checkpo
     backend.start(program, specs)
     backend.restore(checkpoint.workers)
     if checkpoint.buffered:  # a staleness bound's samples produced but not yet trained on
-        backend.rebuffer(checkpoint.buffered)
+        backend.rebuffer(
+            [
+                BufferedBatch.from_checkpoint(
+                    i, entry, checkpoint_step=checkpoint.iteration, max_staleness=program.max_staleness
+                )
+                for i, entry in enumerate(checkpoint.buffered)
+            ]
+        )
     checkpoint.driver_rng.restore()
     return checkpoint.iteration + 1
 

@@ -24,7 +24,6 @@ import enum
 import json
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ import attrs
 
 import executor
 from rlinf.app.checkpoint import read_manifest, save_checkpoint
+from rlinf.app.console import Console, iteration_figures, iteration_line
 from rlinf.app.placement import open_workers
 from rlinf.app.plan_choice import PlanChoice
 from rlinf.app.request import RunRequest
@@ -58,6 +58,7 @@ from rlinf.core.files import write_text_atomic
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan
 from rlinf.core.program import Program
+from rlinf.core.schedule import Step
 from rlinf.core.timeline import Timeline
 from rlinf.core.trace import Trace
 
@@ -201,7 +202,8 @@ def _run_segments(request: RunRequest, segment: Segment, log: _Log, on_iteration
                 following = restart_segment(request, current.choice)
                 log.say(
                     f"rlinf: {error}; restarted the workers at iteration {following.first_iteration} "
-                    f"({restarts_left} restarts left)"
+                    f"({restarts_left} restarts left)",
+                    at=following.first_iteration - 1,
                 )
 
 
@@ -238,30 +240,33 @@ def _run_segment(
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
     # steps that train on the batch produced k steps before, the last k of them on the training side alone: every
-    # batch produced is trained on once.
-    steps = settings.iterations + lag
+    # batch produced is trained on once (rlinf.core.schedule).
+    schedule = program.schedule(settings.iterations)
+    steps = schedule.num_steps
     recorded, plan_dict = job.recorded(config), segment.plan.to_dict()
     for iteration in range(first, steps + 1):
         due = iteration % settings.checkpoint_every == 0 or iteration == steps
-        phase = step_phase(iteration, settings.iterations, lag)
+        step = schedule.step(iteration)
         driver_cpu = time.process_time()
-        last = executor.run(program, specs, backend=workers, phase=phase, expected=log.predicted)
+        last = executor.run(program, specs, backend=workers, step=step, expected=log.predicted)
         driver_cpu = time.process_time() - driver_cpu
         snapshot = workers.snapshot() if due else None
         buffered = workers.buffered() if due and lag else None
         # The workload counts what was produced so far (a drain step produces nothing new).
-        metrics = job.iteration_metrics(last, config, min(iteration, settings.iterations))
+        metrics = job.iteration_metrics(last, config, step.produced_iterations)
         metrics["iteration"] = iteration
         if lag:
-            metrics["phase"] = phase
-            metrics["trained_iterations"] = max(0, min(iteration - lag, settings.iterations))
+            metrics["phase"] = step.phase.value
+            metrics["trained_iterations"] = step.trained_iterations
         metrics["wall_s"] = time.perf_counter() - log.started
         if last.op_overhead_s:
             metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
         metrics["driver_cpu_s"] = driver_cpu
         # Fill and drain steps leave one side idle: their ops are not costs of the plan's steady state.
-        counted = phase == "steady" and (iteration > first or steps == first)
-        log.record(metrics, MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted))
+        counted = step.measures_plan and (iteration > first or steps == first)
+        log.record(
+            metrics, MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted), step
+        )
         if on_iteration is not None:
             on_iteration(metrics)
         if snapshot is not None:
@@ -273,18 +278,10 @@ def _run_segment(
                 workers=snapshot,
                 driver_rng=DriverRng.capture(),
                 measured=kept_iterations(log.measured),
-                buffered=buffered,
+                buffered=None if buffered is None else [batch.to_checkpoint() for batch in buffered],
             )
             save_checkpoint(request.out / "checkpoints", iteration, checkpoint.to_state())
     return None
-
-
-def step_phase(step: int, iterations: int, lag: int) -> str:
-    """The phase of run ``step`` (from 1) of a training of ``iterations`` under a staleness bound ``lag``: ``fill``
-    for the first ``lag`` steps, ``drain`` after the ``iterations``-th, ``steady`` between (always without one)."""
-    if step <= lag:
-        return "fill"
-    return "drain" if step > iterations else "steady"
 
 
 @attrs.define
@@ -300,7 +297,7 @@ class _Log:
     started: float = attrs.Factory(time.perf_counter)
     programs: dict[Plan, Program] = attrs.Factory(dict)
     writer: Any = None
-    bar: Any = None
+    console: Console | None = None
 
     def program(self, segment: Segment) -> Program:
         """The checked program of the segment's plan (lowered once per plan: the executor keeps what it learnt of a
@@ -324,26 +321,25 @@ class _Log:
         """:meth:`rewind` to ``segment``, whose first iteration is ``first``, record its plan and cut the metrics
         back to its start (:func:`rlinf.app.run_dir.begin_segment`), and show it on the progress bar."""
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
 
         self.rewind(segment)
         prediction = segment.choice.prediction
         self.predicted = None if prediction is None else prediction.timeline
         if self.writer is None:
             self.writer = SummaryWriter(str(self.request.out / "tensorboard"))
-        if self.bar is None:
-            steps = self.request.settings.iterations + self.program(segment).max_staleness
-            self.bar = tqdm(
-                total=steps, initial=first - 1, desc=f"train {segment.plan.mode}", unit="it",
-                disable=not self.request.progress,
-            )  # fmt: skip
-        else:
-            self.bar.n = first - 1
-            self.bar.refresh()
+        if self.console is None:
+            steps = self.program(segment).schedule(self.request.settings.iterations).num_steps
+            self.console = Console.open(
+                total=steps,
+                initial=first - 1,
+                desc=f"train {segment.plan.mode}",
+                progress=self.request.progress,
+            )
         self.history = begin_segment(self.request.out, segment.plan.to_yaml(), first - 1)
 
-    def record(self, metrics: dict[str, Any], measured: MeasuredIteration) -> None:
-        """Append one iteration: its metrics to the file, TensorBoard and the bar, its timeline to the measured."""
+    def record(self, metrics: dict[str, Any], measured: MeasuredIteration, step: Step) -> None:
+        """Append one iteration: its metrics to the file, TensorBoard and the console, its timeline to the
+        measured."""
         if self.predicted is not None:
             metrics["predicted_iteration_s"] = self.predicted.iteration_s
         self.measured.append(measured)
@@ -354,20 +350,20 @@ class _Log:
             if isinstance(value, (int, float)) and key != "iteration":
                 self.writer.add_scalar(key, value, metrics["iteration"])
         self.writer.flush()
-        self.bar.update(1)
         fields = self.request.job.progress(metrics)
-        self.bar.set_postfix({**fields, **_time_fields(metrics)} if self.predicted is not None else fields)
+        assert self.console is not None, "begin() opens the console"
+        figures, line = iteration_figures(metrics, fields), iteration_line(metrics, fields)
+        self.console.iteration(metrics["iteration"], figures, line, phase=step.phase)
 
-    def say(self, line: str) -> None:
-        """A line on stderr that leaves the progress bar whole."""
-        from tqdm import tqdm
-
-        tqdm.write(line, file=sys.stderr)
+    def say(self, line: str, *, at: int) -> None:
+        """A line on stderr that does not wait (a restart); ``at``: the iteration the run goes back to."""
+        assert self.console is not None, "begin() opens the console"
+        self.console.note(line, at=at)
 
     def close(self) -> None:
         """Close the bar and the TensorBoard writer."""
-        if self.bar is not None:
-            self.bar.close()
+        if self.console is not None:
+            self.console.close()
         if self.writer is not None:
             self.writer.close()
 
@@ -493,8 +489,3 @@ def prediction_accuracy(
     if interval_s is not None:
         out["inside_interval"] = bool(interval_s[0] <= median <= interval_s[1])
     return out
-
-
-def _time_fields(metrics: dict[str, Any]) -> dict[str, str]:
-    """Measured and predicted iteration time for the progress bar."""
-    return {"it_s": f"{metrics['iteration_s']:.3f}", "pred_s": f"{metrics['predicted_iteration_s']:.3f}"}

@@ -248,12 +248,11 @@ def simulated(program: Any, trace: Any, cluster: Any) -> Any:
     """The simulation of ``program`` with the cost model fitted to ``trace``'s samples as predictions fit it
     (:data:`rlinf.app.profiling.COST_STATISTIC`, no noise): from a profile, the prediction; from a run's own
     samples, the time its ops' actual durations explain."""
-    from planner.judge import quiet_copy
     from rlinf.app.profiling import COST_STATISTIC
     from rlinf.core.costs import fit
     from simulator import simulate
 
-    return simulate(program, quiet_copy(fit(trace, cluster, statistic=COST_STATISTIC)))
+    return simulate(program, fit(trace, cluster, statistic=COST_STATISTIC))
 
 
 def out_of_sample(

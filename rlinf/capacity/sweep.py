@@ -27,10 +27,9 @@ from rlinf.core.errors import ConfigError, RlinfWarning
 from rlinf.core.lowering import lower
 from rlinf.core.plan import Plan
 from rlinf.core.timeline import Timeline
-from rlinf.core.trace import Trace
+from rlinf.core.trace import MOVEMENT_OPS, Trace
 from simulator import simulate
 
-MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
 WAITING = "waiting"
 """Breakdown key for critical-path gaps (nothing on the chain was running)."""
 

@@ -85,6 +85,18 @@ def _scaled_lengths(workload: LLMWorkload, cluster: Cluster, value: Any) -> tupl
     return attrs.evolve(workload, response=scaled), cluster
 
 
+def _median_tokens(workload: LLMWorkload, cluster: Cluster, value: Any) -> tuple[LLMWorkload, Cluster]:
+    response = workload.response
+    require(
+        value <= response.max_tokens,
+        f"--set {PREFIX}response_median_tokens",
+        value,
+        f"exceeds the generation limit ({response.max_tokens} tokens)",
+        "give a median at most the limit (or scale both with response_length_scale)",
+    )
+    return attrs.evolve(workload, response=attrs.evolve(response, median_tokens=float(value))), cluster
+
+
 def _scaled_batch(workload: LLMWorkload, cluster: Cluster, value: Any) -> tuple[LLMWorkload, Cluster]:
     prompts = workload.num_prompts * value
     require(
@@ -139,6 +151,12 @@ KNOBS: dict[str, Knob] = {
             help="multiply response lengths (median and the generation limit) by this factor",
             parse=_scale,
             on_workload=_scaled_lengths,
+        ),
+        Knob(
+            key="response_median_tokens",
+            help="the median response length in tokens (the generation limit kept): a response-length drift",
+            parse=_scale,
+            on_workload=_median_tokens,
         ),
         Knob(
             key="batch_scale",

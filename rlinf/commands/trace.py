@@ -13,6 +13,7 @@ import attrs
 import numpy as np
 
 from rlinf.analytic.synthesis import synthesize
+from rlinf.app.console import WorkProgress
 from rlinf.commands import trace_calibrate, trace_import, values
 from rlinf.commands.decode_args import response_provenance
 from rlinf.commands.efficiency_args import efficiency_provenance
@@ -73,8 +74,14 @@ def run(args: argparse.Namespace) -> int:
 def _synth(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     workload, cluster = workload_from_args(args)
-    with flags_named():
-        trace = synthesize(workload, cluster, seed=args.seed, date=args.date or today())
+    progress = WorkProgress("trace synth", "responses")
+    try:
+        with flags_named():
+            trace = synthesize(
+                workload, cluster, seed=args.seed, date=args.date or today(), progress=progress
+            )
+    finally:
+        progress.close()
     parts = ["rlinf", "trace", "synth", *workload_flags(args, workload, cluster)]
     command = shlex.join([*parts, "--seed", str(args.seed), "--out", args.out])
     provenance = {

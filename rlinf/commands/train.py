@@ -5,17 +5,15 @@ application chooses the plan (:func:`rlinf.app.plan_choice.choose_plan`: ``--mod
 plans within ``--profile-budget`` seconds or reuses ``--trace``, merges ``--merge-trace`` samples, chooses and
 predicts) and trains under it (:func:`rlinf.app.runner.run`: a sequence of segments; a failing worker makes the run
 restart from the newest checkpoint, up to ``--max-restarts`` times; ``--resume RUN_DIR`` continues a stopped run).
-This module prints what they report: the choice, one line per iteration with the measured and predicted time, and
-a closing summary. ``--backend ray`` runs workers as Ray actors in one Ray session for profiling and training.
+This module prints what they report: the choice and a closing summary (the run's progress is
+:mod:`rlinf.app.console`'s). ``--backend ray`` runs workers as Ray actors in one Ray session for profiling and training.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ __all__ = ["add_arguments", "run"]
 def run(args: argparse.Namespace) -> int:
     """Build the request, choose the plan, train, print."""
     from rlinf.app import plan_choice, runner
+    from rlinf.app.console import closing_summary, recent_metrics
     from rlinf.app.placement import backend_session
     from rlinf.app.request import build_request
 
@@ -44,18 +43,23 @@ def run(args: argparse.Namespace) -> int:
                 "devices are oversubscribed",
                 file=sys.stderr,
             )
-        report = None if choice.prediction is None else functools.partial(_report_iteration, request.job)
-        result = runner.run(request, choice, on_iteration=report)
+        result = runner.run(request, choice)
     iterations = request.settings.iterations
     if result.complete_before:
         missing = ", ".join(result.written) or "nothing was missing"
         print(f"{result.run_dir}: the run is complete ({iterations} iterations); wrote {missing}")
         return 0
     accuracy = Path(result.run_dir) / "prediction.json"
-    if choice.prediction is not None and accuracy.is_file():
-        print(_held(json.loads(accuracy.read_text())))
-    summary = request.job.summary(_last_steady(result.metrics))
-    print(f"{choice.plan.describe()}: {iterations} iterations, {summary}; wrote {result.run_dir}")
+    held = json.loads(accuracy.read_text()) if choice.prediction is not None and accuracy.is_file() else None
+    if held is not None:
+        print(_held(held))
+    summary = request.job.summary(recent_metrics(result.metrics))
+    print(
+        closing_summary(
+            plan=choice.plan.describe(), iterations=iterations, workload_summary=summary, prediction=held,
+            run_dir=str(result.run_dir),
+        )
+    )  # fmt: skip
     return 0
 
 
@@ -69,27 +73,3 @@ def _held(held: dict[str, Any]) -> str:
         + f"; single iterations: median |error| {100 * held['median_error']:.1f}%, 90th percentile "
         f"{100 * held['p90_error']:.1f}%"
     )
-
-
-def _report_iteration(job: Any, metrics: dict[str, Any]) -> None:
-    """One line per iteration: measured against predicted time, and the job's progress fields."""
-    from tqdm import tqdm
-
-    measured, predicted = metrics["iteration_s"], metrics["predicted_iteration_s"]
-    fields = ", ".join(f"{key} {value}" for key, value in job.progress(metrics).items())
-    phase = metrics.get("phase", "steady")
-    if phase != "steady":  # under a staleness bound: one side alone, not the plan's steady state
-        side = "the rollout side alone" if phase == "fill" else "the training side alone"
-        tqdm.write(f"step {metrics['iteration']} ({phase}, {side}): measured {measured:.4f} s; {fields}")
-        return
-    tqdm.write(
-        f"iteration {metrics['iteration']}: measured {measured:.4f} s = predicted {predicted:.4f} s "
-        f"{100 * (measured / predicted - 1):+.1f}%; {fields}"
-    )
-
-
-def _last_steady(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The last step that both sampled and trained (under a staleness bound the last steps only drain the buffer:
-    they generate nothing, so they would summarise a run as idle)."""
-    steady = [m for m in metrics if m.get("phase", "steady") == "steady"]
-    return steady[-1] if steady else metrics[-1]

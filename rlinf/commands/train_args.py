@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.commands.machine_args import add_machine_arguments
+from rlinf.commands.machine_args import add_machine_arguments, add_profiling_arguments
 
 DEFAULT_MAX_RESTARTS = 3
 """Worker failures a run survives by restarting from its newest checkpoint."""
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="auto mode: merge the samples of an earlier run's trace.json into the trace (repeatable)",
     )
-    add_profile_arguments(parser, lead="auto mode: ")
+    add_profiling_arguments(parser, budget_help="auto mode: profiling seconds (default 120)")
     parser.add_argument("--plan", help="plan YAML (placement, granularity, offload); overrides --mode")
     parser.add_argument(
         "--iterations", type=int, help="training iterations (default: the config's execution.iterations)"
@@ -57,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         help="run directory, new or without a run in it (default: a new runs/<workload>-<YYYYmmdd-HHMMSS>)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: a line every 10 iterations or 60 s (RLINF_LOG_EVERY=N or Ns), as in a log",
+    )
     parser.add_argument(
         "--backend",
         choices=("local", "ray"),
@@ -82,25 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_RESTARTS,
         help="when a worker fails, restart the workers from the newest checkpoint and go on, up to this many "
         f"times (default {DEFAULT_MAX_RESTARTS}; 0: stop at the first failure)",
-    )
-
-
-def add_profile_arguments(parser: argparse.ArgumentParser, *, lead: str = "") -> None:
-    """``--profile-budget`` and ``--profile-iterations`` (shared with ``rlinf validate``; ``lead`` starts the help of
-    the budget)."""
-    parser.add_argument(
-        "--profile-budget",
-        type=values.positive_seconds,
-        default=120.0,
-        help=f"{lead}profiling seconds (default 120)",
-    )
-    parser.add_argument(
-        "--profile-iterations",
-        type=int,
-        default=6,
-        metavar="N",
-        help="measured iterations per probe plan, after its 2 warm-up ones (default 6; fewer: more probe plans "
-        "fit a short --profile-budget)",
     )
 
 
@@ -132,6 +117,6 @@ def run_flags(args: argparse.Namespace) -> Any:
         out=path(args.out),
         resume=path(args.resume),
         max_restarts=args.max_restarts,
-        progress=not args.no_progress,
+        progress="lines" if args.no_progress else True,
         command_line=getattr(args, "command_line", "rlinf train"),
     )

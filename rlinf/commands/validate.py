@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlinf.commands.machine_args import add_machine_arguments, resolve_machine
-from rlinf.commands.train_args import add_profile_arguments
+from rlinf.commands.machine_args import add_machine_arguments, add_profiling_arguments, resolve_machine
 from rlinf.core.errors import require
 from rlinf.core.fidelity import MAX_BIAS, MIN_WITHIN_TURNS
 from rlinf.core.outputs import check_output_dir
@@ -41,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_machine_arguments(parser)
     parser.add_argument("--trace", help="reuse a profiled trace instead of profiling")
-    add_profile_arguments(parser)
+    add_profiling_arguments(parser, budget_help="profiling seconds (default 120)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
     )

@@ -35,8 +35,9 @@ import numpy as np
 
 from rlinf.core.cluster import Cluster
 from rlinf.core.errors import ConfigError, ExtrapolationWarning, RlinfError
+from rlinf.core.lowering import micro_batch_ranges
 from rlinf.core.program import Op, Program
-from rlinf.core.trace import CostSample, Trace
+from rlinf.core.trace import MOVEMENT_OPS, CostSample, Trace
 from rlinf.core.workflow import Workflow
 
 LINK_LATENCY_S = {"local": 0.0, "intra_node": 10e-6, "inter_node": 30e-6, "host": 10e-6}
@@ -92,12 +93,22 @@ class CostModel:
     core_curves: Mapping[tuple[str, str], tuple[Curve, ...]] = attrs.field(factory=dict)
     """(component, op) -> curves of the ops measured on the core pool (CPU cores beside GPUs). An op on one pool
     that was measured only on the other is priced from the other's samples, with a warning."""
-    _warned: set[str] = attrs.field(factory=set, eq=False, repr=False, alias="_warned")
-    _expected_fractions: dict[int, np.ndarray] = attrs.field(
-        factory=dict, eq=False, repr=False, alias="_expected_fractions"
-    )
-    """:meth:`generation_fractions` without ``rng``, per micro-batch count (a pure function of the fitted
-    lengths, asked for again by every plan a search simulates)."""
+    _expected_group_max: np.ndarray | None = attrs.field(init=False, eq=False, repr=False)
+    """The expected longest response of each prompt group, in completion order (read-only; ``None`` without
+    response lengths): what :meth:`generation_fractions` without ``rng`` reads, computed once here from the fitted
+    lengths (every plan a search simulates asks for it again). The model holds no mutable state: an extrapolation
+    warning is shown once per call that prices ops (:meth:`durations`), not once per model."""
+
+    @_expected_group_max.default
+    def _group_max(self) -> np.ndarray | None:
+        lengths = np.asarray(self.response_lengths, dtype=float)
+        if lengths.size == 0:
+            return None
+        num_groups = self.workflow.batch_size // self.workflow.group_size
+        quantiles = ((np.arange(num_groups) + 0.5) / num_groups) ** (1.0 / self.workflow.group_size)
+        expected = np.quantile(lengths, quantiles)
+        expected.flags.writeable = False
+        return expected
 
     # ------------------------------------------------------------------ compute
     def compute_seconds(
@@ -112,13 +123,29 @@ class CostModel:
         """Seconds for ``samples`` of ``op_name`` on ``num_devices`` devices of ``component`` in ``pool``;
         ``shared``: a loop step whose env and policy share devices, priced from such samples where they were
         measured at this device count and within their range of sizes (else from all samples)."""
+        notes: dict[str, str] = {}
+        seconds = self._compute_seconds(component, op_name, num_devices, samples, shared, pool, notes)
+        _show(notes)
+        return seconds
+
+    def _compute_seconds(
+        self,
+        component: str,
+        op_name: str,
+        num_devices: int,
+        samples: float,
+        shared: bool,
+        pool: str,
+        notes: dict[str, str],
+    ) -> float:
+        """:meth:`compute_seconds`, its warnings added to ``notes`` (key -> message, the first of each key)."""
         flagged = self.flagged_curves.get((component, op_name, shared), {}).get(num_devices)
         if flagged is not None and pool == "device":
             model_parallel = self.workflow.component(component).model_parallel_size
             x = busiest_share(samples, max(1, num_devices // model_parallel))
             if flagged.xs[0] <= x <= flagged.xs[-1]:
                 return flagged(x)[0]
-        curves = self._pool_curves(component, op_name, pool)
+        curves = self._pool_curves(component, op_name, pool, notes)
         model_parallel = self.workflow.component(component).model_parallel_size
         curve = min(curves, key=lambda c: abs(math.log(c.devices / num_devices)))
         replicas = max(1, num_devices // model_parallel)
@@ -129,7 +156,7 @@ class CostModel:
             borrowed = _borrow_shape(curve, curves, per_replica)
             if borrowed is not None:
                 other, edge, seconds = borrowed
-                self._warn(
+                notes.setdefault(
                     f"{component}.{op_name}.shape",
                     f"cost model prices {component}.{op_name} at {per_replica:g} samples per replica on "
                     f"{num_devices} devices from the shape measured on {other.devices} devices (outside the "
@@ -138,7 +165,7 @@ class CostModel:
                 extrapolated = False
         if extrapolated:
             low, high = curve.xs[0] * ref_replicas, curve.xs[-1] * ref_replicas
-            self._warn(
+            notes.setdefault(
                 f"{component}.{op_name}",
                 f"cost model extrapolates {component}.{op_name}: {per_replica:g} samples per replica on "
                 f"{num_devices} devices is outside the profiled {curve.xs[0]:g}-{curve.xs[-1]:g} "
@@ -146,7 +173,7 @@ class CostModel:
             )
         devices = [c.devices for c in curves]
         if num_devices < min(devices) or num_devices > max(devices):
-            self._warn(
+            notes.setdefault(
                 f"{component}.{op_name}.devices",
                 f"cost model scales {component}.{op_name} to {num_devices} devices from samples on "
                 f"{min(devices)}-{max(devices)} devices (assumes data-parallel scaling)",
@@ -159,7 +186,9 @@ class CostModel:
         first, second = (self.core_curves, self.curves) if pool == "cpu" else (self.curves, self.core_curves)
         return first.get(key) or second.get(key) or ()
 
-    def _pool_curves(self, component: str, op_name: str, pool: str) -> tuple[Curve, ...]:
+    def _pool_curves(
+        self, component: str, op_name: str, pool: str, notes: dict[str, str]
+    ) -> tuple[Curve, ...]:
         """The curves of ``component.op_name`` measured on ``pool``, else (with a warning) on the other pool."""
         key = (component, op_name)
         own, other = (self.core_curves, self.curves) if pool == "cpu" else (self.curves, self.core_curves)
@@ -169,7 +198,7 @@ class CostModel:
         curves = other.get(key)
         if curves:
             where = "CPU cores beside the GPUs" if pool == "cpu" else "devices"
-            self._warn(
+            notes.setdefault(
                 f"{component}.{op_name}.pool",
                 f"cost model prices {component}.{op_name} on {where} from samples measured on the other pool "
                 "(profile it there for a measured cost)",
@@ -190,29 +219,19 @@ class CostModel:
         complete. Deterministic (expected quantiles) without ``rng``; drawn from the trace's distribution with it.
         The last value is the generation time relative to the expected whole-batch time (1.0 without ``rng``);
         the array is read-only."""
-        if rng is None:
-            if num_micro_batches not in self._expected_fractions:
-                expected = self._fractions(num_micro_batches, None)
-                expected.flags.writeable = False
-                self._expected_fractions[num_micro_batches] = expected
-            return self._expected_fractions[num_micro_batches]
-        return self._fractions(num_micro_batches, rng)
-
-    def _fractions(self, num_micro_batches: int, rng: np.random.Generator | None) -> np.ndarray:
         num_groups = self.workflow.batch_size // self.workflow.group_size
-        group = self.workflow.group_size
-        lengths = np.asarray(self.response_lengths, dtype=float)
-        ends = np.array([(k + 1) * num_groups // num_micro_batches for k in range(num_micro_batches)]) - 1
-        if lengths.size == 0:
-            return (ends + 1) / num_groups
-        quantiles = ((np.arange(num_groups) + 0.5) / num_groups) ** (1.0 / group)
-        expected_group_max = np.quantile(lengths, quantiles)
-        if rng is None:
-            group_max = expected_group_max
+        ends = np.array([hi for _, hi in micro_batch_ranges(num_groups, num_micro_batches)]) - 1
+        expected_group_max = self._expected_group_max
+        if expected_group_max is None:
+            fractions = (ends + 1) / num_groups
+        elif rng is None:
+            fractions = expected_group_max[ends] / expected_group_max[-1]
         else:
-            drawn = rng.choice(lengths, size=(num_groups, group), replace=True)
-            group_max = np.sort(drawn.max(axis=1))
-        return group_max[ends] / expected_group_max[-1]
+            lengths = np.asarray(self.response_lengths, dtype=float)
+            drawn = rng.choice(lengths, size=(num_groups, self.workflow.group_size), replace=True)
+            fractions = np.sort(drawn.max(axis=1))[ends] / expected_group_max[-1]
+        fractions.flags.writeable = False
+        return fractions
 
     def activation_bytes(self, op: Op) -> int:
         """Transient device memory of a compute op, per device."""
@@ -227,9 +246,16 @@ class CostModel:
     def movement_seconds(self, op: Op) -> float:
         """Seconds to move ``op.num_bytes`` over the op's link; a weight sync between components on the same
         devices adds its resharding time (:attr:`rlinf.core.workflow.WeightSync.reshard_s`)."""
+        notes: dict[str, str] = {}
+        seconds = self._movement_seconds(op, notes)
+        _show(notes)
+        return seconds
+
+    def _movement_seconds(self, op: Op, notes: dict[str, str]) -> float:
+        """:meth:`movement_seconds`, its warnings added to ``notes``."""
         if op.num_bytes == 0 or op.link == "local" and op.kind == "transfer":
             return 0.0
-        return self._bytes_seconds(op) + self._reshard_seconds(op)
+        return self._bytes_seconds(op, notes) + self._reshard_seconds(op)
 
     def _reshard_seconds(self, op: Op) -> float:
         """The workflow's resharding time of a collocated sync, unless the trace measured the sync (then the
@@ -246,12 +272,12 @@ class CostModel:
             if (sync.src, sync.dst) == (op.component, op.peer)
         )
 
-    def _bytes_seconds(self, op: Op) -> float:
+    def _bytes_seconds(self, op: Op, notes: dict[str, str]) -> float:
         curve = self.movement_curves.get((op.component, op.kind))
         if curve is not None:
             seconds, extrapolated = curve(op.num_bytes)
             if extrapolated:
-                self._warn(
+                notes.setdefault(
                     f"{op.component}.{op.kind}.bytes",
                     f"cost model extrapolates {op.component}.{op.kind}: {op.num_bytes} bytes is outside the "
                     f"profiled {curve.xs[0]:g}-{curve.xs[-1]:g} bytes",
@@ -293,7 +319,8 @@ class CostModel:
     def durations_for(
         self, ops: tuple[Op, ...], rng: np.random.Generator | None, *, continuous: bool = False
     ) -> np.ndarray:
-        """Durations of ``ops`` (see :meth:`durations`)."""
+        """Durations of ``ops`` (see :meth:`durations`); each extrapolation warning shown once."""
+        notes: dict[str, str] = {}
         out = np.zeros(len(ops))
         fractions: dict[tuple[str, int], np.ndarray] = {}
         whole: dict[tuple[str, int], float] = {}
@@ -302,7 +329,7 @@ class CostModel:
             if op.kind != "compute":
                 move_key = (op.kind, op.component, op.peer, op.link, op.num_bytes)
                 if move_key not in known:
-                    known[move_key] = self.movement_seconds(op)
+                    known[move_key] = self._movement_seconds(op, notes)
                 out[position] = known[move_key]
                 continue
             role = self.workflow.component(op.component).role
@@ -310,12 +337,14 @@ class CostModel:
                 streamed = continuous and self.continuous_generation(op.component)
                 whole_key = (op.component, len(op.devices))
                 if whole_key not in whole:
-                    whole[whole_key] = self.compute_seconds(
+                    whole[whole_key] = self._compute_seconds(
                         op.component,
                         "generate_continuous" if streamed else "generate",
                         len(op.devices),
                         self.workflow.batch_size,
-                        pool=op.pool,
+                        False,
+                        op.pool,
+                        notes,
                     )
                 m = op.num_micro_batches
                 if (op.component, m) not in fractions:
@@ -329,16 +358,18 @@ class CostModel:
             else:
                 key = (op.component, op.name, len(op.devices), op.samples, op.shared, op.pool)
                 if key not in known:
-                    known[key] = self.compute_seconds(
-                        op.component, op.name, len(op.devices), op.samples, op.shared, op.pool
+                    known[key] = self._compute_seconds(
+                        op.component, op.name, len(op.devices), op.samples, op.shared, op.pool, notes
                     )
                 out[position] = known[key]
+        _show(notes)
         return out
 
-    def _warn(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            warnings.warn(message, ExtrapolationWarning, stacklevel=3)
+
+def _show(notes: dict[str, str]) -> None:
+    """Show each warning of ``notes`` (key -> message) as an :class:`ExtrapolationWarning`."""
+    for message in notes.values():
+        warnings.warn(message, ExtrapolationWarning, stacklevel=3)
 
 
 def _borrow_shape(curve: Curve, curves: tuple[Curve, ...], x: float) -> tuple[Curve, float, float] | None:
@@ -400,7 +431,7 @@ def fit(trace: Trace, cluster: Cluster | None = None, *, statistic: str = "media
     on_cores: dict[tuple[str, str], dict[int, list[CostSample]]] = {}
     moves: dict[tuple[str, str], list[CostSample]] = {}
     for sample in trace.samples:
-        if sample.op in ("transfer", "onload", "offload", "sync_weights"):
+        if sample.op in MOVEMENT_OPS:
             moves.setdefault((sample.component, sample.op), []).append(sample)
             continue
         into = on_cores if sample.pool == "cpu" else grouped

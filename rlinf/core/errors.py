@@ -9,7 +9,7 @@ import math
 import numbers
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -166,3 +166,14 @@ def build_from_mapping(cls: type, value: Any, field: str) -> Any:
     reject_unknown_keys(value, (a.name for a in fields), field)
     require_keys(value, (a.name for a in fields if a.default is attrs.NOTHING), field)
     return cls(**value)
+
+
+V = TypeVar("V")
+
+
+def registry_entry(table: Mapping[str, V], key: str, field: str, problem: str) -> V:
+    """``table[key]``; else a :class:`ConfigError` naming ``field`` and ``key`` with ``problem``, listing the known
+    keys (a registry is explicit and loud)."""
+    if key not in table:
+        raise ConfigError(field, key, problem, f"use one of {sorted(table)}")
+    return table[key]

@@ -20,6 +20,8 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import attrs
 
@@ -27,17 +29,39 @@ from rlinf.core.cluster import GIB, Cluster
 from rlinf.core.errors import InfeasiblePlanError, require
 from rlinf.core.plan import Plan
 from rlinf.core.program import Lane, Op, Program
-from rlinf.core.workflow import Workflow
+from rlinf.core.workflow import Loop, Workflow
+
+
+class OrderKey(NamedTuple):
+    """Where a pending op stands in the program's total order: ops are sorted by these fields, in this order."""
+
+    fraction: float
+    """The fraction of the batch the op's inputs need (an op that needs less of the batch can run earlier)."""
+    rank: int
+    """Its component's position in topological order (the loop's env and policy share one)."""
+    step: int
+    """The loop step (0 outside the loop)."""
+    micro_batch: int
+    """The micro-batch or loop stage."""
+    sub: float
+    """Position among the ops derived from one compute op: transfers, syncs and context switches sit at small
+    offsets before or after it."""
+    name: str
+    """The component, or a label of the derived op (``src->dst``, ``sync:src->dst``, ``onload:name``)."""
+
+    def beside(self, offset: float, name: str) -> OrderKey:
+        """The key of an op derived from this one, ``offset`` after it (before it when negative)."""
+        return OrderKey(self.fraction, self.rank, self.step, self.micro_batch, self.sub + offset, name)
 
 
 @attrs.frozen
 class _Pending:
     """An op before its global index is known: ``deps`` are keys of other pending ops."""
 
-    key: tuple
+    key: OrderKey
     op: Op
-    dep_keys: tuple[tuple, ...]
-    lagged_keys: tuple[tuple, ...] = ()
+    dep_keys: tuple[OrderKey, ...]
+    lagged_keys: tuple[OrderKey, ...] = ()
     """Keys of ops whose output this op reads ``max_staleness`` iterations later (no dependency within one)."""
 
 
@@ -148,29 +172,31 @@ class _Builder:
         self.order = workflow.topological_order()
         self.rank = {name: i for i, name in enumerate(self.order)}
         self.num_groups = workflow.batch_size // workflow.group_size
-        self.pending: dict[tuple, _Pending] = {}
+        self.pending: dict[OrderKey, _Pending] = {}
         self._range_cache: dict[int, tuple[tuple[int, int], ...]] = {}
         self._ends_cache: dict[int, list[int]] = {}  # upper group bound of each range, for bisection
         self._link_cache: dict[tuple[tuple[int, ...], tuple[int, ...]], str] = {}
         # (component, micro-batch) -> key of the op whose completion makes that micro-batch's output available
-        self.output: dict[tuple[str, int], tuple] = {}
-        self.fraction: dict[tuple, float] = {}
+        self.output: dict[tuple[str, int], OrderKey] = {}
+        self.fraction: dict[OrderKey, float] = {}
         loop = workflow.loop
         self.loop_names = (loop.env, loop.policy) if loop is not None else ()
         if loop is not None:
             self.loop_rank = min(self.rank[loop.env], self.rank[loop.policy])
             for name in self.loop_names:
                 self.rank[name] = self.loop_rank
-        self.micro_batches = {name: self._num_micro_batches(name) for name in self.order}
+        self.micro_batches = micro_batch_counts(workflow, plan.granularity)
+        for name in self.order:
+            self._check_micro_batches(name, self.micro_batches[name])
         self.pinned = loop is not None and loop_pinned(
             len(self.placed[loop.env]), len(self.placed[loop.policy]), self.micro_batches[loop.env]
         )
         """Whether the loop's stages run on one replica each (:func:`loop_pinned`)."""
 
     # ---------------------------------------------------------------- sizes
-    def _num_micro_batches(self, name: str) -> int:
+    def _check_micro_batches(self, name: str, count: int) -> None:
         if name in self.loop_names:
-            stages = self.plan.granularity_of("loop")
+            stages = count
             require(
                 self.workflow.batch_size % stages == 0,
                 "granularity.loop",
@@ -178,11 +204,7 @@ class _Builder:
                 f"does not divide the {self.workflow.batch_size} environments",
                 "use a divisor of the number of environments",
             )
-            return stages
-        keys = [
-            e.key for e in self.workflow.incoming(name) + self.workflow.outgoing(name) if e.kind == "stream"
-        ]
-        count = max((self.plan.granularity_of(k) for k in keys), default=1)
+            return
         require(
             count <= self.num_groups,
             f"granularity of {name}",
@@ -190,7 +212,6 @@ class _Builder:
             f"exceeds the {self.num_groups} prompt groups in a batch",
             f"use at most {self.num_groups} micro-batches",
         )
-        return count
 
     def _samples(self, name: str, micro_batch: int) -> int:
         lo, hi = self._ranges(self.micro_batches[name])[micro_batch]
@@ -221,12 +242,17 @@ class _Builder:
         return self._range_cache[num_micro_batches]
 
     # ---------------------------------------------------------------- keys
-    def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> tuple:
-        return (fraction, self.rank[name], step, index, sub, name)
+    def _key(self, name: str, fraction: float, step: int, index: int, sub: float) -> OrderKey:
+        return OrderKey(fraction, self.rank[name], step, index, sub, name)
 
     def _add(
-        self, key: tuple, op: Op, dep_keys: tuple[tuple, ...], fraction: float, lagged: tuple[tuple, ...] = ()
-    ) -> tuple:
+        self,
+        key: OrderKey,
+        op: Op,
+        dep_keys: tuple[OrderKey, ...],
+        fraction: float,
+        lagged: tuple[OrderKey, ...] = (),
+    ) -> OrderKey:
         assert key not in self.pending, key
         self.pending[key] = _Pending(key=key, op=op, dep_keys=dep_keys, lagged_keys=lagged)
         self.fraction[key] = fraction
@@ -243,13 +269,15 @@ class _Builder:
         self._insert_context_switches()
         return self._finish()
 
-    def _inputs(self, name: str, micro_batch: int) -> tuple[tuple[tuple, ...], float, tuple[tuple, ...]]:
+    def _inputs(
+        self, name: str, micro_batch: int
+    ) -> tuple[tuple[OrderKey, ...], float, tuple[OrderKey, ...]]:
         """Dependency keys (through transfers where needed), the batch fraction they need, and the keys read
         ``max_staleness`` iterations later (the buffered edges into the training side: no dependency now)."""
         m = self.micro_batches[name]
         lo, hi = self._ranges(m)[micro_batch]
-        deps: list[tuple] = []
-        lagged: list[tuple] = []
+        deps: list[OrderKey] = []
+        lagged: list[OrderKey] = []
         needed = (micro_batch + 1) / m
         for edge in self.workflow.incoming(name):
             producer_ranges = self._ranges(self.micro_batches[edge.src])
@@ -271,7 +299,7 @@ class _Builder:
                 needed = max(needed, self.fraction[key])
         return tuple(deps), needed, tuple(lagged)
 
-    def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> tuple:
+    def _transfer(self, src: str, dst: str, micro_batch: int, bytes_per_sample: int) -> OrderKey:
         """Key that makes producer output ``micro_batch`` available to ``dst`` (a transfer op if needed)."""
         produced = self.output[(src, micro_batch)]
         src_devices, dst_devices = self.placed[src], self.placed[dst]
@@ -285,7 +313,7 @@ class _Builder:
 
     def _add_transfer(
         self,
-        produced: tuple,
+        produced: OrderKey,
         src: str,
         dst: str,
         *,
@@ -294,10 +322,10 @@ class _Builder:
         samples: int,
         num_bytes: int,
         link: str,
-    ) -> tuple:
+    ) -> OrderKey:
         """Key of the transfer op that carries the output of op ``produced`` (its key) from ``src`` to ``dst``
         over ``link``, added unless an earlier consumer on ``dst``'s devices added it."""
-        key = produced[:4] + (produced[4] + 0.25, f"{src}->{dst}")
+        key = produced.beside(0.25, f"{src}->{dst}")
         if key in self.fraction:
             return key
         op = Op(
@@ -347,12 +375,12 @@ class _Builder:
         stages = self.micro_batches[loop.env]
         envs = self.workflow.batch_size // stages
         placed = [self._stage_devices(stage) for stage in range(stages)]
-        previous_env: dict[int, tuple] = {}
+        previous_env: dict[int, OrderKey] = {}
         for step in range(loop.num_steps):
             for stage in range(stages):
                 env_devices, policy_devices = placed[stage]
                 link = self._link(env_devices, policy_devices)
-                deps: tuple[tuple, ...] = ()
+                deps: tuple[OrderKey, ...] = ()
                 if stage in previous_env:
                     deps = (
                         self._loop_transfer(
@@ -398,8 +426,8 @@ class _Builder:
         where: tuple[int, int, int, int],
         link: str,
         sub: float,
-        deps: tuple[tuple, ...],
-    ) -> tuple:
+        deps: tuple[OrderKey, ...],
+    ) -> OrderKey:
         """Add the loop's op ``name`` (``act`` or ``env_step``) of ``component`` on ``devices``: stage ``stage`` of
         ``stages`` at loop step ``step`` over ``envs`` environments (``where``), the other loop component reached
         over ``link``; ``sub`` orders it within the step. Returns its key."""
@@ -420,8 +448,8 @@ class _Builder:
         return self._add(self._key(component, 0.0, step, stage, sub), op, deps, 0.0)
 
     def _loop_transfer(
-        self, src_key: tuple, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
-    ) -> tuple:
+        self, src_key: OrderKey, src: str, dst: str, stage: int, step: int, num_bytes: int, link: str
+    ) -> OrderKey:
         if link == "local":
             return src_key
         return self._add_transfer(
@@ -431,7 +459,7 @@ class _Builder:
     def _lower_weight_sync(self) -> None:
         for sync in self.workflow.weight_sync:
             last = max(
-                k for k, item in self.pending.items() if k[5] == sync.src and item.op.kind == "compute"
+                k for k, item in self.pending.items() if k.name == sync.src and item.op.kind == "compute"
             )
             devices = tuple(sorted(set(self.placed[sync.src]) | set(self.placed[sync.dst])))
             op = Op(
@@ -444,7 +472,7 @@ class _Builder:
                 num_bytes=sync.num_bytes,
                 link=self._link(self.placed[sync.src], self.placed[sync.dst]),
             )
-            key = last[:4] + (last[4] + 0.5, f"sync:{sync.src}->{sync.dst}")
+            key = last.beside(0.5, f"sync:{sync.src}->{sync.dst}")
             self._add(key, op, (last,), self.fraction[last])
 
     def _insert_context_switches(self) -> None:
@@ -456,7 +484,7 @@ class _Builder:
             mine = sorted(
                 key
                 for key, item in self.pending.items()
-                if key[5] == name or (item.op.kind == "sync_weights" and item.op.component == name)
+                if key.name == name or (item.op.kind == "sync_weights" and item.op.component == name)
             )
             per_device = self.workflow.component(name).state_bytes_per_device()
             first, last = mine[0], mine[-1]
@@ -472,8 +500,8 @@ class _Builder:
                 )
                 for kind in ("onload", "offload")
             )
-            self._add(first[:4] + (first[4] - 0.5, f"onload:{name}"), onload, (), 0.0)
-            self._add(last[:4] + (last[4] + 0.75, f"offload:{name}"), offload, (last,), 0.0)
+            self._add(first.beside(-0.5, f"onload:{name}"), onload, (), 0.0)
+            self._add(last.beside(0.75, f"offload:{name}"), offload, (last,), 0.0)
 
     def _finish(self) -> Program:
         ordered = [self.pending[key] for key in sorted(self.pending)]
@@ -559,12 +587,31 @@ class _Builder:
         return any(mine & set(devices) for other, devices in self.placed.items() if other != name)
 
 
+def micro_batch_counts(workflow: Workflow, granularity: Mapping[str, int]) -> dict[str, int]:
+    """Micro-batches of each component under a granularity (the split rule, written once): the loop's env and
+    policy split into ``granularity['loop']`` stages; every other component into the largest granularity of its
+    stream edges (1 without any, and for a key the granularity does not name)."""
+    loop = workflow.loop
+    loop_names = (loop.env, loop.policy) if loop is not None else ()
+    counts = {}
+    for name in workflow.component_names:
+        if name in loop_names:
+            counts[name] = granularity.get(Loop.key, 1)
+            continue
+        keys = [e.key for e in workflow.incoming(name) + workflow.outgoing(name) if e.kind == "stream"]
+        counts[name] = max((granularity.get(k, 1) for k in keys), default=1)
+    return counts
+
+
 def loop_pinned(env_devices: int, policy_devices: int, stages: int) -> bool:
     """Whether the loop's stages are pinned to replicas: each stage's env steps run on one env replica and its
     policy calls on one policy replica (stage ``s`` on replica ``s % k``), so the ``k`` replica pairs step their
     own environments independently instead of meeting at every step. That needs as many env as policy replicas
     (``k > 1``, model-parallel size 1) and a stage count that is a multiple of ``k``; each replica then holds
-    ``stages / k`` whole stages, the same share of the environments as an unpinned split would give it."""
+    ``stages / k`` whole stages, the same share of the environments as an unpinned split would give it.
+
+    Every caller passes the env's and the policy's *device counts* (one meaning: the lowering, the planner's
+    tables and spread plans, and the application's plan check), never their replica counts."""
     return env_devices == policy_devices > 1 and stages % env_devices == 0
 
 

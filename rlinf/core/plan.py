@@ -31,7 +31,8 @@ import yaml
 
 from rlinf.core import limits
 from rlinf.core.cluster import POOLS
-from rlinf.core.errors import ConfigError, RlinfWarning, integer, reject_unknown_keys, require
+from rlinf.core.config_structure import structure_config
+from rlinf.core.errors import ConfigError, RlinfWarning, integer, require
 from rlinf.core.inputs import parse_yaml, read_text
 from rlinf.core.workflow import Workflow
 
@@ -478,110 +479,79 @@ def format_devices(devices: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
-PLAN_KEYS = ("mode", "placement", "data_parallel", "granularity", "offload", "max_staleness", "buffer_before")
+@attrs.frozen(kw_only=True)
+class PlanDocument:
+    """A plan as its YAML file writes it, before device ranges are resolved against a cluster: what
+    :func:`~rlinf.core.config_structure.structure_config` reads a plan file into (types checked, unknown keys
+    refused, every error naming the key's path)."""
+
+    placement: Mapping[str, Any]
+    """Component -> device range (``0-7``, ``all``, ``cpu:0-13``, an id or a list of those)."""
+    mode: str | None = None
+    """Optional; must match the mode derived from the placement."""
+    data_parallel: Mapping[str, int] = attrs.field(factory=dict)
+    """Component -> replicas (derived from the devices when absent)."""
+    granularity: Mapping[str, int] = attrs.field(factory=dict)
+    offload: tuple[str, ...] = ()
+    max_staleness: int = 0
+    buffer_before: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        require(
+            bool(self.placement), "placement", dict(self.placement), "must be a non-empty mapping",
+            "write component: devices",
+        )  # fmt: skip
+        for name, size in self.data_parallel.items():
+            require(
+                name in self.placement, f"data_parallel.{name}", name, "names a component that is not placed",
+                f"use components of placement: {sorted(self.placement)}",
+            )  # fmt: skip
+            integer(f"data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it")
+        bound = limits.current().max_micro_batches
+        for key, value in self.granularity.items():
+            integer(
+                f"granularity.{key}",
+                value,
+                minimum=1,
+                fix="give the number of micro-batches (1 = whole batch)",
+            )
+            if value > bound:
+                raise limits.exceeded(
+                    f"granularity.{key}", value, "micro-batches", "max_micro_batches", bound
+                )
 
 
 def plan_from_dict(data: Any, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:
     """Build a plan from its mapping form (``all`` means every device, ``cpu:all`` every one of ``num_cores``
-    cores). ``mode``, if present, must match the derived mode."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(source, data, "must be a mapping", "write placement, granularity and offload keys")
-    reject_unknown_keys(data, PLAN_KEYS, source)
-    require(
-        "placement" in data, f"{source}.placement", None, "is missing", "add placement: {component: devices}"
-    )
-    placement = data["placement"]
-    require(
-        isinstance(placement, Mapping) and bool(placement),
-        f"{source}.placement",
-        placement,
-        "must be a non-empty mapping",
-        "write component: devices",
-    )
-    data_parallel = _optional(
-        data, "data_parallel", Mapping, {}, source, "a mapping", "write component: size"
-    )
-    for name, size in data_parallel.items():
-        require(
-            name in placement,
-            f"{source}.data_parallel.{name}",
-            name,
-            "names a component that is not placed",
-            f"use components of placement: {sorted(map(str, placement))}",
-        )
-        integer(
-            f"{source}.data_parallel.{name}", size, minimum=1, fix="give the number of replicas, or drop it"
-        )
+    cores), read through the structured-config path (:class:`PlanDocument`; a key set to null counts as absent).
+    Errors name the key's path under ``source``; ``mode``, if present, must match the derived mode."""
+    if isinstance(data, Mapping):
+        data = {key: value for key, value in data.items() if value is not None}
+    document = structure_config(PlanDocument, data, source, f"{source}.")
     placements = []
-    for name, devices in placement.items():
+    for name, devices in document.placement.items():
         pool, ids = parse_placement(devices, num_devices, f"{source}.placement.{name}", num_cores)
         placements.append(
-            Placement(component=name, devices=ids, data_parallel_size=data_parallel.get(name, 0), pool=pool)
-        )
-    granularity = _optional(
-        data, "granularity", Mapping, {}, source, "a mapping", "write edge: micro-batches"
-    )
-    for key, value in granularity.items():  # named by their path in the document (a plan inside a trace)
-        integer(
-            f"{source}.granularity.{key}",
-            value,
-            minimum=1,
-            fix="give the number of micro-batches (1 = whole batch)",
-        )
-    offload = _optional(data, "offload", list, [], source, "a list", "write offload: [component, ...]")
-    for i, name in enumerate(offload):
-        require(
-            isinstance(name, str),
-            f"{source}.offload[{i}]",
-            name,
-            "must be a component name",
-            "write offload: [name, ...]",
-        )
-    buffer_before = _optional(
-        data, "buffer_before", list, [], source, "a list", "write buffer_before: [component, ...]"
-    )
-    for i, name in enumerate(buffer_before):
-        require(
-            isinstance(name, str),
-            f"{source}.buffer_before[{i}]",
-            name,
-            "must be a component name",
-            "write buffer_before: [name, ...]",
+            Placement(
+                component=name, devices=ids, data_parallel_size=document.data_parallel.get(name, 0), pool=pool
+            )
         )
     plan = Plan(
         placements=placements,
-        granularity=granularity,
-        offload=offload,
-        max_staleness=data.get("max_staleness") or 0,
-        buffer_before=buffer_before,
+        granularity=document.granularity,
+        offload=document.offload,
+        max_staleness=document.max_staleness,
+        buffer_before=document.buffer_before,
     )
-    bound = limits.current().max_micro_batches
-    for key, value in plan.granularity.items():
-        if value > bound:
-            raise limits.exceeded(
-                f"{source}.granularity.{key}", value, "micro-batches", "max_micro_batches", bound
-            )
-    declared = data.get("mode")
-    if declared is not None:
+    if document.mode is not None:
         require(
-            declared == plan.mode,
+            document.mode == plan.mode,
             f"{source}.mode",
-            declared,
+            document.mode,
             f"does not match the placement, which is {plan.mode}",
             "drop mode (it is derived) or change the placement",
         )
     return plan
-
-
-def _optional(
-    data: Mapping[str, Any], key: str, kind: type, empty: Any, source: str, what: str, fix: str
-) -> Any:
-    """``data[key]`` when it is a ``kind``; ``empty`` when absent or null."""
-    value = data.get(key)
-    if value is None:
-        return empty
-    require(isinstance(value, kind), f"{source}.{key}", value, f"must be {what}", fix)
-    return value
 
 
 def plan_from_yaml(text: str, num_devices: int, source: str = "plan", num_cores: int = 0) -> Plan:

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from rlinf.core.schedule import Schedule
+
 OP_KINDS = ("compute", "transfer", "onload", "offload", "sync_weights")
 LINKS = ("", "local", "intra_node", "inter_node", "host")
 
@@ -105,9 +107,15 @@ class Program:
     the rollout side producing iteration ``i + k`` while the training side trains iteration ``i``."""
     trainer_side: tuple[str, ...] = ()
     """With a staleness bound, the training components (they sit out the first ``k`` steps, while the rollout side
-    fills the buffer, and the rollout side sits out the last ``k``)."""
+    fills the buffer, and the rollout side sits out the last ``k``: :meth:`schedule`)."""
     buffered_bytes_per_device: tuple[tuple[str, int], ...] = ()
     """Per training component, the bytes of samples it holds in its buffer per device (``k`` iterations' worth)."""
+
+    def schedule(self, num_iterations: int) -> Schedule:
+        """The steps of a training run of ``num_iterations`` of this program: under its staleness bound ``k``,
+        ``k`` fill steps, steady steps and ``k`` drain steps, each with its policy version
+        (:mod:`rlinf.core.schedule`)."""
+        return Schedule(num_iterations=num_iterations, max_staleness=self.max_staleness)
 
     def devices_of(self, component: str) -> tuple[int, ...]:
         """The devices (global ids) of ``component``."""

@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -30,6 +30,9 @@ from rlinf.core.files import write_text_atomic
 from rlinf.core.inputs import load_json
 from rlinf.core.workflow import Workflow, workflow_from_dict
 
+if TYPE_CHECKING:
+    from rlinf.core.program import Op
+
 SCHEMA = "rlinf.trace/v1"
 SAMPLE_OPS = (
     "env_step",
@@ -44,6 +47,8 @@ SAMPLE_OPS = (
     "offload",
     "sync_weights",
 )
+MOVEMENT_OPS = ("transfer", "onload", "offload", "sync_weights")
+"""The sample ops that move bytes (priced by bandwidth, not by samples per replica)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -110,6 +115,22 @@ class CostSample:
             "write true for a loop step measured with env and policy on the same devices, else leave it out",
         )
         require(self.pool in POOLS, f"{where}.pool", self.pool, "unknown pool", f"use one of {list(POOLS)}")
+
+    @classmethod
+    def of_op(cls, op: Op, seconds: float, num_bytes: int) -> CostSample:
+        """The sample of one measured op of a program: what ran, on how many devices, how much, how long
+        (``seconds``, clamped at 0) and, for a movement op, the ``num_bytes`` it moved."""
+        return cls(
+            component=op.component,
+            op=op.name,
+            devices=max(1, len(op.devices)),
+            samples=op.samples,
+            tokens=op.tokens,
+            seconds=max(0.0, seconds),
+            num_bytes=num_bytes if op.kind != "compute" else 0,
+            shared=op.shared,
+            pool=op.pool,
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -1,9 +1,9 @@
-"""Jobs: any workload (:class:`rlinf.Workload`) made trainable by the runner.
+"""Jobs: any workload (:class:`rlinf.api.Workload`) made trainable by the runner.
 
 A :class:`Job` wraps a workload with rlinf's run settings (the config's ``execution`` section,
 :mod:`rlinf.core.run_settings`) and derives everything the runner, the profiler and the commands need from its
 workflow and the lowered program: fixed-mode and probe plans and the plan check (:mod:`rlinf.app.jobs.plans`), and
-the executor's worker specs with each component's facts (:func:`rlinf.api.worker_context.component_facts`). A config
+the executor's worker specs with each component's facts (:func:`rlinf.core.component_facts.component_facts`). A config
 file names its workload with ``workload:`` (:mod:`rlinf.app.jobs.loading`).
 """
 
@@ -18,11 +18,13 @@ import numpy as np
 
 import executor
 from executor.routing import layout_of
-from rlinf.api.worker_context import component_facts, context_for
+from planner.modes import fixed_plan
+from rlinf.api.worker_context import WorkerContext
 from rlinf.api.workload import Workload
 from rlinf.app.jobs import plans
 from rlinf.app.jobs.loading import BUILTIN, check_workers, load_workload
 from rlinf.core.cluster import CPU_MACHINE, Machine
+from rlinf.core.component_facts import component_facts
 from rlinf.core.errors import ConfigError, require
 from rlinf.core.inputs import load_yaml, parse_yaml
 from rlinf.core.lowering import lower
@@ -63,22 +65,32 @@ class Job(Generic[C]):
 
     def check(self, config: C) -> None:
         """Everything about ``config`` that needs the outside world, before any worker starts: the workflow (e.g.
-        an environment id) and the workload's optional :meth:`rlinf.Workload.check` (e.g. prompts against a
+        an environment id) and the workload's optional :meth:`rlinf.api.Workload.check` (e.g. prompts against a
         tokenizer). Call once per run, after ``--iterations`` and ``--seed`` are applied."""
         self.workflow(config)
         method = getattr(self.workload, "check", None)
         if method is not None:
             method(config)
 
-    def fixed_plan(self, mode: str, num_devices: int, config: C) -> tuple[Plan, int]:
-        """The fixed ``mode`` plan (:func:`rlinf.app.jobs.plans.fixed_plan`) with the run's granularity and
-        offload, and its logical devices."""
-        return plans.fixed_plan(
+    def fixed_plan(
+        self,
+        mode: str,
+        num_devices: int,
+        config: C,
+        *,
+        max_staleness: int = 0,
+        buffer_before: tuple[str, ...] = (),
+    ) -> tuple[Plan, int]:
+        """The fixed ``mode`` plan (:func:`planner.modes.fixed_plan`) with the run's granularity and offload, at
+        ``max_staleness`` with the buffer before ``buffer_before``, and its logical devices."""
+        return fixed_plan(
             self.workflow(config),
             mode,
             num_devices,
             granularity=self.settings.granularity,
             offload=self.settings.offload,
+            max_staleness=max_staleness,
+            buffer_before=buffer_before,
         )
 
     def lower(
@@ -86,7 +98,7 @@ class Job(Generic[C]):
     ) -> Program:
         """The checked program of ``plan`` (:func:`rlinf.app.jobs.plans.check_plan`) on ``machine`` with
         ``num_devices`` (logical) devices, by default as many as the plan uses; every replica's share of the batch
-        checked by the workload (:meth:`rlinf.Workload.check_replica`), before any worker starts."""
+        checked by the workload (:meth:`rlinf.api.Workload.check_replica`), before any worker starts."""
         workflow = self.workflow(config)
         logical = num_devices or max(plan.num_logical[0], 1)
         program = plans.check_plan(workflow, plan, lambda p: lower(workflow, p, machine.cluster(logical)))
@@ -94,14 +106,14 @@ class Job(Generic[C]):
         return program
 
     def _check_replicas(self, config: C, plan: Plan, program: Program) -> None:
-        """The workload's :meth:`rlinf.Workload.check_replica` for each replica of ``program`` (the plan named in
+        """The workload's :meth:`rlinf.api.Workload.check_replica` for each replica of ``program`` (the plan named in
         a refusal)."""
         method = getattr(self.workload, "check_replica", None)
         if method is None:
             return
         facts = component_facts(self.workflow(config), plan, program, seed=self.settings.seed)
         for replica in layout_of(program).replicas:
-            context = context_for(
+            context = WorkerContext.for_replica(
                 facts[replica.component], rank=replica.rank, world=replica.world, device=None
             )
             try:
@@ -159,7 +171,7 @@ class Job(Generic[C]):
 
     def response_lengths(self, result: Any, config: C) -> tuple[int, ...]:
         """Generated tokens of every response of one measured iteration, from the workload's optional
-        ``response_lengths`` (:class:`rlinf.Workload`); ``()`` for a workload without it. Raises
+        ``response_lengths`` (:class:`rlinf.api.Workload`); ``()`` for a workload without it. Raises
         :class:`ConfigError` naming the workload when a value is not a whole number >= 1."""
         method = getattr(self.workload, "response_lengths", None)
         if method is None:
@@ -186,9 +198,9 @@ class Job(Generic[C]):
                 shown[label] = str(value)
         return shown
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
-        """The workload's one-line summary."""
-        return str(self.workload.summary(metrics))
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        """The workload's one-line summary of the run's ``recent`` iterations (:func:`rlinf.app.console.recent_metrics`)."""
+        return str(self.workload.summary(recent))
 
 
 def get_job(reference: str, *, base: Path = Path("."), settings: RunSettings | None = None) -> Job[Any]:

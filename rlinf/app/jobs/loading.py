@@ -1,5 +1,5 @@
 """Workloads by reference: a config's ``workload:`` is a built-in name, ``package.module:attribute`` or
-``path/to/file.py:attribute``. What the reference names is checked to be a workload (:class:`rlinf.Workload`)
+``path/to/file.py:attribute``. What the reference names is checked to be a workload (:class:`rlinf.api.Workload`)
 before anything runs; every failure is one line naming the reference and what is missing."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _import(reference: str, module_name: str, base: Path) -> Any:
 
 
 def check_workload(reference: str, workload: Any) -> None:
-    """Raise unless ``workload`` has what :class:`rlinf.Workload` asks for."""
+    """Raise unless ``workload`` has what :class:`rlinf.api.Workload` asks for."""
     missing = [m for m in WORKLOAD_METHODS if not callable(getattr(workload, m, None))]
     if not isinstance(getattr(workload, "name", None), str):
         missing.insert(0, "name")
@@ -93,7 +93,7 @@ def check_workload(reference: str, workload: Any) -> None:
         raise ConfigError(
             "workload", reference,
             f"is a {type(workload).__name__}, not a workload: it lacks {', '.join(missing)}",
-            "point at an object implementing rlinf.Workload (docs/workloads.md)",
+            "point at an object implementing rlinf.api.Workload (docs/workloads.md)",
         )  # fmt: skip
     if hasattr(workload, "config_keys") or not _takes(workload.load_config, 3):
         raise ConfigError(
@@ -110,7 +110,7 @@ def check_workload(reference: str, workload: Any) -> None:
 
 
 OPTIONAL_METHODS = {"response_lengths": "(result, config)", "check": "(config)"}
-"""The optional methods of :class:`rlinf.Workload`, with their arguments."""
+"""The optional methods of :class:`rlinf.api.Workload`, with their arguments."""
 
 
 def _takes(method: Any, count: int) -> bool:
@@ -128,7 +128,7 @@ def check_workers(
     reference: str, workers: Any, components: tuple[str, ...], syncs: tuple[tuple[str, str], ...]
 ) -> None:
     """Raise unless ``workers`` maps every component to a class with the worker methods it needs."""
-    fix = "implement rlinf.Worker (docs/workloads.md)"
+    fix = "implement rlinf.api.Worker (docs/workloads.md)"
     if not hasattr(workers, "keys") or set(workers.keys()) != set(components):
         raise ConfigError(
             "workload", reference, f"workers() must map exactly the components {list(components)}",

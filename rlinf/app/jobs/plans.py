@@ -1,98 +1,20 @@
-"""Plans derived from a workflow, for any workload: the fixed modes, the profiling phase's probe plans, and the
-check that a plan's micro-batches split into whole groups over the replicas that handle them.
-
-Fixed modes on ``n`` devices (the shapes the planner's plan space holds, with one granularity everywhere):
-
-* **collocated**: every component on every device;
-* **disaggregated**: every component on its own contiguous block, in topological order, the blocks as equal as
-  ``n`` allows (the extra devices go to the components with the most state); with fewer devices than components
-  each gets one logical device and the caller maps them onto the physical ones (oversubscribed);
-* **hybrid**: with an env <-> policy loop, env on the first half, policy on the second and every other component
-  on all devices; otherwise the components in topological order cut in two, the first half (rounded up) on the
-  first half of the devices, the rest on the second.
+"""Plans derived from a workflow, for any workload: the profiling phase's probe plans, and the check that a plan's
+micro-batches split into whole groups over the replicas that handle them. The fixed modes are the planner's
+(:mod:`planner.modes`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from rlinf.api.worker_context import micro_batch_counts
+from planner.modes import Layout, halves, layout_plan, on_cores
+from rlinf.core.component_facts import micro_batch_counts
 from rlinf.core.errors import ConfigError, RlinfError, require
 from rlinf.core.lowering import loop_pinned, micro_batch_ranges
-from rlinf.core.plan import Placement, Plan
+from rlinf.core.plan import Plan
 from rlinf.core.program import Program
 from rlinf.core.workflow import Edge, Workflow
-
-MODES = ("collocated", "disaggregated", "hybrid")
-Layout = dict[str, tuple[int, ...]]
-"""Device ids of each component; :func:`on_cores` ids place it on the core pool instead."""
-CORE = -1
-
-
-def on_cores(count: int) -> tuple[int, ...]:
-    """A layout entry for cores 0..count-1 of the core pool (the CPU cores beside GPUs)."""
-    return (CORE,) * count
-
-
-def fixed_plan(
-    workflow: Workflow, mode: str, num_devices: int, *, granularity: int = 1, offload: Iterable[str] = ()
-) -> tuple[Plan, int]:
-    """The ``mode`` plan on ``num_devices`` devices and its number of logical devices."""
-    require(num_devices >= 1, "--devices", num_devices, "must be >= 1", "use at least one device")
-    order = workflow.topological_order()
-    devices = tuple(range(num_devices))
-    logical = num_devices
-    if mode == "collocated":
-        layout = dict.fromkeys(order, devices)
-    elif mode == "disaggregated":
-        logical = max(num_devices, len(order))
-        layout = _blocks(workflow, order, logical)
-    elif mode == "hybrid":
-        require(
-            num_devices >= 2, "--devices", num_devices, "hybrid needs at least 2 devices (two groups apart)",
-            "use --devices 2 or more, or --mode collocated",
-        )  # fmt: skip
-        layout = _halves(workflow, order, num_devices)
-    else:
-        raise ConfigError("mode", mode, "unknown mode", f"use one of {list(MODES)}")
-    return _plan(workflow, layout, granularity, frozenset(offload)), logical
-
-
-def _blocks(workflow: Workflow, order: tuple[str, ...], num_devices: int) -> Layout:
-    base, extra = divmod(num_devices, len(order))
-    heaviest = sorted(order, key=lambda n: (-workflow.component(n).state_bytes, order.index(n)))[:extra]
-    layout, start = {}, 0
-    for name in order:
-        size = base + (name in heaviest)
-        layout[name] = tuple(range(start, start + size))
-        start += size
-    return layout
-
-
-def _halves(workflow: Workflow, order: tuple[str, ...], num_devices: int) -> Layout:
-    half = num_devices // 2
-    first, second, every = tuple(range(half)), tuple(range(half, num_devices)), tuple(range(num_devices))
-    loop = workflow.loop
-    if loop is not None:
-        return {n: first if n == loop.env else second if n == loop.policy else every for n in order}
-    cut = math.ceil(len(order) / 2)
-    return {n: first if i < cut else second for i, n in enumerate(order)}
-
-
-def _plan(workflow: Workflow, layout: Layout, granularity: int, offload: frozenset[str]) -> Plan:
-    """The plan of ``layout`` (an :func:`on_cores` entry places its component on cores)."""
-    placements = []
-    for name, ids in layout.items():
-        if ids and ids[0] == CORE:
-            placements.append(Placement(component=name, devices=range(len(ids)), pool="cpu"))
-        else:
-            placements.append(Placement(component=name, devices=ids))
-    return Plan(
-        placements=placements,
-        granularity=dict.fromkeys(workflow.granularity_keys, granularity),
-        offload=offload,
-    )
 
 
 def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program]) -> Program:
@@ -119,7 +41,7 @@ def check_plan(workflow: Workflow, plan: Plan, lowered: Callable[[Plan], Program
 
     pair = (loop.env, loop.policy) if loop is not None else ()
     pinned = loop is not None and loop_pinned(
-        replicas(loop.env), replicas(loop.policy), counts.get(loop.env, 1)
+        len(plan.devices_of(loop.env)), len(plan.devices_of(loop.policy)), counts.get(loop.env, 1)
     )
 
     def runners(name: str) -> int:
@@ -226,7 +148,7 @@ def derive_probes(
     if half >= 1:
         layouts.append((dict.fromkeys(order, first), "fewest", frozenset()))  # everything on half the devices
         if workflow.loop is not None:
-            layouts.append((_halves(workflow, order, num_devices), "fewest", frozenset()))
+            layouts.append((halves(workflow, order, num_devices), "fewest", frozenset()))
         for cut, which in zip(
             range(1, len(order)),
             ("most", "fewest", "middle", "third", "two-thirds") * len(order),
@@ -268,7 +190,7 @@ def derive_probes(
     for layout, which, offload in layouts:
         fitting = [
             plan
-            for plan in (_plan(workflow, layout, g, offload) for g in uniform_granularities(workflow))
+            for plan in (layout_plan(workflow, layout, g, offload) for g in uniform_granularities(workflow))
             if runnable(plan)
         ]
         if not fitting:

@@ -14,8 +14,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm, discounted_returns, gae, normalize_advantages, ppo_loss
-from rlinf.api import Payload, WorkerContext, concat_payloads
-from rlinf.core.errors import require
+from rlinf.api import Payload, WorkerContext, concat_payloads, require, stamp_of
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id
 from rlinf.workloads.embodied.policy import ActorCritic, to_payload
 
@@ -55,9 +54,6 @@ class ActorWorker:
         self.return_norm = RunningNorm.zeros(())
         self.running_returns: np.ndarray | None = None
         self.rng = np.random.default_rng(config.seed * 7_919 + rank)
-        self.policy_version = 0
-        """Training steps taken; the weights sent to the rollout carry it and each sample records the version
-        that acted (how stale it is under an asynchronous plan)."""
 
     # ------------------------------------------------------------------ collectives
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -95,7 +91,8 @@ class ActorWorker:
             "returns": returns.transpose(1, 0).reshape(-1),
         }
         tensors = {k: torch.as_tensor(v, device=self.device) for k, v in flat.items()}
-        lag = self.policy_version - batch["policy_version"]
+        # How many training steps behind this actor the policy that acted was (the executor's stamp, per env).
+        lag = np.concatenate([np.full(len(p["rewards"]), stamp_of(p).lag) for p in inputs if p])
         stats = {
             "policy_lag_max": float(lag.max()),
             "policy_lag_mean": float(lag.mean()),
@@ -103,7 +100,6 @@ class ActorWorker:
         }
         stats.update(self._update(tensors))
         self.obs_norm = self._merged(self.obs_norm, batch["raw_obs"].reshape(n * steps, -1))
-        self.policy_version += 1
         return {}, stats
 
     def _behaviour_kl(self, data: dict[str, torch.Tensor]) -> float:
@@ -193,7 +189,6 @@ class ActorWorker:
         out["norm.mean"] = self.obs_norm.mean.astype(np.float64)
         out["norm.var"] = self.obs_norm.var.astype(np.float64)
         out["norm.count"] = np.array([self.obs_norm.count])
-        out["policy_version"] = np.array([self.policy_version], dtype=np.int64)
         return out
 
     def load_weights(self, payload: Payload) -> None:
@@ -212,7 +207,6 @@ class ActorWorker:
             },
             "running_returns": None if self.running_returns is None else self.running_returns.copy(),
             "rng": self.rng.bit_generator.state,
-            "policy_version": self.policy_version,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -223,5 +217,4 @@ class ActorWorker:
         self.return_norm = RunningNorm(**state["return_norm"])
         running = state["running_returns"]
         self.running_returns = None if running is None else np.array(running)
-        self.policy_version = int(state.get("policy_version", 0))
         self.rng.bit_generator.state = state["rng"]

@@ -7,9 +7,17 @@ from typing import Any
 
 import attrs
 
-from rlinf.api import structure_config
-from rlinf.core import limits
-from rlinf.core.errors import ConfigError, integer, non_negative, number, positive, require
+from rlinf.api import (
+    ConfigError,
+    current_limits,
+    integer,
+    limit_exceeded,
+    non_negative,
+    number,
+    positive,
+    require,
+    structure_config,
+)
 
 MAX_SEED = 2**32 - 1
 MAX_LAYER_WIDTH = 1_000_000
@@ -69,13 +77,13 @@ class EmbodiedConfig:
                 "must be an integer >= 1",
                 f"set {name} to a positive integer",
             )
-        bound = limits.current()
+        bound = current_limits()
         for name, most, limit in (
             ("num_envs", bound.max_batch_size, "max_batch_size"),
             ("num_steps", bound.max_loop_steps - 1, "max_loop_steps"),
         ):
             if getattr(self, name) > most:
-                raise limits.exceeded(name, getattr(self, name), name.replace("_", " "), limit, most)
+                raise limit_exceeded(name, getattr(self, name), name.replace("_", " "), limit, most)
         integer("seed", self.seed, minimum=0, maximum=MAX_SEED)
         samples = self.num_envs * self.num_steps  # refused here, not when the actor's workers start up
         require(
@@ -127,7 +135,7 @@ FIELDS = tuple(a.name for a in attrs.fields(EmbodiedConfig))
 
 
 def config_from_dict(data: Any, source: str = "config") -> EmbodiedConfig:
-    """Validate a mapping into a config (:func:`rlinf.structure_config`: types checked, unknown keys are errors
+    """Validate a mapping into a config (:func:`rlinf.api.structure_config`: types checked, unknown keys are errors
     that list the valid ones). ``hidden_sizes`` may be one width."""
     if data is None:
         data = {}

@@ -28,7 +28,6 @@ TRAJECTORY_KEYS = (
     "dones",
     "truncated",
     "final_obs",
-    "policy_version",
 )
 
 
@@ -128,7 +127,6 @@ class _Stage:
             ("final_obs", final_obs),
         ):
             self.record[key].append(np.asarray(value, dtype=np.float32))
-        self.record["policy_version"].append(np.asarray(act["policy_version"], dtype=np.int64))
         self.obs = next_obs
         return next_obs
 

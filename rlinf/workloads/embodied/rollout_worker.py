@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.ppo import RunningNorm
-from rlinf.api import Payload, WorkerContext, concat_payloads
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError, Payload, WorkerContext, concat_payloads
 from rlinf.workloads.embodied.config import EmbodiedConfig
 from rlinf.workloads.embodied.policy import ActorCritic, load_payload
 
@@ -30,8 +29,6 @@ class RolloutWorker:
         torch.manual_seed(config.seed)
         self.model = ActorCritic(obs_dim, act_dim, config.hidden_sizes).to(self.device)
         self.norm = RunningNorm.zeros((obs_dim,))
-        self.policy_version = 0
-        """Training steps behind the weights last synced (0: the initial weights); each action records it."""
         self.model_state = [*self.model.parameters(), *self.model.buffers()]
         """Listed once: the same tensor objects for the worker's life (weights load and offload work in place), and
         the executor counts them after every op, where walking the modules cost ~20 us each time."""
@@ -61,7 +58,6 @@ class RolloutWorker:
             "actions": actions.cpu().numpy(),
             "log_probs": log_probs.cpu().numpy(),
             "values": values.cpu().numpy(),
-            "policy_version": np.full(len(obs), self.policy_version, dtype=np.int64),
         }
         return data, {}
 
@@ -76,7 +72,6 @@ class RolloutWorker:
         self.norm = RunningNorm(
             mean=payload["norm.mean"], var=payload["norm.var"], count=float(payload["norm.count"][0])
         )
-        self.policy_version = int(payload["policy_version"][0])
 
     def checkpoint(self) -> dict[str, Any]:
         """The synced weights and statistics, and each stage's action-sampling generator."""
@@ -84,14 +79,12 @@ class RolloutWorker:
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "norm": {"mean": self.norm.mean, "var": self.norm.var, "count": self.norm.count},
             "generators": {stage: g.get_state() for stage, g in self.generators.items()},
-            "policy_version": self.policy_version,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.model.load_state_dict({k: v.to(self.device) for k, v in state["model"].items()})
         self.norm = RunningNorm(**state["norm"])
-        self.policy_version = int(state.get("policy_version", 0))
         saved = state.get("generators")
         if not isinstance(saved, dict) or set(saved) != set(self.generators):
             raise ConfigError(

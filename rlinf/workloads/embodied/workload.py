@@ -1,15 +1,15 @@
-"""Embodied PPO as a workload (:class:`rlinf.Workload`): env and rollout in a loop pipelined by the plan, the
+"""Embodied PPO as a workload (:class:`rlinf.api.Workload`): env and rollout in a loop pipelined by the plan, the
 actor trained on the trajectories, weights synced back every iteration."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from rlinf.api import RunSettings, WorkerContext, Workflow
+from rlinf.api import IterationResult, RunSettings, WorkerContext, Workflow, episode_mean
 from rlinf.workloads.embodied.actor_worker import ActorWorker, check_share
 from rlinf.workloads.embodied.config import EmbodiedConfig, check_env_id, config_from_dict
 from rlinf.workloads.embodied.env_worker import EnvWorker
@@ -44,7 +44,7 @@ class EmbodiedWorkload:
         """The env, rollout and actor workers."""
         return {"env": EnvWorker, "rollout": RolloutWorker, "actor": ActorWorker}
 
-    def metrics(self, result: Any, config: EmbodiedConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: EmbodiedConfig, iteration: int) -> dict[str, Any]:
         """Returns of finished episodes, env steps/s (whole iteration and rollout loop), losses."""
         timeline = result.timeline
         env_steps = config.num_envs * config.num_steps
@@ -68,12 +68,19 @@ class EmbodiedWorkload:
         metrics.update({key: float(np.mean(values)) for key, values in sorted(losses.items())})
         return metrics
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
-        """Env steps, throughput and return of the last iteration."""
-        shown = "n/a" if metrics["episodic_return"] is None else f"{metrics['episodic_return']:.1f}"
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
+        """Env steps and throughput of the last iteration, and the mean return of the episodes the recent
+        iterations finished."""
+        last = recent[-1]
+        mean, episodes = episode_mean(recent)
+        returned = (
+            f"no episode finished in the last {len(recent)} iterations"
+            if mean is None
+            else f"episodic return {mean:.1f} (mean of the {episodes} episodes of the last {len(recent)} iterations)"
+        )
         return (
-            f"{metrics['env_steps']} env steps, {metrics['env_steps_per_s']:.0f} env steps/s (last iteration), "
-            f"episodic return {shown}"
+            f"{last['env_steps']} env steps, {last['env_steps_per_s']:.0f} env steps/s (last iteration), "
+            f"{returned}"
         )
 
 

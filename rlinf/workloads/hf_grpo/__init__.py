@@ -10,5 +10,5 @@ through ``from_pretrained``), ``generation`` (KV-cache sampling, streaming finis
 supervised warm start), ``backends`` (the rollout and policy engine interfaces, their ``transformers``
 implementations and the choice of optional ones), ``megatron_layout`` (Hugging Face <-> megatron-core weight names
 and layouts), ``vllm_rollout`` and ``megatron_policy`` (the optional GPU engines), ``rollout``, ``scoring`` (reward
-and inference) and ``actor`` (the workers), and ``workload`` (the :class:`rlinf.Workload`).
+and inference) and ``actor`` (the workers), and ``workload`` (the :class:`rlinf.api.Workload`).
 """

@@ -9,12 +9,12 @@ sequence counts, exact for uneven shares). With ``grpo.skip_zero_advantages`` th
 rewards are all equal are not run at all (they would add zero gradient). The loss is :func:`rlinf.algorithms.grpo.grpo_loss`. On CUDA devices
 the forward pass runs in bfloat16 autocast over float32 weights. The model is the ``backends.actor`` backend
 (:mod:`~rlinf.workloads.hf_grpo.backends`: ``transformers`` or megatron-core); its weights leave it under Hugging
-Face names, with the policy version they are (the iterations trained so far).
+Face names; the executor stamps them with their policy version (the iterations trained so far).
 
 The ratio is taken against ``old_logprobs``, the behaviour policy's: the inference component scores each response
 with the weights version that sampled it, which under a staleness bound ``k`` is up to ``k`` training steps behind
-this actor. Each iteration reports how far behind (``policy_lag_max``, ``policy_lag_mean``: the actor's version
-minus each response's) and ``behaviour_kl``, the mean ``log pi_behaviour - log pi_current`` over the response
+this actor. Each iteration reports how far behind (``policy_lag_max``, ``policy_lag_mean``: the lag of the stamp the
+executor put on each response's payload, :func:`rlinf.api.stamp_of`) and ``behaviour_kl``, the mean ``log pi_behaviour - log pi_current`` over the response
 tokens of the first mini-batch before its optimizer step (an estimate of KL(behaviour || current); 0 when
 synchronous).
 """
@@ -29,20 +29,18 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.grpo import grpo_loss
-from rlinf.api import WorkerContext, concat_payloads
+from rlinf.api import WorkerContext, concat_payloads, stamp_of
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import host_copy
 from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, weights_payload
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.evaluation import heldout_accuracies
 from rlinf.workloads.hf_grpo.payloads import (
-    VERSION_KEY,
     Payload,
     flat_sequences,
     length_sorted_chunks,
     response_mask,
     right_padded,
-    with_version,
 )
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
@@ -91,14 +89,8 @@ class ActorWorker:
         self.seen, self.mini_batch = 0, 0
         self.terms: dict[str, float] = {}
         self.staleness = _Staleness()
-        self._payload: tuple[int, Payload] | None = None
-        """The last weight-sync payload and its policy version (:meth:`weights`); dropped whenever the weights
-        change."""
-
-    @property
-    def policy_version(self) -> int:
-        """Training iterations completed: the version of the current weights (checkpointed as ``iteration``)."""
-        return self.iteration - 1
+        self._payload: Payload | None = None
+        """The last weight-sync payload (:meth:`weights`); dropped whenever the weights change."""
 
     def compute(
         self, op_name: str, micro_batch: int, step: int, inputs: Sequence[Payload]
@@ -128,8 +120,9 @@ class ActorWorker:
             f"actor[{self.rank}] received {num} sequences in micro-batch {micro_batch} after {self.seen}: more than "
             f"its {expected} per iteration (rlinf admits only plans that route each replica its share)"
         )
-        if num:
-            self.staleness.add_lags(self.policy_version - np.asarray(payload[VERSION_KEY]))
+        for part in inputs:  # how far behind this actor each part's sampler was: the executor's stamp
+            if part:
+                self.staleness.add_lag(stamp_of(part).lag, int(part["response_len"].size))
         offset = 0
         while offset < num:
             start = self.ends[self.mini_batch - 1] if self.mini_batch else 0
@@ -182,7 +175,7 @@ class ActorWorker:
             old = column("old_logprobs")
             assert old is not None, "the actor needs old_logprobs from the inference component"
             mask = response_mask(sequences["response_len"][picked], width).to(device)
-            if self.mini_batch == 0:  # no optimizer step yet this iteration: the weights of policy_version
+            if self.mini_batch == 0:  # no optimizer step yet this iteration: the weights the lag is against
                 self.staleness.add_log_ratios(float(((old - logp.detach()) * mask).sum()), float(mask.sum()))
             terms = grpo_loss(
                 logp,
@@ -247,13 +240,12 @@ class ActorWorker:
         return tensors
 
     def weights(self) -> Payload:
-        """The policy's ``state_dict`` and its version, for the rollout and inference components: in the dtype
-        they compute in on this device (:func:`compute_dtype`: bfloat16 on a GPU, float32 elsewhere), made once
-        per version (every destination of an iteration's sync gets the same arrays)."""
-        if self._payload is None or self._payload[0] != self.policy_version:
-            arrays = weights_payload(self.backend.weights(), compute_dtype(self.device))
-            self._payload = (self.policy_version, with_version(arrays, self.policy_version))
-        return self._payload[1]
+        """The policy's ``state_dict``, for the rollout and inference components: in the dtype they compute in on
+        this device (:func:`compute_dtype`: bfloat16 on a GPU, float32 elsewhere), made once per optimizer step
+        (every destination of an iteration's sync gets the same arrays)."""
+        if self._payload is None:
+            self._payload = weights_payload(self.backend.weights(), compute_dtype(self.device))
+        return self._payload
 
     def checkpoint(self) -> dict[str, Any]:
         """Weights, optimizer state, the completed iterations and optimizer steps (between iterations)."""
@@ -280,15 +272,13 @@ class _Staleness:
         self.lag_sum, self.lag_max, self.responses = 0, 0, 0
         self.log_ratio_sum, self.tokens = 0.0, 0.0
 
-    def add_lags(self, lags: np.ndarray) -> None:
-        """``[groups, group_size]``: the actor's version minus the version that sampled each response."""
-        assert (lags == lags[:, :1]).all(), (
-            f"a group mixes responses of several policy versions (lags {lags})"
-        )
-        assert (lags >= 0).all(), f"responses sampled by a policy newer than the actor's (lags {lags})"
-        self.lag_sum += int(lags.sum())
-        self.lag_max = max(self.lag_max, int(lags.max()))
-        self.responses += lags.size
+    def add_lag(self, lag: int, num_responses: int) -> None:
+        """``num_responses`` responses sampled ``lag`` versions behind the actor (one stamp per payload: a group,
+        never split between payloads, comes from one version)."""
+        assert lag >= 0, f"responses sampled by a policy newer than the actor's (lag {lag})"
+        self.lag_sum += lag * num_responses
+        self.lag_max = max(self.lag_max, lag)
+        self.responses += num_responses
 
     def add_log_ratios(self, total: float, num_tokens: float) -> None:
         """``sum(log pi_behaviour - log pi_current)`` over ``num_tokens`` response tokens, before any update."""

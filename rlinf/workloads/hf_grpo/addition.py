@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
-from rlinf.core.errors import require
+from rlinf.api import require
 
 ANSWER_FORMATS = ("reversed", "plain")
 

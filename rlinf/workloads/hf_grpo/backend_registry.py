@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from rlinf.core.errors import require
+from rlinf.api import require
 from rlinf.workloads.hf_grpo.backends import (
     HfGenerateRolloutBackend,
     HfPolicyBackend,

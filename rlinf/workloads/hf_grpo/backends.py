@@ -27,11 +27,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError
 from rlinf.workloads.hf_grpo.checkpoints import load_model
 from rlinf.workloads.hf_grpo.config import BACKEND_NAMES, BackendConfig
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams, generate_all, stream_groups
-from rlinf.workloads.hf_grpo.payloads import response_logprobs
+from rlinf.workloads.hf_grpo.payloads import logits_to_response_logprobs, model_logits
 
 PACKAGES = MappingProxyType({"vllm": "vllm", "megatron": "megatron.core"})
 """The importable package each optional backend needs (with a CUDA GPU)."""
@@ -127,9 +127,18 @@ class RolloutBackend(Protocol):
 
 @runtime_checkable
 class PolicyBackend(Protocol):
-    """Scores response tokens under the policy, trains it, and exchanges weights under Hugging Face names."""
+    """Scores response tokens under the policy, trains it, and exchanges weights under Hugging Face names.
+
+    A backend subclasses this protocol and gives :meth:`logits`; the scoring, the trainable parameters, the train
+    switch and the state tensors are the same for every backend (they read ``model``, a ``torch.nn.Module``)."""
 
     name: str
+    model: Any
+    """The ``torch.nn.Module`` that scores and trains."""
+
+    def logits(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[b, steps, vocab]`` logits of right-padded sequences ``tokens`` (``mask``: 1 on real tokens)."""
+        ...
 
     def response_logprobs(
         self,
@@ -140,14 +149,16 @@ class PolicyBackend(Protocol):
         temperature: float = 1.0,
     ) -> torch.Tensor:
         """``[b, width]`` log-probabilities under ``softmax(logits / temperature)`` of the response tokens of right-padded sequences
-        (:func:`~rlinf.workloads.hf_grpo.payloads.response_logprobs`); differentiable when grad is enabled."""
-        ...
+        (:func:`~rlinf.workloads.hf_grpo.payloads.logits_to_response_logprobs`); differentiable when grad is enabled."""
+        return logits_to_response_logprobs(self.logits(tokens, mask), tokens, prompt_len, width, temperature)
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters (an optimizer steps them)."""
-        ...
+        return [p for p in self.model.parameters() if p.requires_grad]
 
-    def train(self, mode: bool = True) -> None: ...
+    def train(self, mode: bool = True) -> None:
+        """Switch the model to training (``mode``) or evaluation."""
+        self.model.train(mode)
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The weights under Hugging Face ``state_dict`` names (views; copy before changing them)."""
@@ -159,7 +170,7 @@ class PolicyBackend(Protocol):
 
     def state_tensors(self) -> list[torch.Tensor]:
         """Live tensors of the model (the executor moves them to offload / onload)."""
-        ...
+        return list(self.model.parameters()) + list(self.model.buffers())
 
     def generation_model(self) -> Any:
         """A ``transformers`` causal LM holding the current weights (held-out evaluation generates with it)."""
@@ -216,7 +227,7 @@ class HfGenerateRolloutBackend(HfRolloutBackend):
     sample = staticmethod(generate_all)
 
 
-class HfPolicyBackend:
+class HfPolicyBackend(PolicyBackend):
     """The ``transformers`` model scoring and training in plain torch."""
 
     name = "hf"
@@ -224,30 +235,14 @@ class HfPolicyBackend:
     def __init__(self, directory: Path, *, device: torch.device, dtype: torch.dtype = torch.float32):
         self.model = load_model(directory, device, dtype)
 
-    def response_logprobs(
-        self,
-        tokens: torch.Tensor,
-        mask: torch.Tensor,
-        prompt_len: torch.Tensor,
-        width: int,
-        temperature: float = 1.0,
-    ) -> torch.Tensor:
-        return response_logprobs(self.model, tokens, mask, prompt_len, width, temperature)
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return [p for p in self.model.parameters() if p.requires_grad]
-
-    def train(self, mode: bool = True) -> None:
-        self.model.train(mode)
+    def logits(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return model_logits(self.model, tokens, mask)
 
     def weights(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
         self.model.load_state_dict(weights)
-
-    def state_tensors(self) -> list[torch.Tensor]:
-        return list(self.model.parameters()) + list(self.model.buffers())
 
     def generation_model(self) -> Any:
         return self.model

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf import ConfigError
+from rlinf.api import ConfigError
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig, ModelSizes
 from rlinf.workloads.hf_grpo.tokenizer import train_bpe
 

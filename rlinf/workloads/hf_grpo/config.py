@@ -1,6 +1,6 @@
 """The typed configuration of GRPO on a Hugging Face causal LM (``examples/grpo_hf.yaml``).
 
-Every section is an attrs frozen class validated in its constructor; :func:`rlinf.structure_config` builds the
+Every section is an attrs frozen class validated in its constructor; :func:`rlinf.api.structure_config` builds the
 tree from the YAML mapping and refuses unknown keys. The model is either a local checkpoint directory
 (``model.path``) or built from ``model.config`` (sizes of a Qwen2 or Llama model, with a BPE tokenizer trained on
 the task), saved with ``save_pretrained`` and loaded back through ``from_pretrained``.
@@ -13,7 +13,7 @@ from types import MappingProxyType
 import attrs
 
 from rlinf.algorithms.grpo import GrpoConfig
-from rlinf.core.errors import integer, positive, require
+from rlinf.api import integer, positive, require
 from rlinf.workloads.hf_grpo.task import (
     HELDOUT_SETS,
     HeldoutSets,

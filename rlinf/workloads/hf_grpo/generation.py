@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import torch
 
-from rlinf.core.errors import positive, require
+from rlinf.api import positive, require
 
 
 @attrs.frozen(kw_only=True)

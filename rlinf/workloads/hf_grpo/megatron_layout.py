@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import torch
 
-from rlinf.core.errors import ConfigError, positive, require
+from rlinf.api import ConfigError, positive, require
 
 ARCHITECTURES = ("qwen2", "llama")
 """Hugging Face ``model_type`` values whose state dict has this layout."""

@@ -19,11 +19,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlinf.core.errors import ConfigError
-from rlinf.workloads.hf_grpo.backends import require_cuda_device
+from rlinf.api import ConfigError
+from rlinf.workloads.hf_grpo.backends import PolicyBackend, require_cuda_device
 from rlinf.workloads.hf_grpo.checkpoints import load_model
 from rlinf.workloads.hf_grpo.megatron_layout import from_megatron, layout_of, to_megatron
-from rlinf.workloads.hf_grpo.payloads import logits_to_response_logprobs
 
 
 def bias_flags(hf_config: Any, field: str) -> tuple[bool, bool]:
@@ -60,7 +59,7 @@ def rotary_base(hf_config: Any, field: str) -> float:
     return float(parameters.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
 
 
-class MegatronPolicyBackend:
+class MegatronPolicyBackend(PolicyBackend):
     """Scoring and training of a megatron-core ``GPTModel`` on one GPU (tensor / pipeline parallel size 1)."""
 
     name = "megatron"
@@ -139,26 +138,12 @@ class MegatronPolicyBackend:
     def _own(self) -> dict[str, torch.Tensor]:
         return {name: t for name, t in self.model.state_dict().items() if isinstance(t, torch.Tensor)}
 
-    def response_logprobs(
-        self,
-        tokens: torch.Tensor,
-        mask: torch.Tensor,
-        prompt_len: torch.Tensor,
-        width: int,
-        temperature: float = 1.0,
-    ) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Right-padded sequences need only the causal mask: no real token attends to the padding after it."""
         steps = tokens.shape[1]
         positions = torch.arange(steps, device=tokens.device).expand_as(tokens)
         causal = torch.triu(torch.ones(steps, steps, dtype=torch.bool, device=tokens.device), diagonal=1)
-        logits = self.model(tokens, positions, causal[None, None])
-        return logits_to_response_logprobs(logits, tokens, prompt_len, width, temperature)
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return [p for p in self.model.parameters() if p.requires_grad]
-
-    def train(self, mode: bool = True) -> None:
-        self.model.train(mode)
+        return self.model(tokens, positions, causal[None, None])
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The weights under Hugging Face names (:func:`megatron_layout.from_megatron`)."""
@@ -177,9 +162,6 @@ class MegatronPolicyBackend:
         with torch.no_grad():
             for name, tensor in converted.items():
                 own[name].copy_(tensor)
-
-    def state_tensors(self) -> list[torch.Tensor]:
-        return list(self.model.parameters()) + list(self.model.buffers())
 
     def generation_model(self) -> Any:
         """The checkpoint's ``transformers`` model with the ``GPTModel``'s current weights (for evaluation)."""

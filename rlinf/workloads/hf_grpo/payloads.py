@@ -5,15 +5,15 @@ replicas without cutting a group. Widths are fixed (``max_prompt_tokens``, ``max
 several producers concatenate (:func:`rlinf.api.concat_payloads`). Stages:
 
 * rollout -> reward: ``group_index``, ``answer`` ``[n]``; ``prompt_ids [n, P]`` with ``prompt_len [n]``;
-  ``response_ids [n, G, R]`` with ``response_len [n, G]`` and ``ended_at_eos [n, G]``; ``policy_version [n, G]``,
-  the training steps behind the weights that sampled each response (one version per iteration, so per group);
+  ``response_ids [n, G, R]`` with ``response_len [n, G]`` and ``ended_at_eos [n, G]`` (the weights that sampled
+  them are the executor's stamp on the payload, :func:`rlinf.api.stamp_of`: one version per iteration);
 * reward -> inference: the same plus ``rewards`` and ``advantages`` ``[n, G]``;
 * inference -> actor: the same plus ``old_logprobs`` (and ``ref_logprobs`` with a KL penalty) ``[n, G, R]``,
   the log-probability of each response token (0 past the response's end) under the policy that sampled it (the
   inference component holds the same weights version as the rollout: the behaviour policy).
 
-A weight-sync payload (the actor's ``state_dict`` under Hugging Face names) also carries ``policy_version`` ``[1]``,
-the actor's training steps so far (:func:`with_version`, :func:`split_version`).
+A weight-sync payload is the actor's ``state_dict`` under Hugging Face names; the executor stamps it with the
+version of those weights.
 """
 
 from __future__ import annotations
@@ -25,20 +25,6 @@ import numpy as np
 import torch
 
 from rlinf.api import Payload
-
-VERSION_KEY = "policy_version"
-"""The key of the policy version in rollout payloads (per response) and weight-sync payloads (one value)."""
-
-
-def with_version(weights: Mapping[str, np.ndarray], version: int) -> dict[str, np.ndarray]:
-    """A weight-sync payload: ``weights`` and the policy version they are (training steps taken)."""
-    return {**weights, VERSION_KEY: np.array([version], dtype=np.int64)}
-
-
-def split_version(payload: Payload) -> tuple[int, dict[str, Any]]:
-    """``(version, weights)`` of a weight-sync payload written by :func:`with_version`."""
-    weights = {name: array for name, array in payload.items() if name != VERSION_KEY}
-    return int(np.asarray(payload[VERSION_KEY])[0]), weights
 
 
 def flat_sequences(payload: Payload) -> dict[str, np.ndarray]:
@@ -87,8 +73,14 @@ def response_logprobs(
     """``[b, width]`` float32: log pi_T(response token t | everything before it) for ``t < width`` (a row's
     columns past its response hold the log-probability of padding; mask them), where pi_T is
     ``softmax(logits / temperature)``: the distribution the rollout samples from. Differentiable when grad is on."""
-    logits = model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
-    return logits_to_response_logprobs(logits, tokens, prompt_len, width, temperature)
+    return logits_to_response_logprobs(
+        model_logits(model, tokens, mask), tokens, prompt_len, width, temperature
+    )
+
+
+def model_logits(model: Any, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The logits of a ``transformers`` causal LM over ``tokens`` (``mask``: its attention mask), without a cache."""
+    return model(input_ids=tokens, attention_mask=mask, use_cache=False).logits
 
 
 def logits_to_response_logprobs(

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from rlinf.core.errors import ConfigError, require
+from rlinf.api import ConfigError, require
 from rlinf.workloads.hf_grpo.checkpoints import built_base_folder, check_checkpoint, load_tokenizer
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.rollout import iteration_problems

@@ -5,8 +5,9 @@ At micro-batch 0 of an iteration the worker starts generating every prompt of it
 ``context.my_groups(j)`` over all micro-batches ``j``); ``compute`` for micro-batch ``j`` returns the next
 ``my_groups(j)`` count of groups *in the order they finish*, so short responses flow to the reward and inference
 components while the long tail is still being sampled. Its weights are the actor's, synced after every iteration
-(between two iterations, never during one: every response of an iteration, hence of a group, records the one
-policy version that sampled it; under a staleness bound it may be up to ``max_staleness`` behind the actor).
+(between two iterations, never during one: every response of an iteration, hence of a group, comes from the one
+policy version the executor stamps on its payloads; under a staleness bound it may be up to ``max_staleness``
+behind the actor).
 The sampling engine is the ``backends.rollout`` backend (:mod:`~rlinf.workloads.hf_grpo.backends`); when the plan
 offloads the rollout, an engine that owns its memory (vLLM) also sleeps between iterations.
 """
@@ -20,12 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlinf import ConfigError, WorkerContext
+from rlinf.api import ConfigError, WorkerContext
 from rlinf.workloads.hf_grpo.backend_registry import rollout_backend
 from rlinf.workloads.hf_grpo.checkpoints import compute_dtype, load_tokenizer, payload_tensors
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams
-from rlinf.workloads.hf_grpo.payloads import VERSION_KEY, Payload, split_version
+from rlinf.workloads.hf_grpo.payloads import Payload
 from rlinf.workloads.hf_grpo.task import sample_problems
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
@@ -42,11 +43,8 @@ def pack_groups(
     answers: Sequence[int],
     config: HfGrpoConfig,
     pad_id: int,
-    *,
-    policy_version: int,
 ) -> dict[str, np.ndarray]:
-    """Finished groups as a rollout payload (one row per group; see :mod:`~rlinf.workloads.hf_grpo.payloads`),
-    every response sampled by the weights of ``policy_version`` training steps."""
+    """Finished groups as a rollout payload (one row per group; see :mod:`~rlinf.workloads.hf_grpo.payloads`)."""
     n, size = len(groups), config.grpo.group_size
     width, responses = config.grpo.max_prompt_tokens, config.grpo.max_new_tokens
     prompt_ids = np.full((n, width), pad_id, dtype=np.int64)
@@ -65,7 +63,6 @@ def pack_groups(
         "response_ids": response_ids,
         "response_len": response_len,
         "ended_at_eos": np.array([g.ended_at_eos for g in groups], dtype=bool).reshape(n, size),
-        VERSION_KEY: np.full((n, size), policy_version, dtype=np.int64),
     }
 
 
@@ -99,11 +96,8 @@ class RolloutWorker:
         self.prompt_indices = [i for lo, hi in ranges for i in range(lo, hi)]
         self.heldout = config.heldout_sets().prompts
         self.iteration = 0
-        self.policy_version = 0
-        """Training steps behind the weights last synced (0: the warm start)."""
-        self.sampling_version: int | None = None
-        """The version the current iteration samples with, from its micro-batch 0 to its last (None between
-        iterations)."""
+        self.sampling = False
+        """Whether an iteration is being sampled (from its micro-batch 0 to its last): weights may not change then."""
         self.stream: Iterator[GroupRollout] = iter(())
         self.finished: list[GroupRollout] = []
         self.answers: list[int] = []
@@ -122,7 +116,7 @@ class RolloutWorker:
                 f"set grpo.max_prompt_tokens >= {longest}",
             )
         self.answers = [p.answer for p in mine]
-        self.sampling_version = self.policy_version
+        self.sampling = True
         seed = self.config.seed * 1_000_003 + self.iteration * 101 + self.rank
         self.stream = self.backend.stream_groups(
             prompts, group_size=self.config.grpo.group_size, params=self.params, seed=seed
@@ -139,18 +133,15 @@ class RolloutWorker:
         while len(self.finished) < quota:
             self.finished.append(next(self.stream))
         emitted, self.finished = self.finished[:quota], self.finished[quota:]
-        version = self.sampling_version
-        assert version is not None, "the rollout emitted groups of an iteration it never started"
+        assert self.sampling, "the rollout emitted groups of an iteration it never started"
         if micro_batch == len(self.quotas) - 1:
             assert next(self.stream, None) is None, "the rollout finished an iteration with groups left over"
-            self.sampling_version = None
+            self.sampling = False
             if self.offload:
                 self.backend.offload()
         renumbered = [_renumber(g, self.prompt_indices[g.group_index]) for g in emitted]
         answers = [self.answers[g.group_index] for g in emitted]
-        payload = pack_groups(
-            renumbered, answers, self.config, self.tokenizer.pad_token_id, policy_version=version
-        )
+        payload = pack_groups(renumbered, answers, self.config, self.tokenizer.pad_token_id)
         lengths = payload["response_len"].reshape(-1)
         info = {
             "groups": len(emitted),
@@ -164,28 +155,21 @@ class RolloutWorker:
         return self.backend.state_tensors()
 
     def load_weights(self, payload: Payload) -> None:
-        """The actor's weights and their version after a training step (the next iteration samples with them)."""
-        assert self.sampling_version is None, (
+        """The actor's weights after a training step (the next iteration samples with them)."""
+        assert not self.sampling, (
             f"the rollout received weights in the middle of iteration {self.iteration}, whose groups would mix "
             "two policy versions (the program syncs weights between a component's iterations)"
         )
-        self.policy_version, weights = split_version(payload)
-        self.backend.load_weights(payload_tensors(weights))
+        self.backend.load_weights(payload_tensors(payload))
 
     def checkpoint(self) -> dict[str, Any]:
-        """The iteration count (prompts and sampling seeds follow from it), the synced weights (None when the
-        engine keeps them: the actor's checkpoint holds the same weights) and their policy version."""
-        return {
-            "iteration": self.iteration,
-            "model": self.backend.weights(),
-            "policy_version": self.policy_version,
-        }
+        """The iteration count (prompts and sampling seeds follow from it) and the synced weights (None when the
+        engine keeps them: the actor's checkpoint holds the same weights)."""
+        return {"iteration": self.iteration, "model": self.backend.weights()}
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`checkpoint` of the same replica (one written before versions were recorded:
-        a synchronous run's, whose weights are as many steps old as its iterations)."""
+        """Continue from a :meth:`checkpoint` of the same replica."""
         self.iteration = int(state["iteration"])
-        self.policy_version = int(state.get("policy_version", self.iteration))
         if state["model"] is not None:
             self.backend.load_weights(state["model"])
 

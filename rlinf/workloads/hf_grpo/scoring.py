@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rlinf.algorithms.grpo import group_advantages
-from rlinf.api import WorkerContext, concat_payloads
+from rlinf.api import WorkerContext, concat_payloads, stamp_of
 from rlinf.workloads.hf_grpo.backend_registry import policy_backend
 from rlinf.workloads.hf_grpo.backends import PolicyBackend, host_copy
 from rlinf.workloads.hf_grpo.checkpoints import (
@@ -30,12 +30,10 @@ from rlinf.workloads.hf_grpo.checkpoints import (
 )
 from rlinf.workloads.hf_grpo.config import HfGrpoConfig
 from rlinf.workloads.hf_grpo.payloads import (
-    VERSION_KEY,
     Payload,
     flat_sequences,
     length_sorted_chunks,
     right_padded,
-    split_version,
 )
 from rlinf.workloads.hf_grpo.warm_start import warm_start_checkpoint
 
@@ -142,11 +140,12 @@ class InferenceWorker:
             return backend
 
         self.policy = frozen()
-        self.policy_version: int | None = 0
-        """Training steps behind :attr:`policy` (0: the warm start); the rollout sampled with the same version.
-        None: unknown until the next sync (restored from a checkpoint written before versions were recorded)."""
+        self.version: int | None = 0
+        """The version of :attr:`policy`, as the executor stamped its weight sync (0: the warm start); the rollout
+        sampled with the same version. None: unknown until the next sync (restored from a checkpoint written
+        before this was recorded)."""
         self.synced: dict[int, dict[str, Any]] = {}
-        """Versions synced and not loaded yet, by version (host arrays). A batch is scored with the version that
+        """Versions synced and not loaded yet, by stamp (host arrays). A batch is scored with the version that
         sampled it, loaded when its first micro-batch comes: right after the sync in a synchronous run; a
         staleness bound later behind the buffer (``Plan.buffer_before``), when the actor has moved on by then."""
         self.reference = frozen() if config.grpo.kl_coef > 0 else None
@@ -159,12 +158,12 @@ class InferenceWorker:
     ) -> tuple[Payload, dict[str, Any]]:
         assert op_name == "infer", f"inference workers run infer, not {op_name}"
         payload = concat_payloads(inputs)
-        sampled_by = np.unique(payload[VERSION_KEY])
+        sampled_by = sorted({stamp_of(p).policy_version for p in inputs})
         if len(sampled_by) == 1:
-            self._take(int(sampled_by[0]))
-        assert self.policy_version is None or (sampled_by == self.policy_version).all(), (
-            f"inference holds policy version {self.policy_version} but scores responses sampled by "
-            f"{sampled_by.tolist()}: its old log-probabilities would not be the behaviour policy's"
+            self._take(sampled_by[0])
+        assert self.version is None or sampled_by == [self.version], (
+            f"inference holds policy version {self.version} but scores responses sampled by "
+            f"{sampled_by}: its old log-probabilities would not be the behaviour policy's"
         )
         score = {
             "pad_id": self.tokenizer.pad_token_id,
@@ -184,17 +183,17 @@ class InferenceWorker:
         return [t for m in models for t in m.state_tensors()]
 
     def load_weights(self, payload: Payload) -> None:
-        """The actor's weights and their version: the old policy of the batch that version samples, kept until
-        that batch comes (:attr:`synced`)."""
-        version, weights = split_version(payload)
-        self.synced[version] = {name: np.array(array, copy=True) for name, array in weights.items()}
+        """The actor's weights, stamped with their version: the old policy of the batch that version samples, kept
+        until that batch comes (:attr:`synced`)."""
+        version = stamp_of(payload).policy_version
+        self.synced[version] = {name: np.array(array, copy=True) for name, array in payload.items()}
 
     def _take(self, version: int) -> None:
         """Score with ``version`` from here on: load it if it was synced since, and forget the synced versions up to
         it (a later batch never comes from an older policy)."""
         if version in self.synced:  # a later sync of the version held replaces it too
             self.policy.load_weights(payload_tensors(self.synced[version]))
-            self.policy_version = version
+            self.version = version
         self.synced = {v: w for v, w in self.synced.items() if v > version}
 
     def checkpoint(self) -> dict[str, Any]:
@@ -202,14 +201,14 @@ class InferenceWorker:
         start, rebuilt by ``setup``)."""
         return {
             "policy": host_copy(self.policy.weights()),
-            "policy_version": self.policy_version,
+            "version": self.version,
             "synced": {version: dict(weights) for version, weights in self.synced.items()},
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` of the same replica."""
         self.policy.load_weights(state["policy"])
-        version = state.get("policy_version")  # absent from checkpoints written before versions were recorded
-        self.policy_version = None if version is None else int(version)
+        version = state.get("version")  # absent from older checkpoints: unknown until the next sync
+        self.version = None if version is None else int(version)
         synced = state.get("synced") or {}  # absent from checkpoints written before versions were kept
         self.synced = {int(v): {n: np.asarray(a) for n, a in w.items()} for v, w in synced.items()}

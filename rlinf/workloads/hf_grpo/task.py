@@ -23,8 +23,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from rlinf.api import structure_config
-from rlinf.core.errors import require
+from rlinf.api import require, structure_config
 from rlinf.workloads.hf_grpo.addition import AdditionTask
 from rlinf.workloads.hf_grpo.word_problems import WordProblemsTask
 

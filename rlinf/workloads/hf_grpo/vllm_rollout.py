@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from rlinf.core.errors import ConfigError
+from rlinf.api import ConfigError
 from rlinf.workloads.hf_grpo.backends import host_copy, require_cuda_device
 from rlinf.workloads.hf_grpo.generation import GroupRollout, SamplingParams
 

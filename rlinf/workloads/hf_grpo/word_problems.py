@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import attrs
 
-from rlinf.core.errors import positive, require
+from rlinf.api import positive, require
 from rlinf.workloads.hf_grpo.addition import carry_free_sum
 
 ANSWER_MARKER = "####"

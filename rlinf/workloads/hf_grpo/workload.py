@@ -1,4 +1,4 @@
-"""GRPO on a Hugging Face causal LM as a workload (:class:`rlinf.Workload`), written against the public API: the
+"""GRPO on a Hugging Face causal LM as a workload (:class:`rlinf.api.Workload`), written against the public API: the
 one GRPO workload of rlinf, on any of its verifiable tasks (``task.kind``: word problems or addition).
 
 Components ``rollout -> reward -> inference -> actor`` joined by stream edges (the plan's granularity sets how
@@ -13,23 +13,24 @@ from __future__ import annotations
 import random
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from rlinf import (
+from rlinf.api import (
     Component,
     ConfigError,
     Edge,
+    IterationResult,
     RlinfWarning,
     RunSettings,
     WeightSync,
     Workflow,
+    reported_response_lengths,
     structure_config,
 )
-from rlinf.api import reported_response_lengths
 from rlinf.workloads.hf_grpo.actor import ActorWorker
 from rlinf.workloads.hf_grpo.backends import check_backends, check_packages
 from rlinf.workloads.hf_grpo.checkpoints import check_checkpoint, parameter_count
@@ -111,7 +112,7 @@ def _named_as_written(error: ConfigError, data: Mapping[str, Any]) -> ConfigErro
     )
 
 
-def _sum_infos(result: Any) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any]]:
+def _sum_infos(result: IterationResult) -> tuple[dict[str, float], dict[str, list[float]], dict[str, Any]]:
     sums: dict[str, float] = {}
     losses: dict[str, list[float]] = {}
     latest: dict[str, Any] = {}
@@ -197,7 +198,7 @@ class GrpoHfWorkload:
             "actor": ActorWorker,
         }
 
-    def metrics(self, result: Any, config: HfGrpoConfig, iteration: int) -> dict[str, Any]:
+    def metrics(self, result: IterationResult, config: HfGrpoConfig, iteration: int) -> dict[str, Any]:
         """Generated tokens/s, samples/s, the rollout's span, mean reward, response lengths, losses, held-out accuracy
         when evaluated, and when the actor trained the lag of its responses' policy version (``STALENESS_KEYS``)."""
         timeline = result.timeline
@@ -232,14 +233,15 @@ class GrpoHfWorkload:
             metrics[f"{name}_busy_s"] = busy
         return metrics
 
-    def response_lengths(self, result: Any, config: HfGrpoConfig) -> list[int]:
+    def response_lengths(self, result: IterationResult, config: HfGrpoConfig) -> list[int]:
         """Generated tokens (EOS included) of every response of one iteration: what the profiler records as the
         trace's response-length distribution."""
         return reported_response_lengths(result)
 
-    def summary(self, metrics: Mapping[str, Any]) -> str:
+    def summary(self, recent: Sequence[Mapping[str, Any]]) -> str:
         """Samples, throughput, reward, response lengths and held-out accuracy of the last iteration (and how far
         behind the actor its responses were sampled, when they were)."""
+        metrics = recent[-1]
         text = (
             f"{metrics['samples']} samples, {metrics['tokens_per_s']:.0f} generated tokens/s (last iteration), "
             f"mean reward {metrics['mean_reward']:.3f}, response length mean {metrics['response_len_mean']:.0f} "

@@ -23,7 +23,9 @@ import suite
 
 from executor.devices import available_cores, cpu_devices, is_oversubscribed
 from rlinf.app.jobs import get_job
-from rlinf.app.runner import train
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
+from rlinf.app.runner import run
 from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
@@ -35,7 +37,8 @@ def measure(config: EmbodiedConfig, stages: int, num_cores: int, iterations: int
     plan, logical = job.fixed_plan("disaggregated", num_cores, config)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(job, config, plan, logical, run_dir, devices=devices, progress=False)
+        request = RunRequest(job=job, config=config, out=Path(run_dir), progress=False)
+        result = run(request, PlanChoice.given(plan, logical, devices))
     kept = result.metrics[1:]
     return {
         "rollout_env_steps_per_s": statistics.median(m["rollout_env_steps_per_s"] for m in kept),

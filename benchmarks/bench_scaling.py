@@ -50,7 +50,9 @@ from executor import local
 from executor.devices import Device, available_cores, cpu_devices
 from rlinf.api.worker_context import WorkerContext
 from rlinf.app.jobs import Job, get_job
-from rlinf.app.runner import train
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
+from rlinf.app.runner import run
 from rlinf.core.files import write_text_atomic
 from rlinf.core.plan import Placement, Plan
 from rlinf.core.run_settings import RunSettings
@@ -103,7 +105,8 @@ def measure_plan(config: EmbodiedConfig, mode: str, stages: int, num_cores: int,
     plan, logical = plan_of(mode, job, config, num_cores)
     devices = cpu_devices(logical, available_cores()[:num_cores])
     with tempfile.TemporaryDirectory() as run_dir:
-        result = train(job, config, plan, logical, run_dir, devices=devices, progress=False)
+        request = RunRequest(job=job, config=config, out=Path(run_dir), progress=False)
+        result = run(request, PlanChoice.given(plan, logical, devices))
     kept = result.metrics[1:]
     return {
         "mode": mode,

@@ -20,8 +20,10 @@ import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, get_job
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
 from rlinf.app.run_dir import default_out
-from rlinf.app.runner import train
+from rlinf.app.runner import run
 from rlinf.core.run_settings import RunSettings
 from rlinf.workloads.embodied.config import EmbodiedConfig
 
@@ -78,15 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(history) % 5 == 0:
             plot(history, out)
 
-    result = train(
-        job,
-        config,
-        plan,
-        logical,
-        args.run_dir or default_out("learn_hopper"),
-        devices=cpu_devices(logical),
-        on_iteration=progress,
-    )
+    request = RunRequest(job=job, config=config, out=Path(args.run_dir or default_out("learn_hopper")))
+    result = run(request, PlanChoice.given(plan, logical, cpu_devices(logical)), on_iteration=progress)
     plot(list(result.metrics), out)
     returns = [m["episodic_return"] for m in result.metrics if m["episodic_return"] is not None]
     first_hit = next(

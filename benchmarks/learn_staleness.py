@@ -33,7 +33,9 @@ import suite
 
 from executor.devices import available_cores, cpu_devices
 from rlinf.app.jobs import Job, load_job_config
-from rlinf.app.runner import train
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
+from rlinf.app.runner import run
 from rlinf.core.files import write_text_atomic
 
 BOUNDS = (0, 1, 2)
@@ -107,7 +109,8 @@ def run_one(setting: Setting, k: int, seed: int, devices: int, run_dir: Path) ->
     job, config = setting.config(seed)
     plan, logical = job.fixed_plan("collocated", devices, config)
     plan = attrs.evolve(plan, max_staleness=k)
-    result = train(job, config, plan, logical, run_dir, devices=cpu_devices(logical), progress=True)
+    request = RunRequest(job=job, config=config, out=run_dir)
+    result = run(request, PlanChoice.given(plan, logical, cpu_devices(logical)))
     return list(result.metrics)
 
 

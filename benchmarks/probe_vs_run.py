@@ -10,7 +10,7 @@ round, every arm with fresh worker processes:
   else in the driver: :func:`rlinf.app.profiling.measure_plans`);
 * ``bare``: the same for as many iterations as training counts (1 warm-up, then 59): a long run without the
   training loop's extras;
-* ``train``: the training run itself (:func:`rlinf.app.runner.train`, 60 iterations: metrics, TensorBoard,
+* ``train``: the training run itself (:func:`rlinf.app.runner.run`, 60 iterations: metrics, TensorBoard,
   checkpoints every 10), its iterations after the first counted as ``rlinf train`` counts them.
 
 Before each arm, a fixed piece of pure-Python work is timed in this process (``speed_ms``: a machine-speed probe;
@@ -57,8 +57,10 @@ def speed_ms(repeats: int = 15) -> float:
 
 
 def _arm(name: str, job: Any, config: Any, plan: Any, workdir: Path) -> list[float]:
+    from rlinf.app.plan_choice import PlanChoice
     from rlinf.app.profiling import measure_plans
-    from rlinf.app.runner import train
+    from rlinf.app.request import RunRequest
+    from rlinf.app.runner import run
 
     if name == "probe":
         measured = measure_plans(job, config, [(plan, 2)], iterations=6, warmup_iterations=2, generations=1,
@@ -68,7 +70,8 @@ def _arm(name: str, job: Any, config: Any, plan: Any, workdir: Path) -> list[flo
         measured = measure_plans(job, config, [(plan, 2)], iterations=59, warmup_iterations=1, generations=1,
                                  progress=False)  # fmt: skip
         return list(measured[0].iteration_s)
-    result = train(job, config, plan, 2, workdir / f"train-{time.monotonic_ns()}", progress=False)
+    request = RunRequest(job=job, config=config, out=workdir / f"train-{time.monotonic_ns()}", progress=False)
+    result = run(request, PlanChoice.given(plan, 2))
     return [m["iteration_s"] for m in result.metrics[1:]]
 
 

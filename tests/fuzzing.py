@@ -455,7 +455,7 @@ def stubbed() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         for module, name in (
-            (rlinf.app.runner, "train"),
+            (rlinf.app.runner, "run"),
             (rlinf.app.auto, "plan_from_trace"),
             (rlinf.app.profiling, "profile"),
             (rlinf.commands.plan, "search"),

@@ -19,7 +19,9 @@ from planner import search
 from planner.brute_force import brute_force
 from planner.space import build_space
 from rlinf.app.jobs import load_job_config
-from rlinf.app.runner import train
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
+from rlinf.app.runner import run
 from rlinf.cli import main
 from rlinf.core.cluster import CPU_MACHINE, GIB, cluster_from_dict, parse_cluster
 from rlinf.core.costs import fit
@@ -180,9 +182,12 @@ def test_a_run_with_the_env_on_a_core_computes_what_the_same_layout_on_devices_c
         "placement: {env: 'cpu:0', rollout: 0, actor: 0}\ngranularity: {loop: 2}\n", 1, num_cores=1
     )
     on_device = plan_from_yaml("placement: {env: 1, rollout: 0, actor: 0}\ngranularity: {loop: 2}\n", 2)
-    train(job, config, on_core, 1, tmp_path / "core", devices=run_devices("cpu", 1, (0,), 1), progress=False,
-          machine=machine)  # fmt: skip
-    train(job, config, on_device, 2, tmp_path / "device", progress=False)
+    core = RunRequest(job=job, config=config, out=tmp_path / "core", machine=machine, progress=False)
+    run(core, PlanChoice.given(on_core, 1, run_devices("cpu", 1, (0,), 1)))
+    run(
+        RunRequest(job=job, config=config, out=tmp_path / "device", progress=False),
+        PlanChoice.given(on_device, 2),
+    )
     assert computed(tmp_path / "core") == computed(tmp_path / "device")
     trace = load_trace(tmp_path / "core" / "trace.json")
     assert trace.cluster.num_cores == 1
@@ -217,16 +222,15 @@ def test_a_component_on_cores_stays_a_component_of_the_same_workflow() -> None:
 
 
 def test_the_train_command_places_a_plan_and_its_core_pool_together() -> None:
-    """``rlinf train``'s placement of a plan's devices and the core pool beside them (the path a GPU machine
+    """A run's placement of a plan's devices and the core pool beside them (the path a GPU machine
     takes with ``--cpu-devices``; here the devices are CPU cores too): one device per global id, nothing
     oversubscribed when device and cores are distinct."""
-    from argparse import Namespace
+    from rlinf.app.placement import oversubscribed, place
 
-    from rlinf.commands.train import _oversubscribed, _placement
-
-    args = Namespace(accelerator="cpu", cpu_devices=1, nodes=1)
-    devices, nodes = _placement(args, 1, 1)
+    job, config = load_job_config("examples/hopper_ppo.yaml")
+    request = RunRequest(job=job, config=config, out=Path("unused"), num_devices=1, num_cpu_devices=1)
+    devices, nodes = place(request, 1)
     assert [(d.index, d.kind) for d in devices] == [(0, "cpu"), (1, "cpu")] and nodes is None
-    assert devices[0].core != devices[1].core and not _oversubscribed(devices, nodes)
-    crowded, _ = _placement(Namespace(accelerator="cpu", cpu_devices=1, nodes=1), 2, 1)
-    assert _oversubscribed(crowded, None)  # two logical devices on one core, beside the pool's core
+    assert devices[0].core != devices[1].core and not oversubscribed(devices, nodes)
+    crowded, _ = place(request, 2)
+    assert oversubscribed(crowded, None)  # two logical devices on one core, beside the pool's core

@@ -91,7 +91,8 @@ def test_a_planted_pickle_never_runs_on_resume(
 
 def test_a_planted_torch_save_never_runs_on_the_restart_path(run: Path, tmp_path: Path) -> None:
     """The restart after a worker failure loads checkpoints the same way as ``--resume``."""
-    from rlinf.app.runner import _restart
+    from rlinf.app.request import RunRequest
+    from rlinf.app.runner import restart_segment
 
     marker = tmp_path / "pwned"
     checkpoints = run / "checkpoints"
@@ -99,7 +100,7 @@ def test_a_planted_torch_save_never_runs_on_the_restart_path(run: Path, tmp_path
     torch.save({"state": Planted(marker)}, path)
     plant(checkpoints, "iter_000003.safetensors", path.read_bytes(), version=2)
     with pytest.warns(RlinfWarning, match="does not decode"), pytest.raises(ConfigError, match="no valid"):
-        _restart(None, None, None, checkpoints, {})
+        restart_segment(RunRequest(job=None, config=None, out=run), None)  # type: ignore[arg-type]
     assert not marker.exists()
 
 

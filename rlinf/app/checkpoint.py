@@ -19,6 +19,8 @@ A run directory may come from anyone, so the manifest is checked before anything
 each entry's file must be exactly ``iter_NNNNNN.safetensors`` for its iteration (no path, so nothing outside the
 directory), neither the directory nor the file may be a symbolic link, and checkpoints of the old pickle format
 (``.pt``, manifest version 1) are refused, since loading them could run code.
+
+What a training run's checkpoint holds, as a typed record, is :mod:`rlinf.app.run_checkpoint`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from typing import Any
 
 import attrs
 
-from executor.stamps import BufferedBatch
 from rlinf.app import state_codec
 from rlinf.core import files
 from rlinf.core.errors import ConfigError, RlinfWarning
@@ -235,93 +236,3 @@ def load_latest(directory: str | Path) -> LoadedCheckpoint:
         "holds no valid checkpoint",
         "resume from a run directory with a checkpoint, or start a new run",
     )
-
-
-# --------------------------------------------------------------------------- resuming a training run
-def driver_rng_state() -> dict[str, Any]:
-    """The driver's random states (Python, NumPy's global, torch's CPU generator)."""
-    import random
-
-    import numpy as np
-    import torch
-
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def restore_driver_rng(state: Mapping[str, Any]) -> None:
-    """Put back what :func:`driver_rng_state` returned."""
-    import random
-
-    import numpy as np
-    import torch
-
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-
-
-RESUME_MAY_CHANGE = frozenset({"iterations", "num_iterations", "checkpoint_every"})
-"""Config keys (at any depth) that may differ between a run and its resumption."""
-
-
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def check_resumable(state: Mapping[str, Any], *, workload: str, config: Mapping[str, Any], plan: Any) -> None:
-    """Raise unless the checkpoint was written by the same workload, config (iteration count and checkpoint
-    interval aside, :data:`RESUME_MAY_CHANGE`) and plan, and holds every worker's state."""
-
-    def relevant(flat: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in flat.items() if k.rsplit(".", 1)[-1] not in RESUME_MAY_CHANGE}
-
-    saved_config = relevant(_flatten(state.get("config", {})))
-    now_config = relevant(_flatten(config))
-    fix = "resume with the config the run was started with"
-    if state.get("workload") != workload:
-        raise ConfigError(
-            "--resume workload", workload, f"differs from the checkpoint's {state.get('workload')!r}", fix
-        )
-    changed = sorted(
-        k for k in set(saved_config) | set(now_config) if saved_config.get(k) != now_config.get(k)
-    )
-    if changed:
-        raise ConfigError("--resume config", changed, "differs from the checkpoint's", fix)
-    if state.get("plan") != plan:
-        raise ConfigError(
-            "--resume plan",
-            plan,
-            "differs from the checkpoint's",
-            "resume without --plan/--mode (the run's plan)",
-        )
-    if "workers" not in state:
-        raise ConfigError(
-            "--resume",
-            state.get("iteration"),
-            "the checkpoint has no worker states",
-            "resume a run written by this version",
-        )
-
-
-def resume_workers(backend: Any, program: Any, specs: Mapping[str, Any], loaded: LoadedCheckpoint) -> int:
-    """Start ``backend``'s workers for ``program``, restore them and the driver's RNG; returns the next iteration."""
-    backend.start(program, specs)
-    backend.restore(loaded.state["workers"])
-    if loaded.state.get("buffered"):  # a staleness bound's samples produced but not yet trained on
-        backend.rebuffer(
-            [
-                BufferedBatch.from_checkpoint(
-                    i, entry, checkpoint_step=loaded.iteration, max_staleness=program.max_staleness
-                )
-                for i, entry in enumerate(loaded.state["buffered"])
-            ]
-        )
-    restore_driver_rng(loaded.state["driver_rng"])
-    return loaded.iteration + 1

@@ -1,6 +1,6 @@
 """Run directories: one run per directory, never overwritten by another, files written so a crash loses nothing.
 
-A run directory holds what :func:`rlinf.app.runner.train` writes (:data:`RUN_FILES`, ``tensorboard/`` and
+A run directory holds what :func:`rlinf.app.runner.run` writes (:data:`RUN_FILES`, ``tensorboard/`` and
 ``checkpoints/``). A fresh run refuses a directory that already holds one (:func:`require_fresh`); the default
 directory is new for every run (:func:`default_out`). ``metrics.jsonl`` grows one line per iteration, each line
 written with one ``write`` on an append-only descriptor and ``fsync``-ed (:func:`append_metrics`); a torn last line
@@ -137,6 +137,15 @@ def metrics_until(path: Path, iteration: int) -> list[dict[str, Any]]:
     kept = [m for m in read_metrics(path) if m["iteration"] <= iteration]
     files.write_text_atomic(path, "".join(json.dumps(m) + "\n" for m in kept))
     return kept
+
+
+def begin_segment(run_dir: Path, plan_yaml: str, iteration: int) -> list[dict[str, Any]]:
+    """Set the run directory where a segment of the run starts, after ``iteration`` (0: fresh): its plan in
+    ``plan.yaml`` (what ``--resume`` reads) and the metrics up to ``iteration`` (returned, the file rewritten)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    history = metrics_until(run_dir / METRICS, iteration)
+    files.write_text_atomic(run_dir / "plan.yaml", plan_yaml)
+    return history
 
 
 def append_metrics(path: Path, metrics: dict[str, Any]) -> None:

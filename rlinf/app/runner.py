@@ -1,17 +1,26 @@
-"""The training loop of any job (:mod:`rlinf.app.jobs`): lower its workflow under a plan, execute the program once per
-iteration with real workers, and write metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
+"""The training loop of any job (:mod:`rlinf.app.jobs`): a run is a sequence of **segments**, each one plan started
+from a state (fresh, a checkpoint, or the live state of the segment before), whose program runs once per iteration
+with real workers; it writes metrics, TensorBoard scalars, the measured trace and timeline, and checkpoints.
+
+:func:`run` takes a request (:class:`rlinf.app.request.RunRequest`) and the plan chosen for it
+(:class:`rlinf.app.plan_choice.PlanChoice`). Its first segment starts fresh, or from the newest checkpoint with
+``resume``; when a worker fails (dies, raises, stalls), up to ``max_restarts`` times the next segment starts from
+the newest checkpoint (or fresh before the first) on restarted workers. Re-planning at an iteration boundary is
+the same operation: a segment under another plan, started from the live state (:meth:`Segment.live`).
 
 Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
-``trace.json`` (every op of every iteration but the first (warm-up, when there are more) as a dispatch-inclusive
-cost sample, see :mod:`rlinf.app.profiling`; merge it into the next profile with ``--merge-trace``), ``timeline.json``
-(Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/`` (:mod:`rlinf.app.checkpoint`: atomic,
-checksummed, the last 3 kept). Given the predicted timeline of the plan (``--mode auto``), each iteration's metrics hold ``predicted_iteration_s`` too,
-and the run directory also gets ``timeline_predicted.json``, ``gantt_predicted.png`` and ``timeline_pair.png``
-(predicted above measured). The planning step of ``--mode auto`` is :mod:`rlinf.app.auto`.
+``trace.json`` (every op of every counted iteration (not a segment's first, a warm-up, when there are more) as a
+dispatch-inclusive cost sample, see :mod:`rlinf.app.profiling`; merge it into the next profile with
+``--merge-trace``), ``timeline.json`` (Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/``
+(:mod:`rlinf.app.checkpoint`: atomic, checksummed, the last 3 kept; :mod:`rlinf.app.run_checkpoint`: what one
+holds). With a prediction (auto mode), each iteration's metrics hold ``predicted_iteration_s`` too, and the run
+directory also gets ``prediction.json``, ``timeline_predicted.json``, ``gantt_predicted.png`` and
+``timeline_pair.png`` (predicted above measured).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import platform
 import statistics
@@ -23,33 +32,38 @@ from typing import Any
 import attrs
 
 import executor
-from rlinf.app.checkpoint import (
-    LoadedCheckpoint,
-    check_resumable,
-    driver_rng_state,
-    load_latest,
-    read_manifest,
-    restore_driver_rng,
+from rlinf.app.checkpoint import read_manifest, save_checkpoint
+from rlinf.app.console import Console, iteration_figures, iteration_line
+from rlinf.app.placement import open_workers
+from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.request import RunRequest
+from rlinf.app.run_checkpoint import (
+    DriverRng,
+    RunCheckpoint,
+    kept_iterations,
+    load_run_checkpoint,
     resume_workers,
-    save_checkpoint,
 )
-from rlinf.app.console import Console, Progress, iteration_figures, iteration_line
-from rlinf.app.jobs import C, Job
 from rlinf.app.run_dir import (
     append_metrics,
+    begin_segment,
     keep_stall,
     metrics_until,
     remove_temporaries,
     require_fresh,
 )
-from rlinf.core.cluster import CPU_MACHINE, Cluster, Machine
+from rlinf.core.errors import ConfigError
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan
 from rlinf.core.program import Program
+from rlinf.core.schedule import Step
 from rlinf.core.timeline import Timeline
 from rlinf.core.trace import Trace
+
+OnIteration = Callable[[dict[str, Any]], None]
+"""Called with each iteration's metrics, after they are written."""
 
 
 @attrs.frozen(kw_only=True)
@@ -60,74 +74,57 @@ class TrainResult:
     metrics: tuple[dict[str, Any], ...]
     program: Program
     complete_before: bool = False
-    """``--resume`` of a run that had already trained every iteration: only missing final files were written."""
+    """A resumed run that had already trained every iteration: only missing final files were written."""
     written: tuple[str, ...] = ()
     """Final files written (with ``complete_before``: the ones that were missing)."""
 
 
-def train(
-    job: Job[C],
-    config: C,
-    plan: Plan,
-    num_devices: int,
-    run_dir: str | Path,
-    *,
-    devices: tuple[executor.Device, ...] | None = None,
-    progress: Progress = True,
-    on_iteration: Callable[[dict[str, Any]], None] | None = None,
-    predicted: Timeline | None = None,
-    prediction_facts: dict[str, Any] | None = None,
-    backend: str = "local",
-    address: str | None = None,
-    nodes: Sequence[int] | None = None,
-    resume: LoadedCheckpoint | None = None,
-    max_restarts: int = 0,
-    machine: Machine = CPU_MACHINE,
-) -> TrainResult:
-    """Train ``job`` for its configured iterations under ``plan`` on ``num_devices`` (logical) devices;
-    ``predicted`` is the simulated timeline of the same program, reported next to each measured iteration;
-    ``prediction_facts`` (:meth:`rlinf.app.held_out.Prediction.to_dict`: where it came from, its interval) go into
-    ``prediction.json`` beside how it held. ``progress``: a bar in a terminal, else a line every few iterations
-    (:mod:`rlinf.app.console`).
-    ``backend`` is ``local`` or ``ray`` (``address``: a Ray cluster; ``nodes``: plan node per device); ``resume``
-    continues from a checkpoint of ``run_dir`` (:func:`rlinf.app.checkpoint.load_latest`) as if never stopped. When a
-    worker fails (dies, raises, stalls), up to ``max_restarts`` times the workers are restarted from the newest
-    checkpoint (or from scratch before the first) and training goes on, as a ``--resume`` would; the failure is
-    reported on stderr. A failure costs the iterations since the last checkpoint (``checkpoint_every``)."""
-    options = job.settings
-    workflow = job.workflow(config)
-    cluster = machine.cluster(num_devices)
-    program = job.lower(plan, config, num_devices, machine=machine)
-    run_dir = Path(run_dir)
-    if resume is None:
-        require_fresh(run_dir)
-    else:
-        check_resumable(resume.state, workload=job.name, config=job.recorded(config), plan=plan.to_dict())
-        remove_temporaries(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "plan.yaml", plan.to_yaml())
-    devices = devices or executor.cpu_devices(cluster.num_ids)
-    metrics_path = run_dir / "metrics.jsonl"
-    history: list[dict[str, Any]] = metrics_until(metrics_path, resume.iteration if resume else 0)
-    measured = [] if resume is None else _measured_from(resume.state, program)
-    if resume is not None and resume.iteration >= options.iterations:
-        written = _write_outputs(
-            job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
-            only_missing=True, prediction_facts=prediction_facts,
-        )  # fmt: skip
-        return TrainResult(
-            run_dir=run_dir, metrics=tuple(history), program=program, complete_before=True, written=written
-        )
-    measured = _train_loop(
-        job, config, plan, program, run_dir, history, measured,
-        devices=devices, progress=progress, on_iteration=on_iteration, predicted=predicted,
-        backend=backend, address=address, nodes=nodes, resume=resume, max_restarts=max_restarts,
-    )  # fmt: skip
-    written = _write_outputs(
-        job, plan, options.iterations, workflow, cluster, devices, measured, predicted, run_dir,
-        prediction_facts=prediction_facts,
-    )  # fmt: skip
-    return TrainResult(run_dir=run_dir, metrics=tuple(history), program=program, written=written)
+class Start(enum.Enum):
+    """Where a segment's state comes from."""
+
+    FRESH = "fresh"
+    """Workers as they start, the driver's random states as the run began."""
+    CHECKPOINT = "checkpoint"
+    """The newest valid checkpoint of the run directory (``--resume``, a restart after a worker failure)."""
+    LIVE = "live"
+    """The state the segment before ended in, taken from its running workers (a new plan at an iteration
+    boundary)."""
+
+
+@attrs.frozen(kw_only=True)
+class Segment:
+    """One plan run from one start state; a run is a sequence of them."""
+
+    choice: PlanChoice
+    """The plan, its devices and its prediction."""
+    start: Start
+    state: RunCheckpoint | None = None
+    """The state it starts from (``None`` for a fresh start)."""
+
+    @classmethod
+    def fresh(cls, choice: PlanChoice) -> Segment:
+        """The chosen plan from iteration 1."""
+        return cls(choice=choice, start=Start.FRESH)
+
+    @classmethod
+    def from_checkpoint(cls, choice: PlanChoice, checkpoint: RunCheckpoint) -> Segment:
+        """The chosen plan from a checkpoint read from the run directory."""
+        return cls(choice=choice, start=Start.CHECKPOINT, state=checkpoint)
+
+    @classmethod
+    def live(cls, choice: PlanChoice, state: RunCheckpoint) -> Segment:
+        """The chosen plan from the state the segment before ended in (not read from disk)."""
+        return cls(choice=choice, start=Start.LIVE, state=state)
+
+    @property
+    def plan(self) -> Plan:
+        """The segment's plan."""
+        return self.choice.plan
+
+    @property
+    def first_iteration(self) -> int:
+        """The first iteration (step) it runs."""
+        return 1 if self.state is None else self.state.iteration + 1
 
 
 @attrs.frozen(kw_only=True)
@@ -139,133 +136,236 @@ class MeasuredIteration:
     counted: bool
 
 
-def _train_loop(
-    job: Job[C],
-    config: C,
-    plan: Plan,
-    program: Program,
-    run_dir: Path,
-    history: list[dict[str, Any]],
-    measured: list[MeasuredIteration],
-    *,
-    devices: tuple[executor.Device, ...],
-    progress: Progress,
-    on_iteration: Callable[[dict[str, Any]], None] | None,
-    predicted: Timeline | None,
-    backend: str,
-    address: str | None,
-    nodes: Sequence[int] | None,
-    resume: LoadedCheckpoint | None,
-    max_restarts: int,
-) -> list[MeasuredIteration]:
-    """Run the iterations left, appending to ``history`` (the metrics) and ``measured``; returns ``measured``."""
-    from torch.utils.tensorboard import SummaryWriter
+def run(request: RunRequest, choice: PlanChoice, *, on_iteration: OnIteration | None = None) -> TrainResult:
+    """Train the request's job under ``choice`` for its configured iterations (see the module): the first segment,
+    then a next one each time a segment ends early (a worker failure: restarted from the newest checkpoint, up to
+    ``request.max_restarts`` times, the failure reported on stderr and kept in ``failure.txt``; it costs the
+    iterations since the last checkpoint, ``checkpoint_every``). ``on_iteration`` gets each iteration's metrics."""
+    segment = first_segment(request, choice)
+    log = _Log(request=request)
+    program = log.program(segment)
+    if segment.state is not None and segment.state.iteration >= request.settings.iterations:
+        log.rewind(segment)
+        log.history = metrics_until(request.out / "metrics.jsonl", segment.state.iteration)
+        written = _write_outputs(request, choice, log.measured, only_missing=True)
+        return TrainResult(
+            run_dir=request.out,
+            metrics=tuple(log.history),
+            program=program,
+            complete_before=True,
+            written=written,
+        )
+    try:
+        _run_segments(request, segment, log, on_iteration)
+    finally:
+        log.close()
+    written = _write_outputs(request, choice, log.measured)
+    return TrainResult(run_dir=request.out, metrics=tuple(log.history), program=program, written=written)
 
-    options = job.settings
-    specs = job.worker_specs(config, plan, program)
+
+def first_segment(request: RunRequest, choice: PlanChoice) -> Segment:
+    """The run's first segment: fresh, in a run directory without a run, or with ``request.resume`` from the run's
+    newest valid checkpoint (refused unless it was written by the same workload, config and plan)."""
+    run_dir, job = request.out, request.job
+    if not request.resume:
+        require_fresh(run_dir)
+        return Segment.fresh(choice)
+    checkpoint = load_run_checkpoint(run_dir / "checkpoints")
+    checkpoint.check_resumable(
+        workload=job.name, config=job.recorded(request.config), plan=choice.plan.to_dict()
+    )
+    remove_temporaries(run_dir)
+    return Segment.from_checkpoint(choice, checkpoint)
+
+
+def _run_segments(request: RunRequest, segment: Segment, log: _Log, on_iteration: OnIteration | None) -> None:
+    """Run ``segment`` and every segment after it on one set of workers (the first segment's devices)."""
+    initial_rng = DriverRng.capture()
+    restarts_left = request.max_restarts
+    mark_phase("workers_starting")
+    with open_workers(request, segment.choice.devices, segment.choice.nodes) as workers:
+        following: Segment | None = segment
+        while following is not None:
+            current = following
+            try:
+                following = _run_segment(request, current, workers, log, initial_rng, on_iteration)
+            except executor.StallError as error:  # a deadlock would stall again: stop
+                kept = keep_stall(request.out, error)
+                raise executor.StallError(attrs.evolve(error.report, where=str(kept))) from None
+            except executor.WorkerError as error:
+                kept = _keep_failure(request.out, error)
+                if restarts_left == 0:
+                    raise executor.WorkerError(
+                        f"{error}; traceback: {kept}", error.remote_traceback
+                    ) from None
+                restarts_left -= 1
+                following = restart_segment(request, current.choice)
+                log.say(
+                    f"rlinf: {error}; restarted the workers at iteration {following.first_iteration} "
+                    f"({restarts_left} restarts left)",
+                    at=following.first_iteration - 1,
+                )
+
+
+def restart_segment(request: RunRequest, choice: PlanChoice) -> Segment:
+    """The segment a run goes on with after a worker failure: from the newest valid checkpoint (loaded as
+    ``--resume`` loads one), else fresh."""
+    checkpoints = request.out / "checkpoints"
+    if checkpoints.is_dir() and read_manifest(checkpoints):
+        return Segment.from_checkpoint(choice, load_run_checkpoint(checkpoints))
+    return Segment.fresh(choice)
+
+
+def _run_segment(
+    request: RunRequest,
+    segment: Segment,
+    workers: Any,
+    log: _Log,
+    initial_rng: DriverRng,
+    on_iteration: OnIteration | None,
+) -> Segment | None:
+    """Start ``segment`` on ``workers`` and run its steps to the run's last; returns the segment that follows
+    (``None``: the run is done)."""
+    job, config, settings = request.job, request.config, request.settings
+    program = log.program(segment)
+    specs = job.worker_specs(config, segment.plan, program)
+    first = segment.first_iteration
+    log.begin(segment, first)
+    if segment.state is None:
+        workers.start(program, specs)  # fresh workers are in their iteration-1 state
+        initial_rng.restore()
+    else:
+        resume_workers(workers, program, specs, segment.state)
+    mark_phase("workers_started")
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
     # steps that train on the batch produced k steps before, the last k of them on the training side alone: every
     # batch produced is trained on once (rlinf.core.schedule).
-    schedule = program.schedule(options.iterations)
+    schedule = program.schedule(settings.iterations)
     steps = schedule.num_steps
-    metrics_path = run_dir / "metrics.jsonl"
-    writer = SummaryWriter(str(run_dir / "tensorboard"))
-    started = time.perf_counter()
-    initial_rng = driver_rng_state()
-    restarts_left = max_restarts
-    try:
-        mark_phase("workers_starting")
-        watchdog = executor.Watchdog(floor_s=options.watchdog_s)
-        with executor.open_backend(
-            backend, devices, address=address, nodes=nodes, watchdog=watchdog
-        ) as workers:
-            first = 1 if resume is None else resume_workers(workers, program, specs, resume)
-            mark_phase("workers_started")
-            console = Console.open(
-                total=steps, initial=first - 1, desc=f"train {plan.mode}", progress=progress
+    recorded, plan_dict = job.recorded(config), segment.plan.to_dict()
+    for iteration in range(first, steps + 1):
+        due = iteration % settings.checkpoint_every == 0 or iteration == steps
+        step = schedule.step(iteration)
+        driver_cpu = time.process_time()
+        last = executor.run(program, specs, backend=workers, step=step, expected=log.predicted)
+        driver_cpu = time.process_time() - driver_cpu
+        snapshot = workers.snapshot() if due else None
+        buffered = workers.buffered() if due and lag else None
+        # The workload counts what was produced so far (a drain step produces nothing new).
+        metrics = job.iteration_metrics(last, config, step.produced_iterations)
+        metrics["iteration"] = iteration
+        if lag:
+            metrics["phase"] = step.phase.value
+            metrics["trained_iterations"] = step.trained_iterations
+        metrics["wall_s"] = time.perf_counter() - log.started
+        if last.op_overhead_s:
+            metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
+        metrics["driver_cpu_s"] = driver_cpu
+        # Fill and drain steps leave one side idle: their ops are not costs of the plan's steady state.
+        counted = step.measures_plan and (iteration > first or steps == first)
+        log.record(
+            metrics, MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted), step
+        )
+        if on_iteration is not None:
+            on_iteration(metrics)
+        if snapshot is not None:
+            checkpoint = RunCheckpoint(
+                iteration=iteration,
+                workload=job.name,
+                config=recorded,
+                plan=plan_dict,
+                workers=snapshot,
+                driver_rng=DriverRng.capture(),
+                measured=kept_iterations(log.measured),
+                buffered=None if buffered is None else [batch.to_checkpoint() for batch in buffered],
             )
-            iteration = first
-            while iteration <= steps:
-                due = iteration % options.checkpoint_every == 0 or iteration == steps
-                step = schedule.step(iteration)
-                try:
-                    driver_cpu = time.process_time()
-                    last = executor.run(program, specs, backend=workers, step=step, expected=predicted)
-                    driver_cpu = time.process_time() - driver_cpu
-                    snapshot = workers.snapshot() if due else None
-                    buffered = workers.buffered() if due and lag else None
-                except executor.StallError as error:  # a deadlock would stall again: stop
-                    kept = keep_stall(run_dir, error)
-                    raise executor.StallError(attrs.evolve(error.report, where=str(kept))) from None
-                except executor.WorkerError as error:
-                    kept = _keep_failure(run_dir, error)
-                    if restarts_left == 0:
-                        raise executor.WorkerError(
-                            f"{error}; traceback: {kept}", error.remote_traceback
-                        ) from None
-                    restarts_left -= 1
-                    restarted = _restart(workers, program, specs, run_dir / "checkpoints", initial_rng)
-                    first = iteration = 1 if restarted is None else restarted.iteration + 1
-                    measured[:] = [] if restarted is None else _measured_from(restarted.state, program)
-                    history[:] = metrics_until(metrics_path, iteration - 1)
-                    console.note(
-                        f"rlinf: {error}; restarted the workers at iteration {iteration} "
-                        f"({restarts_left} restarts left)",
-                        at=iteration - 1,
-                    )
-                    continue
-                # The workload counts what was produced so far (a drain step produces nothing new).
-                metrics = job.iteration_metrics(last, config, step.produced_iterations)
-                metrics["iteration"] = iteration
-                if lag:
-                    metrics["phase"] = step.phase.value
-                    metrics["trained_iterations"] = step.trained_iterations
-                metrics["wall_s"] = time.perf_counter() - started
-                if last.op_overhead_s:
-                    metrics["executor_overhead_s"] = statistics.median(last.op_overhead_s)
-                metrics["driver_cpu_s"] = driver_cpu
-                if predicted is not None:
-                    metrics["predicted_iteration_s"] = predicted.iteration_s
-                # Fill and drain steps leave one side idle: their ops are not costs of the plan's steady state.
-                counted = step.measures_plan and (iteration > first or steps == first)
-                measured.append(
-                    MeasuredIteration(iteration=iteration, timeline=last.timeline, counted=counted)
-                )
-                history.append(metrics)
-                append_metrics(metrics_path, metrics)
-                mark_phase("iteration_done", iteration=iteration)
-                for key, value in metrics.items():
-                    if isinstance(value, (int, float)) and key != "iteration":
-                        writer.add_scalar(key, value, iteration)
-                writer.flush()
-                fields = job.progress(metrics)
-                console.iteration(
-                    iteration,
-                    iteration_figures(metrics, fields),
-                    iteration_line(metrics, fields),
-                    phase=step.phase,
-                )
-                if on_iteration is not None:
-                    on_iteration(metrics)
-                if snapshot is not None:
-                    state = {
-                        "iteration": iteration,
-                        "workload": job.name,
-                        "config": job.recorded(config),
-                        "plan": plan.to_dict(),
-                        "workers": snapshot,
-                        "driver_rng": driver_rng_state(),
-                        "measured": _measured_state(measured),
-                    }
-                    if buffered is not None:
-                        state["buffered"] = [batch.to_checkpoint() for batch in buffered]
-                    save_checkpoint(run_dir / "checkpoints", iteration, state)
-                iteration += 1
-            console.close()
-    finally:
-        writer.close()
-    return measured
+            save_checkpoint(request.out / "checkpoints", iteration, checkpoint.to_state())
+    return None
+
+
+@attrs.define
+class _Log:
+    """What a run accumulates over its segments: the metrics (``metrics.jsonl``, TensorBoard), the measured
+    iterations and the progress bar."""
+
+    request: RunRequest
+    predicted: Timeline | None = None
+    """The plan's predicted iteration, reported beside each measured one (set by :meth:`begin`)."""
+    history: list[dict[str, Any]] = attrs.Factory(list)
+    measured: list[MeasuredIteration] = attrs.Factory(list)
+    started: float = attrs.Factory(time.perf_counter)
+    programs: dict[Plan, Program] = attrs.Factory(dict)
+    writer: Any = None
+    console: Console | None = None
+
+    def program(self, segment: Segment) -> Program:
+        """The checked program of the segment's plan (lowered once per plan: the executor keeps what it learnt of a
+        program, e.g. its longest op, across the segments that run it)."""
+        plan = segment.plan
+        if plan not in self.programs:
+            request = self.request
+            self.programs[plan] = request.job.lower(
+                plan, request.config, segment.choice.num_logical, machine=request.machine
+            )
+        return self.programs[plan]
+
+    def rewind(self, segment: Segment) -> None:
+        """Go back to the measured iterations where ``segment`` starts (its checkpoint's; a live start keeps them)."""
+        if segment.start is not Start.LIVE:
+            self.measured = (
+                [] if segment.state is None else _measured_from(segment.state, self.program(segment))
+            )
+
+    def begin(self, segment: Segment, first: int) -> None:
+        """:meth:`rewind` to ``segment``, whose first iteration is ``first``, record its plan and cut the metrics
+        back to its start (:func:`rlinf.app.run_dir.begin_segment`), and show it on the progress bar."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.rewind(segment)
+        prediction = segment.choice.prediction
+        self.predicted = None if prediction is None else prediction.timeline
+        if self.writer is None:
+            self.writer = SummaryWriter(str(self.request.out / "tensorboard"))
+        if self.console is None:
+            steps = self.program(segment).schedule(self.request.settings.iterations).num_steps
+            self.console = Console.open(
+                total=steps,
+                initial=first - 1,
+                desc=f"train {segment.plan.mode}",
+                progress=self.request.progress,
+            )
+        self.history = begin_segment(self.request.out, segment.plan.to_yaml(), first - 1)
+
+    def record(self, metrics: dict[str, Any], measured: MeasuredIteration, step: Step) -> None:
+        """Append one iteration: its metrics to the file, TensorBoard and the console, its timeline to the
+        measured."""
+        if self.predicted is not None:
+            metrics["predicted_iteration_s"] = self.predicted.iteration_s
+        self.measured.append(measured)
+        self.history.append(metrics)
+        append_metrics(self.request.out / "metrics.jsonl", metrics)
+        mark_phase("iteration_done", iteration=metrics["iteration"])
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) and key != "iteration":
+                self.writer.add_scalar(key, value, metrics["iteration"])
+        self.writer.flush()
+        fields = self.request.job.progress(metrics)
+        assert self.console is not None, "begin() opens the console"
+        figures, line = iteration_figures(metrics, fields), iteration_line(metrics, fields)
+        self.console.iteration(metrics["iteration"], figures, line, phase=step.phase)
+
+    def say(self, line: str, *, at: int) -> None:
+        """A line on stderr that does not wait (a restart); ``at``: the iteration the run goes back to."""
+        assert self.console is not None, "begin() opens the console"
+        self.console.note(line, at=at)
+
+    def close(self) -> None:
+        """Close the bar and the TensorBoard writer."""
+        if self.console is not None:
+            self.console.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:
@@ -278,50 +378,24 @@ def _keep_failure(run_dir: Path, error: executor.WorkerError) -> Path:
     return path
 
 
-def _measured_state(measured: Sequence[MeasuredIteration]) -> dict[str, Any]:
-    """What a checkpoint keeps of the measured iterations: the counted ones and the last (tensors)."""
-    import torch
-
-    kept = [m for m in measured if m.counted]
-    if measured and not measured[-1].counted:
-        kept.append(measured[-1])
-    return {
-        "iteration": [m.iteration for m in kept],
-        "counted": [m.counted for m in kept],
-        "start_s": torch.tensor([m.timeline.start_s for m in kept], dtype=torch.float64),
-        "end_s": torch.tensor([m.timeline.end_s for m in kept], dtype=torch.float64),
-        "peak_memory_bytes": [list(m.timeline.peak_memory_bytes) for m in kept],
-    }
-
-
-def _measured_from(state: dict[str, Any], program: Program) -> list[MeasuredIteration]:
-    """The measured iterations a checkpoint kept (none for a checkpoint without them)."""
-    from rlinf.core.errors import ConfigError
-
-    kept: Any = state.get("measured")
+def _measured_from(state: RunCheckpoint, program: Program) -> list[MeasuredIteration]:
+    """The measured iterations a checkpoint kept, as timelines of ``program``."""
     try:
         return [
             MeasuredIteration(
-                iteration=int(iteration),
-                counted=bool(counted),
+                iteration=kept.iteration,
+                counted=kept.counted,
                 timeline=Timeline(
                     program=program,
-                    start_s=[float(x) for x in start],
-                    end_s=[float(x) for x in end],
-                    peak_memory_bytes=[int(x) for x in peak],
+                    start_s=list(kept.start_s),
+                    end_s=list(kept.end_s),
+                    peak_memory_bytes=list(kept.peak_memory_bytes),
                     source="measured",
                 ),
             )
-            for iteration, counted, start, end, peak in zip(
-                kept["iteration"],
-                kept["counted"],
-                kept["start_s"].tolist(),
-                kept["end_s"].tolist(),
-                kept["peak_memory_bytes"],
-                strict=True,
-            )
+            for kept in state.measured
         ]
-    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as error:
+    except (TypeError, ValueError, AssertionError) as error:
         raise ConfigError(
             "checkpoint measured timelines",
             type(error).__name__,
@@ -331,27 +405,21 @@ def _measured_from(state: dict[str, Any], program: Program) -> list[MeasuredIter
 
 
 def _write_outputs(
-    job: Job[Any],
-    plan: Plan,
-    num_iterations: int,
-    workflow: Any,
-    cluster: Cluster,
-    devices: Sequence[executor.Device],
+    request: RunRequest,
+    choice: PlanChoice,
     measured: Sequence[MeasuredIteration],
-    predicted: Timeline | None,
-    run_dir: Path,
     *,
     only_missing: bool = False,
-    prediction_facts: dict[str, Any] | None = None,
 ) -> tuple[str, ...]:
     """The run's final files: the measured trace (every counted iteration's ops as cost samples), the last
-    iteration's timeline and Gantt chart, and with a prediction its timeline and the pair chart. Returns the
-    names written (with ``only_missing``, just those that did not exist)."""
+    iteration's timeline and Gantt chart, and with a prediction its timeline, how it held and the pair chart.
+    Returns the names written (with ``only_missing``, just those that did not exist)."""
     import torch
 
     from rlinf.app.profiling import dispatch_inclusive_samples
 
     assert measured, "a run measures at least one iteration"
+    job, plan, run_dir = request.job, choice.plan, request.out
     last = measured[-1].timeline
 
     def trace(path: Path) -> None:
@@ -360,10 +428,11 @@ def _write_outputs(
             "kind": "profiled",
             "machine": platform.node(),
             "processor": executor.devices.processor_name(),
-            "devices": [f"{d.kind}:{d.core}" for d in devices],
+            "devices": [f"{d.kind}:{d.core}" for d in choice.devices],
             "torch": torch.__version__,
-            "source": f"rlinf train ({job.name}, {plan.describe()}, {num_iterations} iterations)",
+            "source": f"rlinf train ({job.name}, {plan.describe()}, {request.settings.iterations} iterations)",
         }
+        workflow, cluster = job.workflow(request.config), request.machine.cluster(choice.num_logical)
         Trace(workflow=workflow, cluster=cluster, provenance=provenance, samples=samples).save(path)
 
     outputs: dict[str, Callable[[Path], None]] = {
@@ -371,12 +440,10 @@ def _write_outputs(
         "timeline.json": lambda path: write_chrome_trace(last, path),
         "gantt.png": lambda path: write_gantt_png(last, path),
     }
-    if predicted is not None:
-        facts = prediction_facts or {}
-        interval = facts.get("interval_s")
-        accuracy = prediction_accuracy(
-            predicted.iteration_s, measured, None if interval is None else (interval[0], interval[1])
-        )
+    if choice.prediction is not None:
+        predicted, facts = choice.prediction.timeline, choice.prediction.to_dict()
+        interval = choice.prediction.interval_s
+        accuracy = prediction_accuracy(predicted.iteration_s, measured, interval)
         if accuracy is not None:
             accuracy = {**accuracy, **{k: v for k, v in facts.items() if k != "predicted_iteration_s"}}
             outputs["prediction.json"] = lambda path: write_text_atomic(
@@ -422,17 +489,3 @@ def prediction_accuracy(
     if interval_s is not None:
         out["inside_interval"] = bool(interval_s[0] <= median <= interval_s[1])
     return out
-
-
-def _restart(
-    workers: Any, program: Program, specs: Any, checkpoints: Path, initial_rng: dict[str, Any]
-) -> LoadedCheckpoint | None:
-    """Restart the workers after a failure: from the newest valid checkpoint (returned; loaded as ``--resume``
-    loads one), else from scratch (``None``)."""
-    if checkpoints.is_dir() and read_manifest(checkpoints):
-        loaded = load_latest(checkpoints)
-        resume_workers(workers, program, specs, loaded)
-        return loaded
-    workers.start(program, specs)  # fresh workers are in their iteration-1 state
-    restore_driver_rng(initial_rng)
-    return None

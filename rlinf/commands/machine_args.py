@@ -8,7 +8,6 @@ import argparse
 from typing import Any
 
 from rlinf.commands import values
-from rlinf.core.errors import ConfigError
 
 
 def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,19 +40,9 @@ def add_profiling_arguments(parser: argparse.ArgumentParser, *, budget_help: str
 
 
 def resolve_machine(args: argparse.Namespace) -> Any:
-    """The machine of the flags (:func:`executor.devices.machine_for`), after settling ``args.accelerator``
-    (default: cuda when a GPU is visible) and ``args.cpu_devices`` (default: the machine's cores less one per
-    GPU); ``--cpu-devices`` without GPUs is refused (the cores are the devices then), and so are more cores than
-    there are."""
-    from executor.devices import core_pool_cores, default_cpu_devices, machine_for, resolve_accelerator
+    """The machine of the flags (:func:`rlinf.app.request.machine_of`), after settling ``args.accelerator`` and
+    ``args.cpu_devices`` to the values it used."""
+    from rlinf.app.request import machine_of
 
-    args.accelerator = resolve_accelerator(args.accelerator)
-    if args.cpu_devices is None:
-        args.cpu_devices = default_cpu_devices(args.accelerator)
-    elif args.accelerator != "cuda" and args.cpu_devices:
-        raise ConfigError(
-            "--cpu-devices", args.cpu_devices, "places components on CPU cores beside GPUs, and this run has none "
-            "(--accelerator cpu: the cores are the devices)", "use --devices N, or --accelerator cuda on a GPU machine",
-        )  # fmt: skip
-    core_pool_cores(args.cpu_devices)
-    return machine_for(args.accelerator, args.cpu_devices)
+    machine, args.accelerator, args.cpu_devices = machine_of(args.accelerator, args.cpu_devices)
+    return machine

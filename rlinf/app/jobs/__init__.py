@@ -210,12 +210,18 @@ def get_job(reference: str, *, base: Path = Path("."), settings: RunSettings | N
 
 
 def load_job_config(
-    path: str | Path, overrides: Sequence[str] = (), *, iterations: int | None = None, seed: int | None = None
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    iterations: int | None = None,
+    seed: int | None = None,
+    max_staleness: int | None = None,
 ) -> tuple[Job[Any], Any]:
     """Read a YAML config, apply ``key=value`` overrides (dotted keys reach nested sections; values are parsed
     as YAML) and build the job and the workload's config. The file's ``workload`` key names the workload, its
     ``execution`` section holds the run settings (:func:`rlinf.core.run_settings.run_settings`), which
-    ``iterations`` and ``seed`` (``--iterations``, ``--seed``) override; the workload reads the other keys. The file
+    ``iterations``, ``seed`` and ``max_staleness`` (``--iterations``, ``--seed``, ``--max-staleness``: a run's
+    request, :func:`rlinf.app.request.build_request`, passes them) override; the workload reads the other keys. The file
     and every override are read within :mod:`rlinf.core.limits` (:mod:`rlinf.core.inputs`), and the config's types
     are checked here, before any worker starts."""
     path = Path(path)
@@ -250,6 +256,8 @@ def load_job_config(
         settings = attrs.evolve(settings, iterations=iterations)
     if seed is not None:
         settings = attrs.evolve(settings, seed=seed)
+    if max_staleness is not None:
+        settings = attrs.evolve(settings, max_staleness=max_staleness)
     job = Job(workload, reference=reference, settings=settings)
     own = {key: value for key, value in data.items() if key != SECTION}
     config = job.config_from_mapping(own, path.name)

@@ -468,3 +468,18 @@ def test_the_learning_benchmark_builds_each_of_its_settings():
         assert job.settings.seed == 1
         assert getattr(config, "seed", 1) == 1
         assert setting.y_key in job.workload.headline  # a metric the workload reports
+
+
+def test_a_drained_run_resumed_with_more_iterations_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """A finished run under a bound drained its buffer; more --iterations would have its next steady step wait
+    for a batch nobody produces (it stalled until the watchdog): refused up front, naming the flag."""
+    flags = [
+        "train", "examples/hopper_ppo.yaml", "--mode", "collocated", "--max-staleness", "1", "--no-progress",
+        "--set", "num_steps=8", "--set", "num_epochs=1", "--set", "num_minibatches=2", "--out", str(tmp_path),
+    ]  # fmt: skip
+    assert main([*flags, "--iterations", "3"]) == 0
+    capsys.readouterr()
+    assert main([*flags, "--iterations", "5", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--iterations=5" in err and "0 of the 1 buffered batch" in err
+    assert main([*flags, "--iterations", "3", "--resume", str(tmp_path)]) == 0  # as started: complete

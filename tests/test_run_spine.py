@@ -98,11 +98,13 @@ def test_a_state_that_is_not_a_run_checkpoint_is_refused_in_one_line(tmp_path: P
 def test_resuming_refuses_another_plan_but_not_another_bound_in_the_config() -> None:
     saved = checkpoint()
     now = {"seed": 0, "execution": {"iterations": 9, "max_staleness": 1}}
-    saved.check_resumable(workload="embodied_ppo", config=now, plan={"placement": {"env": "0"}})
+    saved.check_resumable(workload="embodied_ppo", config=now, plan={"placement": {"env": "0"}}, iterations=9)
     with pytest.raises(ConfigError, match="--resume plan"):
-        saved.check_resumable(workload="embodied_ppo", config=now, plan={"placement": {"env": "1"}})
+        saved.check_resumable(
+            workload="embodied_ppo", config=now, plan={"placement": {"env": "1"}}, iterations=9
+        )
     with pytest.raises(ConfigError, match=r"--resume config=\['seed'\]"):
-        saved.check_resumable(workload="embodied_ppo", config={"seed": 1}, plan=saved.plan)
+        saved.check_resumable(workload="embodied_ppo", config={"seed": 1}, plan=saved.plan, iterations=9)
 
 
 def test_a_restart_starts_a_segment_from_the_newest_checkpoint_or_fresh(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ import attrs
 
 from executor.stamps import BufferedBatch
 from rlinf.app.checkpoint import load_latest
-from rlinf.core.errors import ConfigError
+from rlinf.core.errors import ConfigError, require
+from rlinf.core.schedule import Schedule
 
 RESUME_MAY_CHANGE = frozenset({"iterations", "num_iterations", "checkpoint_every", "max_staleness"})
 """Config keys (at any depth) that may differ between a run and its resumption. ``execution.max_staleness`` is the
@@ -133,9 +134,12 @@ class RunCheckpoint:
                 where, f"{type(error).__name__}: {error}", "is not a training run's checkpoint", fix
             ) from None
 
-    def check_resumable(self, *, workload: str, config: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
+    def check_resumable(
+        self, *, workload: str, config: Mapping[str, Any], plan: Mapping[str, Any], iterations: int
+    ) -> None:
         """Raise unless this checkpoint was written by the same workload, config (iteration count, checkpoint
-        interval and staleness bound aside, :data:`RESUME_MAY_CHANGE`) and plan."""
+        interval and staleness bound aside, :data:`RESUME_MAY_CHANGE`) and plan, and holds what a run of
+        ``iterations`` iterations goes on from (:meth:`check_buffer_holds`)."""
 
         def relevant(flat: Mapping[str, Any]) -> dict[str, Any]:
             return {k: v for k, v in flat.items() if k.rsplit(".", 1)[-1] not in RESUME_MAY_CHANGE}
@@ -158,6 +162,32 @@ class RunCheckpoint:
                 "differs from the checkpoint's",
                 "resume without --plan/--mode (the run's plan)",
             )
+        self.check_buffer_holds(iterations, int(plan.get("max_staleness", 0)))
+
+    def check_buffer_holds(self, iterations: int, max_staleness: int) -> None:
+        """Under a staleness bound, raise when the next step of a run of ``iterations`` iterations would train on
+        batches this checkpoint does not hold: a run that finished drained its buffer (its last steps trained the
+        last batches); resumed with more ``--iterations``, its next steady step would wait forever for a batch."""
+        if not max_staleness or self.iteration >= iterations:
+            return
+        before = Schedule(num_iterations=iterations, max_staleness=max_staleness).step(self.iteration)
+        needed = before.produced_iterations - before.trained_iterations
+        held = {
+            BufferedBatch.from_checkpoint(
+                i, entry, checkpoint_step=self.iteration, max_staleness=max_staleness
+            ).age
+            for i, entry in enumerate(self.buffered or [])
+        }
+        require(
+            len(held) >= needed,
+            "--iterations",
+            iterations,
+            f"continues a run whose checkpoint at step {self.iteration} holds {len(held)} of the {needed} buffered "
+            f"batch(es) its next step trains on (under staleness {max_staleness} the run drained its buffer when "
+            "it ended)",
+            "resume with the iterations the run was started with, or start a new run (--merge-trace "
+            "RUN/trace.json keeps its measurements)",
+        )
 
 
 def _kept(measured: Mapping[str, Any]) -> tuple[KeptIteration, ...]:

@@ -32,7 +32,6 @@ from typing import Any
 import attrs
 
 import executor
-from executor.stamps import BufferedBatch
 from rlinf.app.checkpoint import read_manifest, save_checkpoint
 from rlinf.app.console import Console, iteration_figures, iteration_line
 from rlinf.app.placement import open_workers
@@ -53,13 +52,13 @@ from rlinf.app.run_dir import (
     remove_temporaries,
     require_fresh,
 )
-from rlinf.core.errors import ConfigError, require
+from rlinf.core.errors import ConfigError
 from rlinf.core.export import write_chrome_trace, write_gantt_png, write_timeline_pair_png
 from rlinf.core.files import write_text_atomic
 from rlinf.core.phases import mark as mark_phase
 from rlinf.core.plan import Plan
 from rlinf.core.program import Program
-from rlinf.core.schedule import Schedule, Step
+from rlinf.core.schedule import Step
 from rlinf.core.timeline import Timeline
 from rlinf.core.trace import Trace
 
@@ -173,36 +172,13 @@ def first_segment(request: RunRequest, choice: PlanChoice) -> Segment:
         return Segment.fresh(choice)
     checkpoint = load_run_checkpoint(run_dir / "checkpoints")
     checkpoint.check_resumable(
-        workload=job.name, config=job.recorded(request.config), plan=choice.plan.to_dict()
+        workload=job.name,
+        config=job.recorded(request.config),
+        plan=choice.plan.to_dict(),
+        iterations=request.settings.iterations,
     )
-    _check_buffer_holds(request, choice, checkpoint)
     remove_temporaries(run_dir)
     return Segment.from_checkpoint(choice, checkpoint)
-
-
-def _check_buffer_holds(request: RunRequest, choice: PlanChoice, checkpoint: RunCheckpoint) -> None:
-    """Under a staleness bound, refuse a resume whose next step would train on batches the checkpoint does not hold:
-    a run that finished and drained its buffer (its last steps trained the last batches), resumed with more
-    ``--iterations``, would wait forever for the batch its next steady step trains on."""
-    lag = choice.plan.max_staleness
-    iterations = request.settings.iterations
-    if not lag or checkpoint.iteration >= iterations:
-        return
-    before = Schedule(num_iterations=iterations, max_staleness=lag).step(checkpoint.iteration)
-    needed = before.produced_iterations - before.trained_iterations
-    held = {
-        BufferedBatch.from_checkpoint(i, entry, checkpoint_step=checkpoint.iteration, max_staleness=lag).age
-        for i, entry in enumerate(checkpoint.buffered or [])
-    }
-    require(
-        len(held) >= needed,
-        "--iterations",
-        iterations,
-        f"continues a run whose checkpoint at step {checkpoint.iteration} holds {len(held)} of the {needed} buffered "
-        f"batch(es) its next step trains on (under staleness {lag} the run drained its buffer when it ended)",
-        "resume with the iterations the run was started with, or start a new run (--merge-trace RUN/trace.json "
-        "keeps its measurements)",
-    )
 
 
 def _run_segments(request: RunRequest, segment: Segment, log: _Log, on_iteration: OnIteration | None) -> None:

@@ -1,0 +1,167 @@
+"""Re-planning inside ``rlinf train``: the tracking prediction rides along in auto mode's metrics, and a switch at
+an iteration boundary loses nothing (same plan: bit-exact learning metrics, also under a staleness bound and for
+GRPO; another plan with the same replicas: the workers' state carried exactly, by checksum)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from factories import HOPPER_CONFIG, HOPPER_SMALL
+
+from rlinf.app.plan_choice import PlanChoice, choose_plan
+from rlinf.app.replan import SwitchAt, switchable
+from rlinf.app.request import RunFlags, build_request
+from rlinf.app.runner import run
+from rlinf.cli import main
+from rlinf.core.plan import plan_from_yaml
+
+ITERATIONS = 5
+SMALL_SETS = [arg for item in HOPPER_SMALL for arg in ("--set", item)]
+
+
+def computed(run_dir: Path) -> list[dict[str, Any]]:
+    """Per step, every metric that does not measure time (those end in ``_s``)."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")} for line in lines]
+
+
+def switches(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "switches.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def train(
+    out: Path,
+    *,
+    mode: str = "hybrid",
+    k: int = 0,
+    switch_to: Any = None,
+    config: str = HOPPER_CONFIG,
+    **flags: Any,
+) -> tuple[PlanChoice, SwitchAt | None]:
+    """A small run; ``switch_to(choice)`` gives the choice to switch to after iteration 3 (none: no switch), on new
+    workers (their state comes entirely from the live snapshot)."""
+    flags.setdefault("overrides", tuple(HOPPER_SMALL))
+    request = build_request(
+        RunFlags(
+            config=Path(config),
+            mode=mode,
+            iterations=ITERATIONS,
+            num_devices=flags.pop("num_devices", 2),
+            max_staleness=k,
+            out=out,
+            progress=False,
+            **flags,
+        )
+    )
+    choice = choose_plan(request)
+    rule = None if switch_to is None else SwitchAt(at={3: switch_to(choice)}, fresh_workers=True)
+    run(request, choice, switches=rule)
+    return choice, rule
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("replan") / "plain"
+    train(out)
+    return out
+
+
+def test_auto_mode_metrics_carry_the_tracking_prediction(plain: Path, tmp_path: Path) -> None:
+    """Planned from the trace of a run on this machine (no drift but the run's own noise), the tracking prediction
+    starts at the original and follows the measured iterations: it ends nearer their median than the original."""
+    out = tmp_path / "auto"
+    code = main(
+        ["train", HOPPER_CONFIG, "--mode", "auto", "--trace", str(plain / "trace.json"), "--devices", "2"]
+        + ["--iterations", "10", "--no-progress", "--out", str(out), *SMALL_SETS]
+    )
+    assert code == 0
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all({"predicted_iteration_s", "tracking_predicted_iteration_s"} <= set(m) for m in metrics)
+    original = metrics[0]["predicted_iteration_s"]
+    assert metrics[0]["tracking_predicted_iteration_s"] == original  # a warm-up iteration is not taken
+    measured = statistics.median(m["iteration_s"] for m in metrics[1:])
+    tracking = metrics[-1]["tracking_predicted_iteration_s"]
+    assert abs(tracking / measured - 1) <= max(0.25, abs(original / measured - 1))
+    assert 0.5 < tracking / original < 2.0  # no drift: it stays near the original
+    assert not switches(out)  # the rule is off unless asked for
+
+
+def test_a_switch_to_the_same_plan_is_bit_exact(plain: Path, tmp_path: Path) -> None:
+    out = tmp_path / "switched"
+    _, rule = train(out, switch_to=lambda choice: choice)
+    assert rule is not None and len(rule.seconds) == 1
+    assert computed(out) == computed(plain)
+    (recorded,) = switches(out)
+    assert recorded["iteration"] == 3 and recorded["from"] == recorded["to"]
+    assert recorded["state_sha256_carried"] == recorded["state_sha256_restored"]
+
+
+def test_a_switch_under_a_staleness_bound_loses_no_batch(tmp_path: Path) -> None:
+    """Under ``k = 1`` the switch comes after a steady step with a batch in the buffer: the switched run trains
+    the same batches in the same steps and phases (fill, steady, drain), each once, at the same lags."""
+    train(tmp_path / "plain", k=1)
+    train(tmp_path / "switched", k=1, switch_to=lambda choice: choice)
+    plain, switched = computed(tmp_path / "plain"), computed(tmp_path / "switched")
+    assert [m["phase"] for m in plain] == ["fill", *["steady"] * (ITERATIONS - 1), "drain"]
+    trained = [m["trained_iterations"] for m in switched]
+    assert trained == [m["trained_iterations"] for m in plain]
+    assert sorted(set(trained[1:])) == trained[1:] == list(range(1, ITERATIONS + 1))  # each batch once
+    assert max(m.get("policy_lag_max", 0.0) for m in switched) == 1.0  # the bound holds across the switch
+    assert switched == plain
+
+
+def test_a_switch_to_a_plan_with_the_same_replicas_carries_the_state(plain: Path, tmp_path: Path) -> None:
+    """The env and the rollout trade devices: each worker's state crosses the switch unchanged (checksums), and the
+    run goes on to its last iteration."""
+
+    def swapped(choice: PlanChoice) -> PlanChoice:
+        trade = {"env": "rollout", "rollout": "env"}
+        devices = {p.component: p.devices for p in choice.plan.placements}
+        placements = [
+            attrs.evolve(p, devices=devices[trade.get(p.component, p.component)])
+            for p in choice.plan.placements
+        ]
+        plan = attrs.evolve(choice.plan, placements=placements)
+        assert plan != choice.plan and switchable(choice.plan, plan)
+        return attrs.evolve(choice, plan=plan)
+
+    out = tmp_path / "swapped"
+    train(out, switch_to=swapped)
+    (recorded,) = switches(out)
+    assert recorded["to"]["placement"] != recorded["from"]["placement"]
+    assert recorded["state_sha256_carried"] == recorded["state_sha256_restored"]
+    assert [m["iteration"] for m in computed(out)] == list(range(1, ITERATIONS + 1))
+    assert computed(out)[:3] == computed(plain)[:3]
+
+
+def test_plans_with_other_replica_counts_are_not_switch_candidates() -> None:
+    hybrid = plan_from_yaml("placement: {actor: 0-1, env: 0, rollout: 1}\n", 2)
+    assert switchable(hybrid, plan_from_yaml("placement: {actor: 0-1, env: 1, rollout: 0}\n", 2))
+    assert not switchable(hybrid, plan_from_yaml("placement: {actor: 0-1, env: 0-1, rollout: 0-1}\n", 2))
+    assert not switchable(hybrid, attrs.evolve(hybrid, max_staleness=1))
+    assert not switchable(hybrid, attrs.evolve(hybrid, granularity={"loop": 2}))  # the envs split per stage
+
+
+def test_a_grpo_switch_to_the_same_plan_is_bit_exact(grpo_cache: Path, tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason='needs the hf extra: pip install -e ".[hf]"')
+    from hf_grpo_tiny import CONFIG, one_thread, tiny_overrides
+
+    sets = tuple(f"{key}={value}" for key, value in tiny_overrides(grpo_cache).items())
+    with one_thread():
+        train(tmp_path / "plain", mode="collocated", config=CONFIG, overrides=sets, num_devices=1)
+        train(
+            tmp_path / "switched",
+            mode="collocated",
+            config=CONFIG,
+            overrides=sets,
+            num_devices=1,
+            switch_to=lambda choice: choice,
+        )
+    assert computed(tmp_path / "switched") == computed(tmp_path / "plain")
+    assert len(switches(tmp_path / "switched")) == 1

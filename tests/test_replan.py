@@ -19,6 +19,7 @@ from rlinf.app.request import RunFlags, build_request
 from rlinf.app.runner import run
 from rlinf.cli import main
 from rlinf.core.plan import plan_from_yaml
+from rlinf.core.trace import load_trace
 
 ITERATIONS = 5
 SMALL_SETS = [arg for item in HOPPER_SMALL for arg in ("--set", item)]
@@ -89,7 +90,6 @@ def test_auto_mode_metrics_carry_the_tracking_prediction(plain: Path, tmp_path: 
     tracking = metrics[-1]["tracking_predicted_iteration_s"]
     assert abs(tracking / measured - 1) <= max(0.25, abs(original / measured - 1))
     assert 0.5 < tracking / original < 2.0  # no drift: it stays near the original
-    assert not switches(out)  # the rule is off unless asked for
 
 
 def test_a_switch_to_the_same_plan_is_bit_exact(plain: Path, tmp_path: Path) -> None:
@@ -165,3 +165,55 @@ def test_a_grpo_switch_to_the_same_plan_is_bit_exact(grpo_cache: Path, tmp_path:
         )
     assert computed(tmp_path / "switched") == computed(tmp_path / "plain")
     assert len(switches(tmp_path / "switched")) == 1
+
+
+def test_a_bad_replan_value_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["train", HOPPER_CONFIG, "--replan", "sometimes", "--out", str(tmp_path / "run"), "--no-progress"]
+    )
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--replan" in line and "sometimes" in line and "'off', 'auto'" in line
+
+
+@pytest.mark.parametrize(
+    ("mode", "given", "expected"), [("auto", None, "auto"), ("hybrid", None, "off"), ("auto", "off", "off")]
+)
+def test_replan_is_auto_by_default_in_auto_mode_only(
+    tmp_path: Path, mode: str, given: str | None, expected: str
+) -> None:
+    request = build_request(
+        RunFlags(config=Path(HOPPER_CONFIG), mode=mode, replan=given, out=tmp_path / "run")
+    )
+    assert request.replan == expected
+
+
+@pytest.mark.parametrize("replan", ["auto", "off"])
+def test_a_run_off_its_band_re_plans_on_the_drifted_costs(plain: Path, tmp_path: Path, replan: str) -> None:
+    """Planned from a trace 3x too fast, every iteration lands above the band: after 10 iterations (5 of them
+    outside in a row) ``--replan auto`` chooses again on the profile's costs scaled by the measured drift and
+    records the decision (on two cores every switch candidate, same replicas, is predicted no faster: it keeps the
+    plan); ``--replan off`` does nothing of the kind."""
+    trace = load_trace(plain / "trace.json")
+    fast = tmp_path / "fast.json"
+    attrs.evolve(trace, samples=[attrs.evolve(s, seconds=s.seconds * 0.3) for s in trace.samples]).save(fast)
+    out = tmp_path / "run"
+    code = main(
+        ["train", HOPPER_CONFIG, "--mode", "auto", "--trace", str(fast), "--devices", "2", "--replan", replan]
+        + ["--iterations", "12", "--no-progress", "--out", str(out), *SMALL_SETS]
+    )
+    assert code == 0
+    assert len(computed(out)) == 12
+    if replan == "off":
+        assert not (out / "switches.jsonl").exists()
+        return
+    (decision,) = switches(out)
+    assert decision["iteration"] == 10 and decision["why"].startswith("measured ")
+    assert decision["tracking_s"] > 2 * load_prediction(out)  # the tracking saw the drift
+    assert decision["to"] is None and decision["decision"].startswith(("kept", "no switch candidate"))
+
+
+def load_prediction(run_dir: Path) -> float:
+    return json.loads((run_dir / "prediction.json").read_text())["predicted_iteration_s"]

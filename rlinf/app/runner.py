@@ -36,7 +36,7 @@ from rlinf.app.checkpoint import read_manifest, save_checkpoint
 from rlinf.app.console import Console, iteration_figures, iteration_line
 from rlinf.app.placement import open_workers
 from rlinf.app.plan_choice import PlanChoice
-from rlinf.app.replan import Boundary, Switch, SwitchRule, Tracker, record_switch, state_digest
+from rlinf.app.replan import Boundary, Switch, SwitchRule, Tracker, record_switch, replanner_for, state_digest
 from rlinf.app.request import RunRequest
 from rlinf.app.run_checkpoint import (
     DriverRng,
@@ -151,7 +151,7 @@ def run(
     ``switches`` may end a segment after an iteration and go on under another plan from the live state (each switch
     printed and kept in ``switches.jsonl``)."""
     segment = first_segment(request, choice)
-    log = _Log(request=request, switches=switches)
+    log = _Log(request=request, switches=switches or replanner_for(request, choice))
     program = log.program(segment)
     if segment.state is not None and segment.state.iteration >= request.settings.iterations:
         log.rewind(segment)

@@ -217,3 +217,66 @@ def test_a_run_off_its_band_re_plans_on_the_drifted_costs(plain: Path, tmp_path:
 
 def load_prediction(run_dir: Path) -> float:
     return json.loads((run_dir / "prediction.json").read_text())["predicted_iteration_s"]
+
+
+@pytest.mark.parametrize(("faster_by", "switches_plan"), [(0.5, True), (1e-6, False)])
+def test_the_replanner_switches_when_the_gain_pays_for_the_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faster_by: float, switches_plan: bool
+) -> None:
+    """Simulated iterations twice the prediction: the re-plan comes after the 10th; a candidate faster by half an
+    iteration over the 990 iterations left pays for a switch that costs an iteration (its prediction comes from the
+    drifted costs), one faster by a microsecond does not (the plan is kept, the band follows the drift)."""
+    from test_auto_mode import synthetic_trace
+
+    import rlinf.app.auto
+    from rlinf.app.auto import AutoPlan, Candidate
+    from rlinf.app.jobs import load_job_config
+    from rlinf.app.replan import Boundary, Replanner, Tracker, predict_from
+    from rlinf.app.request import RunRequest
+
+    job, config = load_job_config(HOPPER_CONFIG, HOPPER_SMALL)
+    request = RunRequest(job=job, config=config, out=tmp_path, num_devices=2, replan="auto")
+    trace = synthetic_trace()
+    hybrid = plan_from_yaml("placement: {actor: 0-1, env: 0, rollout: 1}\ngranularity: {loop: 1}\n", 2)
+    swapped = plan_from_yaml("placement: {actor: 0-1, env: 1, rollout: 0}\ngranularity: {loop: 1}\n", 2)
+    prediction = predict_from(request, hybrid, 2, trace)
+    slow = attrs.evolve(trace, samples=[attrs.evolve(s, seconds=2 * s.seconds) for s in trace.samples])
+    predicted, measured = prediction.timeline, predict_from(request, hybrid, 2, slow).timeline
+    choice = attrs.evolve(PlanChoice.given(hybrid, 2), prediction=prediction)
+    tracker, last_step = Tracker(predicted), 1000
+    replanner = Replanner(request=request, trace=trace, switch_s=measured.iteration_s)
+
+    def faster(*args: Any, **kwargs: Any) -> AutoPlan:
+        target_s = tracker.current_s - faster_by * measured.iteration_s
+        best = Candidate(plan=swapped, num_devices=2, predicted_s=target_s, source="test")
+        return AutoPlan(chosen=best, candidates=(best,), predicted=measured, search_s=0.0)
+
+    monkeypatch.setattr(rlinf.app.auto, "plan_from_trace", faster)
+    decisions = []
+    for iteration in range(2, 11):
+        assert tracker.observe(measured)
+        boundary = Boundary(
+            iteration=iteration,
+            last_step=last_step,
+            segment_first=1,
+            measured_s=measured.iteration_s,
+            counted=True,
+            choice=choice,
+            tracker=tracker,
+        )
+        decisions.append(replanner.after(boundary))
+    assert decisions[:-1] == [None] * 8
+    if switches_plan:  # the runner records the switch once it is made
+        switch = decisions[-1]
+        assert not switches(tmp_path)
+        assert switch is not None and switch.choice.plan == swapped and switch.why.startswith("measured ")
+        assert switch.predicted_gain_s == pytest.approx(0.5 * measured.iteration_s)
+        assert (
+            switch.choice.prediction is not None
+            and switch.choice.prediction.iteration_s > predicted.iteration_s
+        )
+    else:
+        (recorded,) = switches(tmp_path)
+        assert recorded["iteration"] == 10 and recorded["why"].startswith("measured ")
+        assert decisions[-1] is None and recorded["decision"].startswith("kept")
+        assert replanner.scale == pytest.approx(tracker.current_s / predicted.iteration_s)

@@ -9,6 +9,7 @@ optimizers' state re-sharded, which rlinf does not do yet.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -212,13 +213,12 @@ class Replanner:
         request, current = self.request, boundary.choice
         drifted = tracker.online.scaled_trace(self.trace)
         started = time.perf_counter()
-        auto = plan_from_trace(
+        search = functools.partial(plan_from_trace, seed=request.settings.seed, machine=request.machine)
+        auto = search(
             request.job,
             request.config,
             drifted,
             request.num_devices,
-            seed=request.settings.seed,
-            machine=request.machine,
             max_staleness=current.plan.max_staleness,
         )
         search_s = time.perf_counter() - started
@@ -255,33 +255,13 @@ class Replanner:
             current,
             plan=best.plan,
             provenance=f"re-planned ({best.source}) after iteration {boundary.iteration}",
-            prediction=self._prediction(best.plan, current.num_logical, drifted),
+            prediction=predict_from(request, best.plan, current.num_logical, drifted),
             auto=auto,
         )
         why += (
             f"; {best.plan.describe()} predicted {best.predicted_s:.4f} s against {tracker.current_s:.4f} s"
         )
         return Switch(choice=choice, why=why, predicted_gain_s=gain_s)
-
-    def _prediction(self, plan: Plan, num_logical: int, drifted: Any) -> Any:
-        """The new plan's prediction from the drifted costs (from the samples that chose it: no interval)."""
-        from rlinf.app.held_out import Prediction
-        from rlinf.app.profiling import COST_STATISTIC, evened
-        from rlinf.core.costs import fit
-        from simulator import simulate
-
-        request = self.request
-        program = request.job.lower(plan, request.config, num_logical, machine=request.machine)
-        cluster = request.machine.cluster(num_logical)
-        timeline = simulate(program, fit(evened(drifted), cluster, statistic=COST_STATISTIC))
-        return Prediction(
-            timeline=timeline,
-            held_out=False,
-            choosing_s=timeline.iteration_s,
-            interval_s=None,
-            ratios=(),
-            note="re-planned on the run's drifted costs",
-        )
 
     def switched(self, boundary: Boundary, switch: Switch, seconds: float) -> None:
         """Keep the switch's measured cost for the next decision, and the iterations before it for its gain."""
@@ -303,6 +283,27 @@ class Replanner:
                 },
             )
             self.before_s = None
+
+
+def predict_from(request: Any, plan: Plan, num_logical: int, trace: Any) -> Any:
+    """``plan``'s :class:`rlinf.app.held_out.Prediction` from ``trace``'s costs (a re-plan's drifted profile: from the
+    samples that chose the plan, with no interval)."""
+    from rlinf.app.held_out import Prediction
+    from rlinf.app.profiling import COST_STATISTIC, evened
+    from rlinf.core.costs import fit
+    from simulator import simulate
+
+    program = request.job.lower(plan, request.config, num_logical, machine=request.machine)
+    cluster = request.machine.cluster(num_logical)
+    timeline = simulate(program, fit(evened(trace), cluster, statistic=COST_STATISTIC))
+    return Prediction(
+        timeline=timeline,
+        held_out=False,
+        choosing_s=timeline.iteration_s,
+        interval_s=None,
+        ratios=(),
+        note="re-planned on the run's drifted costs",
+    )
 
 
 def replanner_for(request: Any, choice: PlanChoice) -> Replanner | None:

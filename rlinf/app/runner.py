@@ -6,15 +6,17 @@ with real workers; it writes metrics, TensorBoard scalars, the measured trace an
 (:class:`rlinf.app.plan_choice.PlanChoice`). Its first segment starts fresh, or from the newest checkpoint with
 ``resume``; when a worker fails (dies, raises, stalls), up to ``max_restarts`` times the next segment starts from
 the newest checkpoint (or fresh before the first) on restarted workers. Re-planning at an iteration boundary is
-the same operation: a segment under another plan, started from the live state (:meth:`Segment.live`).
+the same operation: a segment under another plan, started from the live state (:meth:`Segment.live`), when a switch
+rule (:mod:`rlinf.app.replan`: ``--replan auto``, or one a script gives) answers after an iteration.
 
 Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
 ``trace.json`` (every op of every counted iteration (not a segment's first, a warm-up, when there are more) as a
 dispatch-inclusive cost sample, see :mod:`rlinf.app.profiling`; merge it into the next profile with
 ``--merge-trace``), ``timeline.json`` (Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/``
 (:mod:`rlinf.app.checkpoint`: atomic, checksummed, the last 3 kept; :mod:`rlinf.app.run_checkpoint`: what one
-holds). With a prediction (auto mode), each iteration's metrics hold ``predicted_iteration_s`` too, and the run
-directory also gets ``prediction.json``, ``timeline_predicted.json``, ``gantt_predicted.png`` and
+holds). With a prediction (auto mode), each iteration's metrics hold ``predicted_iteration_s`` and
+``tracking_predicted_iteration_s`` (refit from the run's recent iterations, :class:`rlinf.app.replan.Tracker`) too,
+each switch of plan is a line of ``switches.jsonl``, and the run directory also gets ``prediction.json``, ``timeline_predicted.json``, ``gantt_predicted.png`` and
 ``timeline_pair.png`` (predicted above measured).
 """
 

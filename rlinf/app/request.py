@@ -33,6 +33,10 @@ _AS_GIVEN = (
 """Fields a request takes from its flags as they are."""
 
 
+REPLAN_MODES = ("off", "auto")
+"""Values of ``--replan``."""
+
+
 @attrs.frozen(kw_only=True)
 class RunFlags:
     """The flags of ``rlinf train`` as given (``None``: not given, the config's value or the default applies)."""
@@ -68,6 +72,8 @@ class RunFlags:
     progress: Progress = True
     """A bar in a terminal (``True``), lines at a cadence (``"lines"``), or nothing (``False``)."""
     command_line: str = "rlinf train"
+    replan: str | None = None
+    """``--replan``: ``off`` or ``auto``; default ``auto`` in auto mode, else ``off``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -107,6 +113,9 @@ class RunRequest:
     """A bar in a terminal (``True``), lines at a cadence (``"lines"``), or nothing (``False``); profiling shows a
     bar only with ``True``."""
     command_line: str = "rlinf train"
+    replan: str = "off"
+    """``auto``: re-plan while training when the measured iterations leave the prediction's band
+    (:class:`rlinf.app.replan.Replanner`); ``off``: keep the chosen plan."""
 
     @property
     def settings(self) -> RunSettings:
@@ -134,6 +143,14 @@ def build_request(flags: RunFlags) -> RunRequest:
         "must be >= 0",
         "use 0 to stop at a failure",
     )
+    if flags.replan is not None:
+        require(
+            flags.replan in REPLAN_MODES,
+            "--replan",
+            flags.replan,
+            "unknown value",
+            f"use one of {list(REPLAN_MODES)}",
+        )
     if flags.mode is not None:
         require(
             flags.mode in RUN_MODES, "--mode", flags.mode, "unknown mode", f"use one of {list(RUN_MODES)}"
@@ -160,11 +177,13 @@ def build_request(flags: RunFlags) -> RunRequest:
     settings = job.settings
     if plan is not None and plan.max_staleness != settings.max_staleness:
         job = attrs.evolve(job, settings=attrs.evolve(settings, max_staleness=plan.max_staleness))
+    mode = plan.mode if plan is not None else flags.mode or settings.mode
     return RunRequest(
         job=job,
         config=config,
         out=_out(flags, job.name),
-        mode=plan.mode if plan is not None else flags.mode or settings.mode,
+        mode=mode,
+        replan=flags.replan or ("auto" if mode == "auto" else "off"),
         plan=plan,
         plan_source="" if plan_path is None else f"--plan {plan_path}",
         num_devices=num_devices,

@@ -6,15 +6,17 @@ with real workers; it writes metrics, TensorBoard scalars, the measured trace an
 (:class:`rlinf.app.plan_choice.PlanChoice`). Its first segment starts fresh, or from the newest checkpoint with
 ``resume``; when a worker fails (dies, raises, stalls), up to ``max_restarts`` times the next segment starts from
 the newest checkpoint (or fresh before the first) on restarted workers. Re-planning at an iteration boundary is
-the same operation: a segment under another plan, started from the live state (:meth:`Segment.live`).
+the same operation: a segment under another plan, started from the live state (:meth:`Segment.live`), when a switch
+rule (:mod:`rlinf.app.replan`: ``--replan auto``, or one a script gives) answers after an iteration.
 
 Everything this writes lives under the run directory: ``plan.yaml``, ``metrics.jsonl``, ``tensorboard/``,
 ``trace.json`` (every op of every counted iteration (not a segment's first, a warm-up, when there are more) as a
 dispatch-inclusive cost sample, see :mod:`rlinf.app.profiling`; merge it into the next profile with
 ``--merge-trace``), ``timeline.json`` (Chrome trace of the last iteration), ``gantt.png`` and ``checkpoints/``
 (:mod:`rlinf.app.checkpoint`: atomic, checksummed, the last 3 kept; :mod:`rlinf.app.run_checkpoint`: what one
-holds). With a prediction (auto mode), each iteration's metrics hold ``predicted_iteration_s`` too, and the run
-directory also gets ``prediction.json``, ``timeline_predicted.json``, ``gantt_predicted.png`` and
+holds). With a prediction (auto mode), each iteration's metrics hold ``predicted_iteration_s`` and
+``tracking_predicted_iteration_s`` (refit from the run's recent iterations, :class:`rlinf.app.replan.Tracker`) too,
+each switch of plan is a line of ``switches.jsonl``, and the run directory also gets ``prediction.json``, ``timeline_predicted.json``, ``gantt_predicted.png`` and
 ``timeline_pair.png`` (predicted above measured).
 """
 
@@ -36,6 +38,7 @@ from rlinf.app.checkpoint import read_manifest, save_checkpoint
 from rlinf.app.console import Console, iteration_figures, iteration_line
 from rlinf.app.placement import open_workers
 from rlinf.app.plan_choice import PlanChoice
+from rlinf.app.replan import Boundary, Switch, SwitchRule, Tracker, record_switch, replanner_for, state_digest
 from rlinf.app.request import RunRequest
 from rlinf.app.run_checkpoint import (
     DriverRng,
@@ -136,13 +139,21 @@ class MeasuredIteration:
     counted: bool
 
 
-def run(request: RunRequest, choice: PlanChoice, *, on_iteration: OnIteration | None = None) -> TrainResult:
+def run(
+    request: RunRequest,
+    choice: PlanChoice,
+    *,
+    on_iteration: OnIteration | None = None,
+    switches: SwitchRule | None = None,
+) -> TrainResult:
     """Train the request's job under ``choice`` for its configured iterations (see the module): the first segment,
     then a next one each time a segment ends early (a worker failure: restarted from the newest checkpoint, up to
     ``request.max_restarts`` times, the failure reported on stderr and kept in ``failure.txt``; it costs the
-    iterations since the last checkpoint, ``checkpoint_every``). ``on_iteration`` gets each iteration's metrics."""
+    iterations since the last checkpoint, ``checkpoint_every``). ``on_iteration`` gets each iteration's metrics;
+    ``switches`` may end a segment after an iteration and go on under another plan from the live state (each switch
+    printed and kept in ``switches.jsonl``)."""
     segment = first_segment(request, choice)
-    log = _Log(request=request)
+    log = _Log(request=request, switches=switches or replanner_for(request, choice))
     program = log.program(segment)
     if segment.state is not None and segment.state.iteration >= request.settings.iterations:
         log.rewind(segment)
@@ -238,7 +249,10 @@ def _run_segment(
         workers.start(program, specs)  # fresh workers are in their iteration-1 state
         initial_rng.restore()
     else:
+        if log.pending is not None and log.pending[1].fresh_workers:
+            workers.close()  # the next start starts new processes
         resume_workers(workers, program, specs, segment.state)
+    log.switch_done(segment, workers)
     mark_phase("workers_started")
     lag = program.max_staleness
     # Under a staleness bound k the run takes k more steps: k that fill the buffer (the rollout side alone), then
@@ -284,6 +298,30 @@ def _run_segment(
                 buffered=None if buffered is None else [batch.to_checkpoint() for batch in buffered],
             )
             save_checkpoint(request.out / "checkpoints", iteration, checkpoint.to_state())
+        if log.switches is not None and iteration < steps:
+            boundary = Boundary(
+                iteration=iteration,
+                last_step=steps,
+                segment_first=first,
+                measured_s=last.timeline.iteration_s,
+                counted=counted,
+                choice=segment.choice,
+                tracker=log.tracker,
+            )
+            switch = log.switches.after(boundary)
+            if switch is not None:
+                log.pending = (boundary, switch, time.perf_counter())
+                state = RunCheckpoint(
+                    iteration=iteration,
+                    workload=job.name,
+                    config=recorded,
+                    plan=plan_dict,
+                    workers=workers.snapshot() if snapshot is None else snapshot,
+                    driver_rng=DriverRng.capture(),
+                    measured=(),
+                    buffered=[b.to_checkpoint() for b in buffered or workers.buffered()] if lag else None,
+                )
+                return Segment.live(switch.choice, state)
     return None
 
 
@@ -293,8 +331,13 @@ class _Log:
     iterations and the progress bar."""
 
     request: RunRequest
+    switches: SwitchRule | None = None
     predicted: Timeline | None = None
     """The plan's predicted iteration, reported beside each measured one (set by :meth:`begin`)."""
+    tracker: Tracker | None = None
+    """The predicted iteration tracked from the segment's measured ones (with a prediction)."""
+    pending: tuple[Boundary, Switch, float] | None = None
+    """A switch made and not yet reported: where, what, and when the iteration before it ended."""
     history: list[dict[str, Any]] = attrs.Factory(list)
     measured: list[MeasuredIteration] = attrs.Factory(list)
     started: float = attrs.Factory(time.perf_counter)
@@ -328,6 +371,10 @@ class _Log:
         self.rewind(segment)
         prediction = segment.choice.prediction
         self.predicted = None if prediction is None else prediction.timeline
+        if self.predicted is None:
+            self.tracker = None
+        elif self.tracker is None or self.tracker.online.program is not self.predicted.program:
+            self.tracker = Tracker(self.predicted)
         if self.writer is None:
             self.writer = SummaryWriter(str(self.request.out / "tensorboard"))
         if self.console is None:
@@ -345,6 +392,12 @@ class _Log:
         measured."""
         if self.predicted is not None:
             metrics["predicted_iteration_s"] = self.predicted.iteration_s
+        if self.tracker is not None:
+            started = time.process_time()
+            if measured.counted:
+                self.tracker.observe(measured.timeline)
+            metrics["tracking_predicted_iteration_s"] = self.tracker.current_s
+            metrics["tracking_cpu_s"] = time.process_time() - started
         self.measured.append(measured)
         self.history.append(metrics)
         append_metrics(self.request.out / "metrics.jsonl", metrics)
@@ -357,6 +410,38 @@ class _Log:
         assert self.console is not None, "begin() opens the console"
         figures, line = iteration_figures(metrics, fields), iteration_line(metrics, fields)
         self.console.iteration(metrics["iteration"], figures, line, phase=step.phase)
+
+    def switch_done(self, segment: Segment, workers: Any) -> None:
+        """Report the switch that started ``segment`` (if one did): a line on stderr and one in
+        ``switches.jsonl``, with the checksums of the workers' state carried and of the state they hold now."""
+        if self.pending is None:
+            return
+        boundary, switch, ended = self.pending
+        self.pending = None
+        seconds = time.perf_counter() - ended
+        assert segment.state is not None, "a switch starts from the live state"
+        carried, restored = state_digest(segment.state.workers), state_digest(workers.snapshot())
+        assert self.switches is not None, "a switch comes from a rule"
+        self.switches.switched(boundary, switch, seconds)
+        before, after = boundary.choice.plan, segment.plan
+        record_switch(
+            self.request.out,
+            {
+                "iteration": boundary.iteration,
+                "from": before.to_dict(),
+                "to": after.to_dict(),
+                "why": switch.why,
+                "predicted_gain_s": switch.predicted_gain_s,
+                "switch_s": seconds,
+                "state_sha256_carried": carried,
+                "state_sha256_restored": restored,
+            },
+        )
+        target = "the same plan" if after == before else after.describe()
+        self.say(
+            f"rlinf: switched to {target} after iteration {boundary.iteration} ({switch.why}; {seconds:.2f} s)",
+            at=boundary.iteration,
+        )
 
     def say(self, line: str, *, at: int) -> None:
         """A line on stderr that does not wait (a restart); ``at``: the iteration the run goes back to."""

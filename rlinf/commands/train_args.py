@@ -81,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest valid checkpoint"
     )
     parser.add_argument(
+        "--replan",
+        metavar="off|auto",
+        help="auto: when the measured iterations stay outside the prediction's band, re-plan on the drifted costs "
+        "and switch plans at an iteration boundary where it pays (docs/replanning.md); default: auto with "
+        "--mode auto, else off",
+    )
+    parser.add_argument(
         "--max-restarts",
         type=int,
         default=DEFAULT_MAX_RESTARTS,
@@ -117,6 +124,7 @@ def run_flags(args: argparse.Namespace) -> Any:
         out=path(args.out),
         resume=path(args.resume),
         max_restarts=args.max_restarts,
+        replan=args.replan,
         progress="lines" if args.no_progress else True,
         command_line=getattr(args, "command_line", "rlinf train"),
     )

@@ -85,6 +85,7 @@ def test_embodied_ppo_matches_the_local_backend_exactly(two_nodes: str) -> None:
     assert any("policy_loss" in entry[3] for entry in local[1])
 
 
+@pytest.mark.slow  # 58 s on 2 cores; the embodied and pinned-loop runs below check the same on Ray
 def test_grpo_matches_the_local_backend_exactly(two_nodes: str, grpo_cache: Path) -> None:
     """The GRPO job on its hybrid plan (streamed generation, weight syncs from the actor to rollout and inference,
     the actor's two replicas on the two nodes): rewards, losses and token counts of two iterations equal the local

@@ -29,6 +29,7 @@ def ray_worker_pids(root: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # 52 s on 2 cores: `python3 -m pytest -m slow -n 2`
 def test_cli_auto_mode_on_ray_survives_a_killed_actor_and_matches_an_uninterrupted_local_run(
     tmp_path: Path,
 ) -> None:

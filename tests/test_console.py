@@ -86,6 +86,22 @@ def test_the_closing_summary_states_the_recent_return_when_the_last_iteration_fi
     assert "prediction bias +3.1% (measured / predicted - 1)" in line and "episodic return 534.4 (" in line
 
 
+def test_when_the_last_iterations_finished_no_episode_the_window_reaches_back_to_ones_that_did() -> None:
+    """A policy that learnt to stay up runs episodes longer than ten iterations (the README's main job at 60
+    iterations ended 'no episode finished in the last 10 iterations'): the summary still states a return."""
+    history = [hopper_metrics(i, [10.0 * i]) for i in range(1, 41)] + [
+        hopper_metrics(i, []) for i in range(41, 61)
+    ]
+    recent = recent_metrics(history)
+    assert [m["iteration"] for m in recent] == list(range(31, 61))
+    mean, episodes = episode_mean(recent)
+    assert episodes == 10 and mean == pytest.approx(sum(10.0 * i for i in range(31, 41)) / 10)
+    assert (
+        f"episodic return {mean:.1f} (mean of the 10 episodes of the last 30 iterations)"
+        in HOPPER.summary(recent)
+    )
+
+
 def test_the_closing_summary_says_so_when_no_episode_finished() -> None:
     recent = recent_metrics([hopper_metrics(1, []), hopper_metrics(2, [])])
     assert "no episode finished in the last 2 iterations" in HOPPER.summary(recent)

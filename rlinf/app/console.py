@@ -171,9 +171,19 @@ def recent_metrics(
     metrics: Sequence[Mapping[str, Any]], count: int = RECENT_ITERATIONS
 ) -> list[Mapping[str, Any]]:
     """The metrics of the last ``count`` iterations that both sampled and trained (under a staleness bound the
-    last steps only drain the buffer, the first only fill it), oldest first; the last iteration when none did."""
+    last steps only drain the buffer, the first only fill it), oldest first; the last iteration when none did.
+    Where iterations report finished episodes (``episodes``) and none of those finished one (a policy that learnt
+    to stay up runs episodes longer than ten iterations), the window reaches back to the ``count``-th last
+    iteration that finished one, so a summary states the policy's recent return rather than none."""
     steady = [m for m in metrics if Phase.of_record(m) is Phase.STEADY]
-    return steady[-count:] if steady else list(metrics[-1:])
+    if not steady:
+        return list(metrics[-1:])
+    window = steady[-count:]
+    if any("episodes" in m for m in window) and not any(m.get("episodes") for m in window):
+        finishing = [i for i, m in enumerate(steady) if m.get("episodes")]
+        if finishing:
+            window = steady[finishing[max(0, len(finishing) - count)] :]
+    return window
 
 
 def closing_summary(

@@ -201,3 +201,19 @@ def test_infinite_totals_stay_out_of_the_json(growth: DriftReport) -> None:
     for strategy in data["strategies"]:
         assert strategy["total_s"] is None or math.isfinite(strategy["total_s"])
     json.dumps(data, allow_nan=False)
+
+
+def test_a_given_plan_that_does_not_fit_at_the_start_is_switched_at_once(
+    growth: DriftReport, trace: Trace
+) -> None:
+    """The plan chosen for 2,500-token responses does not fit 6,000-token ones (growth's forced switch): given as
+    the static plan of a schedule that starts there, the static run stops at 0 and re-planning switches at 0."""
+    forced = [s for s in growth.replanning.switches if s.reason.startswith("the plan in force")]
+    assert forced
+    start = next(p for p in growth.plans if p.describe() == forced[0].from_plan)
+    late = schedule({"iterations": 10, "points": [{"at": 0, "response_median_tokens": 6000}]})
+    report = plan_over_run(trace, trace.cluster, late, start_plan=start)
+    assert report.static.failed_at == 0 and math.isinf(report.static.total_s)
+    assert [s.iteration for s in report.replanning.switches] == [0] and math.isfinite(
+        report.replanning.total_s
+    )

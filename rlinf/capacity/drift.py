@@ -329,8 +329,8 @@ def plan_over_run(
         for plan in fitting:
             if plan not in plans:
                 plans.append(plan)
-        chosen.append(plans.index(result.plan) if result.plan in plans else _append(plans, result.plan))
-    start = 0 if start_plan is None else _index(plans, start_plan)
+        chosen.append(_index(plans, result.plan))
+    start = chosen[0] if start_plan is None else _index(plans, start_plan)
     seconds = tuple(
         tuple(
             judge(traces[i].workflow, cluster, costs[i], plan, "drift").iteration_s
@@ -339,12 +339,12 @@ def plan_over_run(
         for plan in plans
     )
     lengths = schedule.lengths()
-    static = _fixed("static", start if start_plan is not None else chosen[0], seconds, points, lengths)
+    static = _fixed("static", start, seconds, points, lengths)
     totals = [sum(n * row[i] for i, n in enumerate(lengths)) for row in seconds]
     best = min(range(len(plans)), key=lambda c: totals[c])
     hindsight = _fixed("best static in hindsight", best, seconds, points, lengths)
     replanning = _replan(
-        static_start=static.pieces[0][2],
+        static_start=start,
         seconds=seconds,
         chosen=chosen,
         schedule=schedule,
@@ -378,13 +378,11 @@ def plan_over_run(
     )
 
 
-def _append(plans: list[Plan], plan: Plan) -> int:
-    plans.append(plan)
-    return len(plans) - 1
-
-
 def _index(plans: list[Plan], plan: Plan) -> int:
-    return plans.index(plan) if plan in plans else _append(plans, plan)
+    """``plan``'s position among the candidates, added at the end when new."""
+    if plan not in plans:
+        plans.append(plan)
+    return plans.index(plan)
 
 
 def _fixed(
